@@ -1,0 +1,168 @@
+"""Command line: one function per command, no logic of its own.
+
+Each command parses its options, calls into the module that does the work and turns the
+known errors (a bad task file, a sandbox that died, ...) into a short message and an exit code.
+Exit codes: 0 success, 1 the work ran and failed (targets missed, divergence), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+import yaml
+
+from porter import __version__
+from porter.task import TaskError, load_task
+
+
+def _fail(message: str, code: int = 2) -> None:
+    click.echo(f"porter: {message}", err=True)
+    sys.exit(code)
+
+
+def _load(task_path: str):
+    try:
+        return load_task(task_path)
+    except TaskError as exc:
+        _fail(str(exc))
+
+
+def _not_built(command: str) -> None:
+    _fail(f"`porter {command}` is not built yet in this version", code=2)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="porter")
+def main() -> None:
+    """porter: port a newly released LLM to AMD ROCm serving on day 0."""
+
+
+@main.command()
+@click.argument("task", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the resolved task as JSON instead of YAML.")
+def validate(task: str, as_json: bool) -> None:
+    """Check TASK (a task YAML file) and print it resolved (defaults filled, ${VAR} expanded)."""
+    spec = _load(task)
+    if as_json:
+        click.echo(spec.model_dump_json(indent=2))
+    else:
+        click.echo(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False, width=110), nl=False)
+    click.echo(f"# {Path(task)}: valid", err=True)
+
+
+@main.command()
+@click.argument("task", type=click.Path(dir_okay=False))
+@click.option("--provider", help="Override agent.provider (playbook, anthropic, openai, scripted:FILE, a+b).")
+@click.option("--model", "model_name", help="Override agent.model.")
+@click.option("--base-url", help="Override agent.base_url (an OpenAI-compatible endpoint).")
+@click.option("--sandbox", "sandbox_kind", type=click.Choice(["docker", "local"]), help="Override sandbox.kind.")
+@click.option("--resume", "resume_dir", type=click.Path(file_okay=False), help="Continue the run in RUN_DIR.")
+def run(task: str, provider, model_name, base_url, sandbox_kind, resume_dir) -> None:
+    """Run the porting loop on TASK until its targets are met or a limit is hit."""
+    _load(task)
+    _not_built("run")
+
+
+@main.command()
+@click.argument("run_or_transcript", type=click.Path(exists=True))
+def replay(run_or_transcript: str) -> None:
+    """Re-drive a recorded run without the LLM and report where it diverges."""
+    _not_built("replay")
+
+
+@main.command(name="eval")
+@click.argument("corpus", type=click.Path(exists=True))
+@click.option("--models", help="Comma-separated agents to compare, e.g. playbook,anthropic:claude-sonnet-4-5.")
+@click.option("--workers", type=click.IntRange(1), default=1, show_default=True, help="Parallel sandboxes.")
+def evaluate(corpus: str, models, workers: int) -> None:
+    """Run every task of CORPUS for each model and write a leaderboard."""
+    _not_built("eval")
+
+
+@main.command()
+@click.argument("url")
+@click.option("--input-len", type=click.IntRange(1), default=1024, show_default=True)
+@click.option("--output-len", type=click.IntRange(1), default=128, show_default=True)
+@click.option("--cache-hit", type=click.FloatRange(0, 1, max_open=True), default=0.0, show_default=True)
+@click.option("--rps", default="1", show_default=True, help="Comma-separated request rates.")
+@click.option("--slo-ttft", type=click.FloatRange(0, min_open=True), default=5.0, show_default=True)
+@click.option("--slo-percentile", type=click.FloatRange(0, 100, min_open=True), default=99.0, show_default=True)
+@click.option("--duration", type=click.FloatRange(0, min_open=True), default=60.0, show_default=True)
+@click.option("--single-stream", is_flag=True, help="Output speed of one request at a time.")
+@click.option("--json", "as_json", is_flag=True, help="Last line of stdout is one JSON object.")
+def bench(url: str, **options) -> None:
+    """Throughput sweep (or single stream) against an OpenAI-compatible server at URL."""
+    _not_built("bench")
+
+
+@main.group()
+def check() -> None:
+    """The checks alone, against any OpenAI-compatible server."""
+
+
+@check.command()
+@click.argument("url")
+@click.option("--dataset", required=True, help="gsm8k:PATH_OR_BUILTIN or mc:PATH_OR_BUILTIN.")
+@click.option("--samples", type=click.IntRange(1), default=200, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def quality(url: str, **options) -> None:
+    """Accuracy with a 95% confidence interval on a GSM8K-style or multiple-choice set."""
+    _not_built("check quality")
+
+
+@main.command()
+@click.argument("logfile", type=click.Path(allow_dash=True))
+@click.option("--json", "as_json", is_flag=True, help="Last line of stdout is one JSON object.")
+def triage(logfile: str, as_json: bool) -> None:
+    """Condensed root-cause view of a crash or start-up log (`-` reads stdin)."""
+    _not_built("triage")
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+def report(run_dir: str) -> None:
+    """Write RUN_DIR/report.md with plots."""
+    _not_built("report")
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--push", "remote", help="Push the run's branch to this git remote.")
+def pr(run_dir: str, remote) -> None:
+    """Write the patch series and a PR description per repo for RUN_DIR."""
+    _not_built("pr")
+
+
+@main.group()
+def sandbox() -> None:
+    """Work inside a task's sandbox by hand."""
+
+
+@sandbox.command(name="exec", context_settings={"ignore_unknown_options": True})
+@click.argument("task", type=click.Path(dir_okay=False))
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option("--timeout", type=click.FloatRange(0, min_open=True), default=600.0, show_default=True)
+def sandbox_exec(task: str, command: tuple[str, ...], timeout: float) -> None:
+    """Run COMMAND in TASK's sandbox (started or reused) and exit with its code."""
+    _load(task)
+    _not_built("sandbox exec")
+
+
+@sandbox.command(name="shell")
+@click.argument("task", type=click.Path(dir_okay=False))
+def sandbox_shell(task: str) -> None:
+    """Open an interactive shell in TASK's sandbox."""
+    _load(task)
+    _not_built("sandbox shell")
+
+
+@sandbox.command(name="prune")
+def sandbox_prune() -> None:
+    """Remove porter's stopped or stale containers (found by label)."""
+    _not_built("sandbox prune")
+
+
+if __name__ == "__main__":
+    main()
