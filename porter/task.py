@@ -154,7 +154,7 @@ class ServeSpec(Spec):
 class QualityCheckSpec(Spec):
     name: str = Field(min_length=1, description="Name in reports, e.g. gsm8k.")
     kind: Literal["gsm8k", "multiple_choice"] = Field(description="gsm8k (#### N answers) or GPQA-style choices.")
-    dataset: str = Field(min_length=1, description="Dataset file path, or `builtin:NAME` for a set shipped with porter.")
+    dataset: str = Field(min_length=1, description="Dataset path, or `builtin:NAME` for a set shipped with porter.")
     samples: int = Field(200, ge=1, description="Questions to ask (the first N after a seeded shuffle).")
     few_shot: int = Field(5, ge=0, description="Few-shot examples in the prompt (gsm8k).")
     metric: Literal["strict_match", "flexible_match", "accuracy"] = Field("flexible_match")
@@ -375,7 +375,8 @@ def _interpolate(value: str, environ: dict[str, str], file: Path, line: int, fie
             return environ[name]
         if default is not None:
             return default
-        raise TaskError(file, [(line, field_path, f"${{{name}}} is not set in the environment (or write ${{{name}:-default}})")])
+        hint = f"${{{name}}} is not set in the environment (or write ${{{name}:-default}})"
+        raise TaskError(file, [(line, field_path, hint)])
 
     return _VAR.sub(substitute, value)
 
