@@ -61,8 +61,16 @@ def validate(task: str, as_json: bool) -> None:
 @click.option("--resume", "resume_dir", type=click.Path(file_okay=False), help="Continue the run in RUN_DIR.")
 def run(task: str, provider, model_name, base_url, sandbox_kind, resume_dir) -> None:
     """Run the porting loop on TASK until its targets are met or a limit is hit."""
-    _load(task)
-    _not_built("run")
+    from porter import runs
+
+    spec = _load(str(Path(resume_dir) / "task.yaml")) if resume_dir else _load(task)
+    overrides = {"provider": provider, "model": model_name, "base_url": base_url}
+    for field_name, value in overrides.items():
+        if value is not None:
+            setattr(spec.agent, field_name, value)
+    if sandbox_kind:
+        spec.sandbox.kind = sandbox_kind
+    sys.exit(runs.run_task(spec, task, resume_dir))
 
 
 @main.command()

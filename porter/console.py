@@ -1,0 +1,58 @@
+"""What `porter run` shows a person: a live status line per step and the summary table at the end.
+
+Covers rendering only (rich); reads the run state, changes nothing.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from porter.run_context import RunContext
+from porter.state import target_report
+
+console = Console(stderr=True, highlight=False)
+
+
+def _money(ctx: RunContext) -> str:
+    return f"${ctx.state.cost_usd:.2f}" if ctx.state.cost_known else "$? (price unknown)"
+
+
+def status_line(ctx: RunContext) -> str:
+    state = ctx.state
+    serve = state.pending.serve or state.accepted.serve or {}
+    crash = serve.get("crash_class") or "-"
+    changed = {k: v for k, v in state.flags.items() if ctx.task.serve.flags.get(k) != v}
+    met = sum(row["met"] for row in target_report(ctx.task, state.accepted.checks))
+    total = len(target_report(ctx.task, {}))
+    tokens = state.tokens["input"] + state.tokens["output"]
+    return (
+        f"step {state.step} | {state.phase()} | flags {changed or 'baseline'} | last crash {crash} | "
+        f"targets met {met}/{total} | kept {sum(a['outcome'] == 'kept' for a in state.attempts)} | "
+        f"tokens {tokens} {_money(ctx)} | relaunches {state.relaunches}"
+    )
+
+
+def show_step(ctx: RunContext) -> None:
+    console.print(status_line(ctx))
+
+
+def summary_table(ctx: RunContext) -> Table:
+    table = Table(title=f"{ctx.task.name}: {ctx.state.finished}")
+    for column in ("target", "value", "goal", "met"):
+        table.add_column(column)
+    for row in target_report(ctx.task, ctx.state.accepted.checks):
+        value = row["value"]
+        shown = f"{value:.3f}" if isinstance(value, float) else str(value)
+        table.add_row(row["target"], shown, str(row["goal"]), "yes" if row["met"] else "no")
+    return table
+
+
+def show_summary(ctx: RunContext) -> None:
+    console.print(summary_table(ctx))
+    kept = [a for a in ctx.state.attempts if a["outcome"] == "kept"]
+    console.print(
+        f"kept changes: {len(kept)}, reverted: {len(ctx.state.attempts) - len(kept)}; "
+        f"steps {ctx.state.step}; relaunches {ctx.state.relaunches}; cost {_money(ctx)}"
+    )
+    console.print(f"run directory: {ctx.run_dir}")

@@ -1,0 +1,158 @@
+"""`report.md` and its plots for a run directory, written from what the run recorded.
+
+Covers the task and targets, the timeline of attempts (kept or reverted, with the crash class or the
+metrics, tokens and dollars), final metrics against targets, the final serve command, and the plots
+(throughput and TTFT against offered RPS per kept configuration with the SLO line and the knee, and the
+objective over the steps). Reads state.json and metrics.jsonl only; never reruns anything.
+Figures from the twin engine are twin figures: the report says which engine produced them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
+
+from porter.serve import render_command  # noqa: E402
+from porter.state import RunState, target_report  # noqa: E402
+from porter.task import Task, load_task  # noqa: E402
+from porter.transcript import read_state  # noqa: E402
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def kept_measurements(state: RunState, metrics: list[dict]) -> list[dict]:
+    """Measurements of configurations that were kept: the baseline and every accepted change."""
+    kept = {attempt.get("fingerprint") for attempt in state.attempts if attempt["outcome"] == "kept"}
+    return [m for m in metrics if not m["pending"] or m["result"].get("fingerprint") in kept]
+
+
+def write_report(run_dir: str | Path) -> Path:
+    run_dir = Path(run_dir)
+    task = load_task(run_dir / "task.yaml")
+    state = RunState.from_dict(read_state(run_dir))
+    metrics = read_metrics(run_dir)
+    plots = write_plots(run_dir, task, state, metrics)
+    text = render(task, state, metrics, plots, run_dir)
+    path = run_dir / "report.md"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def render(task: Task, state: RunState, metrics: list[dict], plots: list[Path], run_dir: Path) -> str:
+    cost = f"${state.cost_usd:.2f}" if state.cost_known else "unknown (no price for this model)"
+    engine = "the twin engine (twin figures, not hardware results)" if "twin" in task.name else task.hardware.gpu
+    lines = [
+        f"# porter run {state.run_id}",
+        "",
+        f"Task `{task.name}`: {task.description.strip()}",
+        "",
+        f"- Model: {task.model.id} on {task.hardware.count}x {task.hardware.gpu} x {task.hardware.nodes} node(s)",
+        f"- Figures measured on: {engine}",
+        f"- Outcome: {'solved' if state.solved else 'not solved'} ({state.finished})",
+        f"- Steps {state.step}, relaunches {state.relaunches}, tokens in/out "
+        f"{state.tokens['input']}/{state.tokens['output']}, cost {cost}, wall {state.wall_s / 60:.1f} min",
+        "",
+        "## Targets",
+        "",
+        "| target | final | goal | met |",
+        "|---|---|---|---|",
+    ]
+    for row in target_report(task, state.accepted.checks):
+        lines.append(f"| {row['target']} | {_fmt(row['value'])} | {row['goal']} | {'yes' if row['met'] else 'no'} |")
+    lines += [
+        "",
+        "## Timeline",
+        "",
+        "| step | attempt | crash / metrics | outcome | tokens | $ |",
+        "|---|---|---|---|---|---|",
+    ]
+    for attempt in state.attempts:
+        measured = attempt.get("crash_class") or ", ".join(
+            f"{k} {_fmt(v)}" for k, v in (attempt.get("metrics") or {}).items()
+        )
+        summary = attempt["summary"].replace("|", "/")
+        cost_cell = f"{attempt['cost_usd']:.2f}" if state.cost_known else "?"
+        lines.append(
+            f"| {attempt['step']} | {summary} | {measured or '-'} | {attempt['outcome']} | "
+            f"{attempt['tokens']} | {cost_cell} |"
+        )
+    lines += ["", "## Final serve command", "", "```", render_command(task, state.accepted_flags), "```", ""]
+    commits = {name: len(repo.accepted) for name, repo in state.repos.items()}
+    lines += ["## Patches", "", *(f"- {name}: {count} commit(s), `patches/{name}/`" for name, count in commits.items())]
+    if plots:
+        lines += ["", "## Plots", "", *(f"![{p.stem}]({p.relative_to(run_dir)})" for p in plots)]
+    lines.append(f"\n{len(metrics)} measurements in `metrics.jsonl`; every server log is in `logs/`.\n")
+    return "\n".join(lines)
+
+
+def _fmt(value) -> str:
+    return f"{value:.3f}".rstrip("0").rstrip(".") if isinstance(value, float) else str(value)
+
+
+def write_plots(run_dir: Path, task: Task, state: RunState, metrics: list[dict]) -> list[Path]:
+    plots_dir = run_dir / "plots"
+    plots_dir.mkdir(exist_ok=True)
+    written = []
+    sweeps = [m for m in kept_measurements(state, metrics) if m["check"] == "throughput"]
+    if sweeps and task.checks.throughput:
+        written.append(_sweep_plot(plots_dir, task, sweeps))
+    if metrics:
+        written.append(_objective_plot(plots_dir, metrics))
+    return written
+
+
+def _sweep_plot(plots_dir: Path, task: Task, sweeps: list[dict]) -> Path:
+    slo = task.checks.throughput.slo
+    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for measurement in sweeps:
+        result = measurement["result"]
+        levels = result.get("levels") or []
+        label = _flags_label(task, measurement["flags"])
+        rps = [level["rps"] for level in levels]
+        left.plot(rps, [level.get("total_throughput") for level in levels], marker="o", label=label)
+        right.plot(rps, [level.get("ttft_slo_ms", 0) / 1000 for level in levels], marker="o", label=label)
+        if result.get("knee_rps"):
+            right.axvline(result["knee_rps"], linestyle=":", alpha=0.5)
+    right.axhline(slo.ttft_s, color="red", linestyle="--", label=f"SLO p{slo.percentile:g} TTFT {slo.ttft_s:g} s")
+    left.set(xlabel="offered RPS", ylabel="total tok/s", title="throughput vs offered load")
+    right.set(xlabel="offered RPS", ylabel=f"p{slo.percentile:g} TTFT (s)", title="TTFT vs offered load (knee dotted)")
+    for axis in (left, right):
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=7)
+    figure.tight_layout()
+    path = plots_dir / "throughput_ttft_vs_rps.png"
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def _objective_plot(plots_dir: Path, metrics: list[dict]) -> Path:
+    figure, axis = plt.subplots(figsize=(8, 4))
+    for check, field in (("throughput", "total_tok_s_per_node"), ("single_stream", "output_tok_s")):
+        points = [(m["step"], m["result"].get(field)) for m in metrics if m["check"] == check]
+        points = [(step, value) for step, value in points if value is not None]
+        if points:
+            axis.plot(*zip(*points, strict=True), marker="o", label=f"{check} {field}")
+    axis.set(xlabel="step", ylabel="tok/s", title="objective over the run")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    path = plots_dir / "objective.png"
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def _flags_label(task: Task, flags: dict) -> str:
+    changed = {k: v for k, v in flags.items() if task.serve.flags.get(k) != v}
+    return ", ".join(f"{k}={v}" for k, v in changed.items()) or "baseline flags"

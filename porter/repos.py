@@ -1,0 +1,118 @@
+"""Git discipline for the trees the agent patches (gitpython, on the host copies of the repos).
+
+Covers: the run branch `porter/<run-id>` with the user's uncommitted work committed first (never lost),
+the pending diff, one commit per accepted change, reverting a rejected change so the tree is never
+left half-applied, and exporting the accepted commits as a `git am`-able patch series.
+Does not decide what to accept (the loop does) and does not talk to the sandbox.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+
+PORTER_AUTHOR = git.Actor("porter", "porter@localhost")
+# Build products appear in the trees while the engine runs; they are never part of a patch.
+IGNORED = ("__pycache__/", "*.py[cod]", "*.o", "*.so", "*.egg-info/", ".porter-build/")
+
+
+@dataclass
+class RepoState:
+    name: str
+    base_commit: str  # the upstream commit the run started from (patches apply on it)
+    branch: str
+    accepted: list[str]  # our commits, oldest first
+    path: str = ""  # host path of the tree
+
+
+class TrackedRepo:
+    """One repo of the task, on the host, on porter's branch for this run."""
+
+    def __init__(self, name: str, path: Path, run_id: str):
+        self.name = name
+        self.path = Path(path)
+        self.branch = f"porter/{run_id}"
+        try:
+            self.repo = git.Repo(self.path)
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+            raise ValueError(f"repo {name!r}: {self.path} is not a git repository") from None
+        self._ignore_build_products()
+
+    def _ignore_build_products(self) -> None:
+        exclude = Path(self.repo.git_dir) / "info" / "exclude"
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        present = exclude.read_text().splitlines() if exclude.exists() else []
+        missing = [pattern for pattern in IGNORED if pattern not in present]
+        if missing:
+            exclude.write_text("\n".join(present + ["# porter: build products"] + missing) + "\n")
+
+    def begin(self, state: RepoState | None = None) -> RepoState:
+        """Check out the run branch; on a fresh run commit the user's dirty work first, as the user's commit."""
+        if state is not None:
+            if self.repo.active_branch.name != state.branch:
+                self.repo.git.checkout(state.branch)
+            return state
+        if self.is_dirty():
+            self.repo.git.add(A=True)
+            self.repo.index.commit(
+                "WIP: uncommitted changes found before the porter run\n\nCommitted by porter so nothing is lost.",
+                author=PORTER_AUTHOR,
+                committer=PORTER_AUTHOR,
+            )
+        base = self.repo.head.commit.hexsha
+        if self.branch in self.repo.heads:
+            raise ValueError(f"repo {self.name!r}: branch {self.branch} already exists; use --resume")
+        self.repo.git.checkout("-b", self.branch)
+        return RepoState(self.name, base, self.branch, [], str(self.path))
+
+    def is_dirty(self) -> bool:
+        return self.repo.is_dirty(untracked_files=True)
+
+    def diff(self) -> str:
+        """The pending change against the last commit, new files included."""
+        self.repo.git.add(A=True, intent_to_add=True)
+        return self.repo.git.diff("HEAD")
+
+    def changed_files(self) -> list[str]:
+        self.repo.git.add(A=True, intent_to_add=True)
+        return [line for line in self.repo.git.diff("HEAD", name_only=True).splitlines() if line]
+
+    def accept(self, state: RepoState, message: str) -> str:
+        if not self.is_dirty():
+            raise ValueError(f"repo {self.name!r} has no change to commit")
+        self.repo.git.add(A=True)
+        commit = self.repo.index.commit(message, author=PORTER_AUTHOR, committer=PORTER_AUTHOR)
+        state.accepted.append(commit.hexsha)
+        return commit.hexsha
+
+    def revert(self) -> list[str]:
+        """Drop the pending change (tracked edits and new files); returns the files it touched."""
+        touched = self.changed_files()
+        self.repo.git.reset("--hard", "HEAD")
+        self.repo.git.clean("-fd")
+        return touched
+
+    def export_patches(self, state: RepoState, out_dir: Path) -> list[Path]:
+        return export_series(self.repo, state, out_dir)
+
+
+def export_series(repo: git.Repo, state: RepoState, out_dir: Path) -> list[Path]:
+    """`git format-patch` of the run's accepted commits, numbered 0001-..., appliable with `git am` on the base."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for old in out_dir.glob("*.patch"):
+        old.unlink()
+    if not state.accepted:
+        return []
+    names = repo.git.format_patch(f"{state.base_commit}..{state.branch}", o=str(out_dir)).splitlines()
+    return [Path(name) for name in names]
+
+
+def commit_message(summary: str, failed: str, why: str, changed: str, evidence: str) -> str:
+    """What a reviewer needs: what failed, why, what changed, and the numbers before -> after."""
+    subject = re.sub(r"\s+", " ", summary).strip()[:72]
+    sections = [("What failed", failed), ("Why", why), ("What changed", changed), ("Evidence", evidence)]
+    body = "\n\n".join(f"{title}:\n{text.strip()}" for title, text in sections if text and text.strip())
+    return f"{subject}\n\n{body}\n\nGenerated by porter.\n"

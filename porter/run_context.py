@@ -1,0 +1,149 @@
+"""Everything a tool call needs for one run: the task, the sandbox, the repos, the server and the state.
+
+Covers the mapping from sandbox paths to the host git trees (file tools may only touch declared repos),
+the server's lifecycle (one at a time; a relaunch stops the old one), the fingerprint of the
+configuration a server or a check result belongs to, and running the checks from the host.
+Does not decide what to keep (accepting.py) and does not talk to the model (agent.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from porter import serve
+from porter.checks.quality import run_quality
+from porter.checks.throughput import run_single_stream, run_throughput
+from porter.repos import TrackedRepo
+from porter.sandbox import Sandbox
+from porter.state import RunState
+from porter.task import Task
+from porter.transcript import Transcript
+
+
+class ToolError(Exception):
+    """A tool call that could not be carried out; the message goes back to the model."""
+
+
+@dataclass
+class RunContext:
+    task: Task
+    sandbox: Sandbox
+    state: RunState
+    run_dir: Path
+    transcript: Transcript
+    repos: dict[str, TrackedRepo]
+    server: serve.Launch | None = None
+    server_fingerprint: str | None = None
+    check_runner: dict = field(default_factory=dict)  # tests may point a check at a fake; default: the real ones
+
+    # ------------------------------------------------------------ paths
+
+    def repo_of(self, sandbox_path: str) -> str:
+        path = PurePosixPath(sandbox_path)
+        for spec in self.task.repos:
+            if path == PurePosixPath(spec.path) or PurePosixPath(spec.path) in path.parents:
+                return spec.name
+        declared = ", ".join(f"{spec.name} at {spec.path}" for spec in self.task.repos)
+        raise ToolError(f"{sandbox_path} is outside the repos porter may change ({declared}); use a path inside one")
+
+    def host_path(self, sandbox_path: str) -> Path:
+        """Host file behind a sandbox path of a declared repo; `..` tricks are refused."""
+        name = self.repo_of(sandbox_path)
+        relative = PurePosixPath(sandbox_path).relative_to(self.task.repo(name).path)
+        if ".." in relative.parts:
+            raise ToolError(f"{sandbox_path}: `..` is not allowed in paths")
+        return self.repo_dir(name) / relative
+
+    def repo_dir(self, name: str) -> Path:
+        if name not in self.repos:
+            raise ToolError(f"no repo named {name!r}; the task declares {sorted(self.repos)}")
+        return self.repos[name].path
+
+    def only_repo(self) -> str:
+        if len(self.repos) != 1:
+            raise ToolError(f"say which repo the patch is for: one of {sorted(self.repos)}")
+        return next(iter(self.repos))
+
+    # ------------------------------------------------------------ configuration
+
+    def is_pending(self) -> bool:
+        return self.state.flags != self.state.accepted_flags or any(repo.is_dirty() for repo in self.repos.values())
+
+    def fingerprint(self) -> str:
+        """Identifies flags + tree: a result measured on another fingerprint is not evidence for this one."""
+        digest = hashlib.sha256(json.dumps(self.state.flags, sort_keys=True, default=str).encode())
+        for name in sorted(self.repos):
+            repo = self.repos[name]
+            digest.update(repo.repo.head.commit.hexsha.encode())
+            digest.update(repo.diff().encode())
+        return digest.hexdigest()[:16]
+
+    # ------------------------------------------------------------ server
+
+    def relaunch(self) -> serve.Launch:
+        self.stop_server()
+        self.state.relaunches += 1
+        log_path = self.run_dir / "logs" / f"serve-{self.state.relaunches:03d}.log"
+        self.server = serve.launch(self.sandbox, self.task, self.state.flags, log_path)
+        self.server_fingerprint = self.fingerprint()
+        return self.server
+
+    def stop_server(self) -> None:
+        if self.server and self.server.process and self.server.process.alive():
+            self.server.process.stop(grace_s=10)
+        self.server = None
+        self.server_fingerprint = None
+
+    def require_server(self) -> str:
+        """Base URL of a healthy server running the current configuration, or a ToolError saying what to do."""
+        if self.server is None or not self.server.healthy:
+            raise ToolError("no healthy server is running; call serve first")
+        if not self.server.process.alive():
+            raise ToolError(f"the server exited (code {self.server.process.exit_code()}); call serve again")
+        if self.server_fingerprint != self.fingerprint():
+            raise ToolError("the flags or the source changed since the server started; call serve to apply them")
+        return self.sandbox.endpoint(self.task.serve.port)
+
+    # ------------------------------------------------------------ checks
+
+    def run_check(self, kind: str) -> dict[str, dict]:
+        """Run a check from the host; results keyed "throughput", "single_stream" or "quality:<name>"."""
+        base_url = self.require_server()
+        checks = self.task.checks
+        results: dict[str, dict] = {}
+        if kind == "throughput":
+            if checks.throughput is None:
+                raise ToolError("the task declares no throughput check")
+            runner = self.check_runner.get("throughput", run_throughput)
+            results["throughput"] = runner(base_url, checks.throughput, nodes=self.task.hardware.nodes).to_dict()
+        elif kind == "single_stream":
+            if checks.single_stream is None:
+                raise ToolError("the task declares no single_stream check")
+            runner = self.check_runner.get("single_stream", run_single_stream)
+            results["single_stream"] = runner(base_url, checks.single_stream).to_dict()
+        else:
+            if not checks.quality:
+                raise ToolError("the task declares no quality check")
+            runner = self.check_runner.get("quality", run_quality)
+            for spec in checks.quality:
+                results[f"quality:{spec.name}"] = runner(base_url, spec).to_dict()
+        fingerprint = self.fingerprint()
+        evidence = self.state.pending if self.is_pending() else self.state.accepted
+        pending = self.is_pending()
+        with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as metrics:
+            for key, result in results.items():
+                result["fingerprint"] = fingerprint
+                evidence.checks[key] = result
+                line = {
+                    "step": self.state.step,
+                    "check": key,
+                    "pending": pending,
+                    "flags": self.state.flags,
+                    "result": result,
+                }
+                metrics.write(json.dumps(line, default=str) + "\n")
+                self.transcript.record("check", step=self.state.step, name=key, pending=pending, result=result)
+        return results

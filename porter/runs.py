@@ -1,0 +1,108 @@
+"""Setting a run up and closing it: the run directory, the sandbox, the repos, resume, and the outputs.
+
+Covers `runs/<task>-<utc time>/` (resolved task.yaml, environment.json, transcript.jsonl, state.json,
+logs/, patches/), starting or reusing the sandbox, putting every repo on the run's branch, resuming from
+state.json, and exporting the accepted commits as patch series at the end. Does not loop (agent.py).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from pathlib import Path
+
+import yaml
+
+from porter import __version__, agent, console
+from porter.models import make_model, redact
+from porter.repos import TrackedRepo
+from porter.run_context import RunContext
+from porter.sandbox import make_sandbox
+from porter.state import RunState
+from porter.task import Task
+from porter.transcript import Transcript, read_state
+
+
+def new_run_dir(task: Task) -> tuple[Path, str]:
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    run_id = f"{task.name}-{stamp}"
+    run_dir = Path(task.outputs.runs_dir) / run_id
+    run_dir.mkdir(parents=True, exist_ok=False)
+    return run_dir, run_id
+
+
+def open_run(task: Task, task_path: str, resume_dir: str | None = None) -> RunContext:
+    """A ready RunContext: sandbox started, repos on the run branch, transcript open (appending on resume)."""
+    if resume_dir:
+        run_dir = Path(resume_dir)
+        state = RunState.from_dict(read_state(run_dir))
+        run_id = state.run_id
+    else:
+        run_dir, run_id = new_run_dir(task)
+        (run_dir / "task.yaml").write_text(yaml.safe_dump(task.model_dump(mode="json"), sort_keys=False))
+        state = RunState(run_id, str(task_path), dict(task.serve.flags), dict(task.serve.flags))
+    transcript = Transcript(run_dir / "transcript.jsonl", redact)
+    sandbox = make_sandbox(task, run_dir, run_id)
+    sandbox.start()
+    repos = {}
+    for spec in task.repos:
+        tracked = TrackedRepo(spec.name, sandbox.repo_dir(spec.name), run_id)
+        state.repos[spec.name] = tracked.begin(state.repos.get(spec.name))
+        repos[spec.name] = tracked
+    ctx = RunContext(task, sandbox, state, run_dir, transcript, repos)
+    if resume_dir:
+        transcript.record("note", step=state.step, text=f"resumed from {run_dir}; the server is not running")
+        state.finished = None
+        state.messages.append(
+            {
+                "role": "user",
+                "content": "The run was interrupted and has been resumed. The server "
+                "is stopped; pending changes (if any) are still in the tree. Serve before measuring.",
+            }
+        )
+    else:
+        environment = describe_environment(ctx)
+        (run_dir / "environment.json").write_text(json.dumps(environment, indent=1))
+        transcript.record("run_start", run_id=run_id, task=task.name, environment=environment)
+    return ctx
+
+
+def describe_environment(ctx: RunContext) -> dict:
+    """What replay needs to say what changed: image, repo bases, porter version, flags, agent."""
+    describe = getattr(ctx.sandbox, "describe", None)
+    return {
+        "porter_version": __version__,
+        "sandbox": describe() if describe else {"kind": ctx.task.sandbox.kind},
+        "repos": {name: state.base_commit for name, state in ctx.state.repos.items()},
+        "flags": ctx.task.serve.flags,
+        "agent": {"provider": ctx.task.agent.provider, "model": ctx.task.agent.model},
+        "started_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "host": os.uname().nodename,
+    }
+
+
+def export_patches(ctx: RunContext) -> dict[str, list[Path]]:
+    return {
+        name: repo.export_patches(ctx.state.repos[name], ctx.run_dir / "patches" / name)
+        for name, repo in ctx.repos.items()
+    }
+
+
+def run_task(task: Task, task_path: str, resume_dir: str | None = None) -> int:
+    """`porter run`: 0 when every target is met, 1 when the run ended without, 130 on Ctrl-C."""
+    model = make_model(task.agent, run_dir=Path(resume_dir) if resume_dir else None)
+    ctx = open_run(task, task_path, resume_dir)
+    console.console.print(f"porter: run {ctx.state.run_id} in {ctx.run_dir} (agent: {model.name})")
+    try:
+        agent.run_loop(ctx, model, redact, on_step=console.show_step)
+    except KeyboardInterrupt:
+        console.console.print(
+            f"porter: interrupted; nothing half-applied. Continue with: porter run --resume {ctx.run_dir}"
+        )
+        return 130
+    finally:
+        export_patches(ctx)
+        ctx.transcript.close()
+    console.show_summary(ctx)
+    return 0 if ctx.state.solved else 1

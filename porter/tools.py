@@ -1,0 +1,260 @@
+"""The tools the model may call: their JSON schemas and their handlers.
+
+Every handler returns text for the model: a short human summary, then (for the playbook and for replay)
+one JSON object on the last line with the facts. A tool that fails raises ToolError, which the
+dispatcher turns into text saying what failed and what to do instead; nothing here ends the run
+except `finish`. File tools only touch the declared repos, through the host copies of the trees.
+The accept rules live in accepting.py; checks run from the host, never from inside the sandbox.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import subprocess
+from typing import Any
+
+from porter import accepting, serve
+from porter.models import ToolSpec
+from porter.run_context import RunContext, ToolError
+from porter.sandbox import SandboxError
+
+
+class Finished(Exception):
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict:
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+_STR = {"type": "string"}
+TOOL_SPECS = [
+    ToolSpec(
+        "bash",
+        "Run a shell command in the sandbox (bash -lc). Output is capped (head + tail).",
+        _schema({"command": _STR, "timeout_s": {"type": "number"}}, ["command"]),
+    ),
+    ToolSpec(
+        "read_file",
+        "Read a file of a declared repo (sandbox path), optionally a line range.",
+        _schema({"path": _STR, "start_line": {"type": "integer"}, "end_line": {"type": "integer"}}, ["path"]),
+    ),
+    ToolSpec(
+        "edit_file",
+        "Replace one exact occurrence of `old` by `new` in a repo file (sandbox path); `old` empty creates the file.",
+        _schema({"path": _STR, "old": _STR, "new": _STR}, ["path", "old", "new"]),
+    ),
+    ToolSpec(
+        "apply_patch",
+        "Apply a unified diff (paths relative to the repo root) to one repo; all or nothing.",
+        _schema({"repo": _STR, "patch": _STR}, ["patch"]),
+    ),
+    ToolSpec(
+        "set_flags",
+        "Change serve flags (only the task's tunables, only their allowed values; null = off).",
+        _schema({"flags": {"type": "object"}}, ["flags"]),
+    ),
+    ToolSpec(
+        "serve",
+        "(Re)start the server with the current flags and tree; returns healthy, or the triaged crash.",
+        _schema({}, []),
+    ),
+    ToolSpec(
+        "run_check",
+        "Run a check against the running server from the host: quality, throughput or single_stream.",
+        _schema({"kind": {"type": "string", "enum": ["quality", "throughput", "single_stream"]}}, ["kind"]),
+    ),
+    ToolSpec(
+        "tune",
+        "Run one of the task's tuning commands in the sandbox; what it writes becomes a pending change.",
+        _schema({"name": _STR}, ["name"]),
+    ),
+    ToolSpec(
+        "accept",
+        "Keep the pending change (diffs + flags). porter checks the evidence; quality runs if needed.",
+        _schema({"summary": _STR, "why": _STR}, ["summary"]),
+    ),
+    ToolSpec(
+        "revert", "Drop the pending change: repos back to the last accepted commit, flags back too.", _schema({}, [])
+    ),
+    ToolSpec("finish", "End the run (targets met, or nothing more to try).", _schema({"reason": _STR}, ["reason"])),
+]
+
+
+def dispatch(ctx: RunContext, name: str, arguments: dict) -> tuple[bool, str]:
+    """Run one tool call; returns (ok, text for the model). Finished propagates; nothing else does."""
+    handler = HANDLERS.get(name)
+    if handler is None:
+        return False, f"unknown tool {name!r}; the tools are {sorted(HANDLERS)}"
+    try:
+        return True, handler(ctx, **arguments)
+    except TypeError as exc:
+        return False, f"bad arguments for {name}: {exc}. See the tool's schema."
+    except (ToolError, SandboxError, ValueError, OSError) as exc:
+        return False, f"{name} failed: {exc}"
+
+
+def facts_text(summary: str, facts: dict) -> str:
+    return f"{summary}\n{json.dumps(facts, default=str, sort_keys=True)}"
+
+
+# ---------------------------------------------------------------- sandbox and files
+
+
+def bash(ctx: RunContext, command: str, timeout_s: float = 600) -> str:
+    result = ctx.sandbox.exec(command, timeout=min(float(timeout_s), 3600))
+    status = "timed out (killed)" if result.timed_out else f"exit {result.exit_code}"
+    return facts_text(
+        f"{status} after {result.duration_s:.1f} s\n{result.output}",
+        {"tool": "bash", "exit_code": result.exit_code, "timed_out": result.timed_out},
+    )
+
+
+def read_file(ctx: RunContext, path: str, start_line: int | None = None, end_line: int | None = None) -> str:
+    host = ctx.host_path(path)
+    if not host.is_file():
+        raise ToolError(f"{path} does not exist (or is not a file) in repo {ctx.repo_of(path)!r}")
+    lines = host.read_text(encoding="utf-8", errors="replace").splitlines()
+    first, last = max(1, start_line or 1), min(len(lines), end_line or len(lines))
+    numbered = "\n".join(f"{number:6d}  {lines[number - 1]}" for number in range(first, last + 1))
+    return f"{path} lines {first}-{last} of {len(lines)}\n{numbered}"
+
+
+def edit_file(ctx: RunContext, path: str, old: str, new: str) -> str:
+    host = ctx.host_path(path)
+    if old == "":
+        if host.exists():
+            raise ToolError(f"{path} exists; give the exact text to replace in `old` (empty `old` creates a new file)")
+        host.parent.mkdir(parents=True, exist_ok=True)
+        host.write_text(new, encoding="utf-8")
+        return facts_text(f"created {path}", {"tool": "edit_file", "path": path, "created": True})
+    if not host.is_file():
+        raise ToolError(f"{path} does not exist in repo {ctx.repo_of(path)!r}; check the path with bash `ls`")
+    text = host.read_text(encoding="utf-8")
+    count = text.count(old)
+    if count == 0:
+        raise ToolError(f"`old` was not found in {path}; nothing was changed. {nearest_lines(text, old)}")
+    if count > 1:
+        raise ToolError(f"`old` occurs {count} times in {path}; nothing was changed. Include more surrounding lines.")
+    host.write_text(text.replace(old, new, 1), encoding="utf-8")
+    return facts_text(f"edited {path} (1 replacement)", {"tool": "edit_file", "path": path})
+
+
+def nearest_lines(text: str, wanted: str) -> str:
+    """The real lines closest to what the model thought was there, so it can resend the right text."""
+    lines = text.splitlines()
+    first = wanted.strip().splitlines()[0] if wanted.strip() else ""
+    close = difflib.get_close_matches(first, lines, n=1, cutoff=0.5)
+    if not close:
+        return "No similar line exists; read the file first."
+    index = lines.index(close[0])
+    window = "\n".join(lines[max(0, index - 2) : index + 3])
+    return f"The nearest real lines (around line {index + 1}) are:\n{window}"
+
+
+def apply_patch(ctx: RunContext, patch: str, repo: str | None = None) -> str:
+    name = repo or ctx.only_repo()
+    tree = ctx.repo_dir(name)
+    if not patch.endswith("\n"):
+        patch += "\n"
+    check = subprocess.run(
+        ["git", "apply", "--check", "--recount", "-"], cwd=tree, input=patch, capture_output=True, text=True
+    )
+    if check.returncode != 0:
+        raise ToolError(
+            f"the patch does not apply to repo {name!r}; nothing was changed.\n{check.stderr.strip()}\n"
+            "Read the current file and resend the whole patch against it (or use edit_file)."
+        )
+    subprocess.run(
+        ["git", "apply", "--recount", "-"], cwd=tree, input=patch, check=True, capture_output=True, text=True
+    )
+    files = ctx.repos[name].changed_files()
+    return facts_text(f"applied to {name}; changed files now: {files}", {"tool": "apply_patch", "repo": name})
+
+
+# ---------------------------------------------------------------- serving and checks
+
+
+def set_flags(ctx: RunContext, flags: dict) -> str:
+    tunables = ctx.task.serve.tunables
+    for flag, value in flags.items():
+        if flag not in tunables:
+            raise ToolError(f"{flag!r} is not a tunable of this task; tunables: {sorted(tunables)}")
+        if value not in tunables[flag]:
+            raise ToolError(f"{flag}={value!r} is not allowed; allowed values: {tunables[flag]}")
+    changed = {flag: value for flag, value in flags.items() if ctx.state.flags.get(flag) != value}
+    ctx.state.flags.update(flags)
+    command = serve.render_command(ctx.task, ctx.state.flags)
+    return facts_text(
+        f"flags changed: {changed or 'none'}. Call serve to apply them. Command: {command}",
+        {"tool": "set_flags", "changed": changed, "flags": ctx.state.flags},
+    )
+
+
+def serve_tool(ctx: RunContext) -> str:
+    launch = ctx.relaunch()
+    record = accepting.record_serve(ctx, launch)
+    if launch.healthy:
+        warnings = [f"{f.category}: {f.key_line}" for f in (launch.triage.findings if launch.triage else [])]
+        summary = f"healthy in {launch.seconds:.1f} s. Warnings in the log: {warnings or 'none'}"
+    else:
+        summary = f"the server did not start ({record['crash_class']}).\n{launch.triage.excerpt}"
+    return facts_text(summary, {"tool": "serve", **record})
+
+
+def run_check(ctx: RunContext, kind: str) -> str:
+    if kind not in ("quality", "throughput", "single_stream"):
+        raise ToolError(f"unknown check {kind!r}; use quality, throughput or single_stream")
+    results = ctx.run_check(kind)
+    lines = [accepting.describe_check(key, result) for key, result in results.items()]
+    return facts_text("\n".join(lines), {"tool": "run_check", "kind": kind, "results": results})
+
+
+def tune(ctx: RunContext, name: str) -> str:
+    specs = {spec.name: spec for spec in ctx.task.tune}
+    if name not in specs:
+        raise ToolError(f"no tuning command {name!r}; the task declares {sorted(specs)}")
+    spec = specs[name]
+    ctx.stop_server()  # tuning needs the devices the server holds
+    result = ctx.sandbox.exec(spec.command, timeout=spec.timeout_s, workdir=spec.workdir)
+    changed = {repo_name: repo.changed_files() for repo_name, repo in ctx.repos.items() if repo.is_dirty()}
+    status = "timed out" if result.timed_out else f"exit {result.exit_code}"
+    return facts_text(
+        f"tune {name}: {status} in {result.duration_s:.0f} s; pending files: {changed}\n{result.output}",
+        {"tool": "tune", "name": name, "exit_code": result.exit_code, "changed": changed},
+    )
+
+
+# ---------------------------------------------------------------- keeping and ending
+
+
+def accept(ctx: RunContext, summary: str, why: str = "") -> str:
+    outcome = accepting.accept(ctx, summary, why)
+    return facts_text(outcome["message"], {"tool": "accept", **outcome})
+
+
+def revert(ctx: RunContext) -> str:
+    outcome = accepting.revert(ctx, reason="asked by the agent")
+    return facts_text(outcome["message"], {"tool": "revert", **outcome})
+
+
+def finish(ctx: RunContext, reason: str) -> str:
+    raise Finished(reason)
+
+
+HANDLERS = {
+    "bash": bash,
+    "read_file": read_file,
+    "edit_file": edit_file,
+    "apply_patch": apply_patch,
+    "set_flags": set_flags,
+    "serve": serve_tool,
+    "run_check": run_check,
+    "tune": tune,
+    "accept": accept,
+    "revert": revert,
+    "finish": finish,
+}
