@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from porter.models import Message, Model, Usage, observation_digest
+from porter.models import Message, Model, Usage, observation_digest, observation_excerpt
 from porter.run_context import RunContext
 from porter.state import all_targets_met, target_report
 from porter.tools import TOOL_SPECS, Finished, dispatch
@@ -116,26 +116,31 @@ def step(ctx: RunContext, model: Model, messages: list[Message]) -> None:
     state = ctx.state
     state.step += 1
     new = messages[last_assistant_index(messages) + 1 :]
-    ctx.transcript.record("model_request", step=state.step, digest=observation_digest(new), messages=len(messages))
+    ctx.transcript.record(
+        "model_request",
+        step=state.step,
+        digest=observation_digest(new),
+        excerpt=observation_excerpt(new),
+        messages=len(messages),
+    )
     reply = model.step(messages, TOOL_SPECS)
     account(ctx, reply.usage)
     ctx.transcript.record("model_reply", step=state.step, reply=reply.to_dict())
-    messages.append(Message("assistant", reply.text, tool_calls=list(reply.tool_calls)))
-    if reply.format_error:
-        messages.append(Message("user", f"Your last reply could not be used: {reply.format_error}"))
-        return
-    if not reply.tool_calls:
-        messages.append(Message("user", "Call a tool to make progress; call finish when you are done."))
-        return
-    for call in reply.tool_calls:
-        ctx.transcript.record("tool_call", step=state.step, id=call.id, name=call.name, arguments=call.arguments)
-        try:
-            ok, text = dispatch(ctx, call.name, call.arguments)
-        except Finished as finished:
-            ok, text = True, f"finishing: {finished.reason}"
+    messages.append(reply.to_message())
+    try:
+        for call in reply.tool_calls:  # with a format error, these are the well-formed calls only
+            ctx.transcript.record("tool_call", step=state.step, id=call.id, name=call.name, arguments=call.arguments)
+            try:
+                ok, text = dispatch(ctx, call.name, call.arguments)
+            except Finished as finished:
+                _record_result(ctx, messages, call, True, f"finishing: {finished.reason}")
+                raise
             _record_result(ctx, messages, call, ok, text)
-            raise
-        _record_result(ctx, messages, call, ok, text)
+    finally:
+        if reply.format_error:
+            messages.append(Message("user", f"Your last reply could not be used as it was: {reply.format_error}"))
+        elif not reply.tool_calls:
+            messages.append(Message("user", "Call a tool to make progress; call finish when you are done."))
 
 
 def _record_result(ctx: RunContext, messages: list[Message], call, ok: bool, text: str) -> None:

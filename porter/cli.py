@@ -29,10 +29,6 @@ def _load(task_path: str):
         _fail(str(exc))
 
 
-def _not_built(command: str) -> None:
-    _fail(f"`porter {command}` is not built yet in this version", code=2)
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="porter")
 def main() -> None:
@@ -75,9 +71,17 @@ def run(task: str, provider, model_name, base_url, sandbox_kind, resume_dir) -> 
 
 @main.command()
 @click.argument("run_or_transcript", type=click.Path(exists=True))
-def replay(run_or_transcript: str) -> None:
-    """Re-drive a recorded run without the LLM and report where it diverges."""
-    _not_built("replay")
+@click.option("--sandbox", "sandbox_kind", type=click.Choice(["docker", "local"]), help="Override sandbox.kind.")
+def replay(run_or_transcript: str, sandbox_kind) -> None:
+    """Re-drive a recorded run without the LLM and report where it diverges (exit 1 if it did)."""
+    from porter.replay import replay as replay_run
+
+    try:
+        report = replay_run(run_or_transcript, sandbox_kind=sandbox_kind)
+    except (FileNotFoundError, TaskError) as exc:
+        _fail(str(exc))
+    click.echo(report.render())
+    sys.exit(0 if report.reproduced else 1)
 
 
 @main.command(name="eval")
@@ -85,8 +89,19 @@ def replay(run_or_transcript: str) -> None:
 @click.option("--models", help="Comma-separated agents to compare, e.g. playbook,anthropic:claude-sonnet-4-5.")
 @click.option("--workers", type=click.IntRange(1), default=1, show_default=True, help="Parallel sandboxes.")
 def evaluate(corpus: str, models, workers: int) -> None:
-    """Run every task of CORPUS for each model and write a leaderboard."""
-    _not_built("eval")
+    """Run every task of CORPUS for each model and write a leaderboard (markdown + JSON)."""
+    from porter.evaluate import check_corpus
+    from porter.evaluate import evaluate as evaluate_corpus
+
+    try:
+        problems = check_corpus(corpus)
+    except FileNotFoundError as exc:
+        _fail(str(exc))
+    if problems:
+        _fail("\n".join(problems))
+    out_dir = evaluate_corpus(corpus, (models or "playbook").split(","), workers)
+    click.echo((out_dir / "leaderboard.md").read_text())
+    click.echo(f"leaderboard: {out_dir / 'leaderboard.md'}")
 
 
 @main.command()
@@ -102,7 +117,9 @@ def evaluate(corpus: str, models, workers: int) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Last line of stdout is one JSON object.")
 def bench(url: str, **options) -> None:
     """Throughput sweep (or single stream) against an OpenAI-compatible server at URL."""
-    _not_built("bench")
+    from porter.checks.cli import bench_main
+
+    sys.exit(bench_main(url, **options))
 
 
 @main.group()
@@ -117,7 +134,9 @@ def check() -> None:
 @click.option("--json", "as_json", is_flag=True)
 def quality(url: str, **options) -> None:
     """Accuracy with a 95% confidence interval on a GSM8K-style or multiple-choice set."""
-    _not_built("check quality")
+    from porter.checks.cli import quality_main
+
+    sys.exit(quality_main(url, **options))
 
 
 @main.command()
@@ -125,14 +144,18 @@ def quality(url: str, **options) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Last line of stdout is one JSON object.")
 def triage(logfile: str, as_json: bool) -> None:
     """Condensed root-cause view of a crash or start-up log (`-` reads stdin)."""
-    _not_built("triage")
+    from porter.triage import triage_main
+
+    sys.exit(triage_main(logfile, as_json))
 
 
 @main.command()
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 def report(run_dir: str) -> None:
     """Write RUN_DIR/report.md with plots."""
-    _not_built("report")
+    from porter.report import write_report
+
+    click.echo(write_report(run_dir))
 
 
 @main.command()
@@ -140,7 +163,13 @@ def report(run_dir: str) -> None:
 @click.option("--push", "remote", help="Push the run's branch to this git remote.")
 def pr(run_dir: str, remote) -> None:
     """Write the patch series and a PR description per repo for RUN_DIR."""
-    _not_built("pr")
+    from porter.pr import write_prs
+
+    written = write_prs(run_dir, remote)
+    if not written:
+        _fail(f"{run_dir}: the run kept no commit, so there is no PR to write", code=1)
+    for path in written:
+        click.echo(path)
 
 
 @main.group()
@@ -154,22 +183,26 @@ def sandbox() -> None:
 @click.option("--timeout", type=click.FloatRange(0, min_open=True), default=600.0, show_default=True)
 def sandbox_exec(task: str, command: tuple[str, ...], timeout: float) -> None:
     """Run COMMAND in TASK's sandbox (started or reused) and exit with its code."""
-    _load(task)
-    _not_built("sandbox exec")
+    from porter.sandbox.cli import sandbox_exec_main
+
+    sys.exit(sandbox_exec_main(task, list(command), timeout))
 
 
 @sandbox.command(name="shell")
 @click.argument("task", type=click.Path(dir_okay=False))
 def sandbox_shell(task: str) -> None:
     """Open an interactive shell in TASK's sandbox."""
-    _load(task)
-    _not_built("sandbox shell")
+    from porter.sandbox.cli import sandbox_shell_main
+
+    sys.exit(sandbox_shell_main(task))
 
 
 @sandbox.command(name="prune")
 def sandbox_prune() -> None:
     """Remove porter's stopped or stale containers (found by label)."""
-    _not_built("sandbox prune")
+    from porter.sandbox.cli import sandbox_prune_main
+
+    sys.exit(sandbox_prune_main())
 
 
 if __name__ == "__main__":

@@ -120,7 +120,8 @@ def _sweep_plot(plots_dir: Path, task: Task, sweeps: list[dict]) -> Path:
         label = _flags_label(task, measurement["flags"])
         rps = [level["rps"] for level in levels]
         left.plot(rps, [level.get("total_throughput") for level in levels], marker="o", label=label)
-        right.plot(rps, [level.get("ttft_slo_ms", 0) / 1000 for level in levels], marker="o", label=label)
+        ttft_key = f"p{slo.percentile:g}_ttft_ms"
+        right.plot(rps, [(level.get(ttft_key) or 0) / 1000 for level in levels], marker="o", label=label)
         if result.get("knee_rps"):
             right.axvline(result["knee_rps"], linestyle=":", alpha=0.5)
     right.axhline(slo.ttft_s, color="red", linestyle="--", label=f"SLO p{slo.percentile:g} TTFT {slo.ttft_s:g} s")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from porter import serve
@@ -37,7 +37,6 @@ class RunContext:
     repos: dict[str, TrackedRepo]
     server: serve.Launch | None = None
     server_fingerprint: str | None = None
-    check_runner: dict = field(default_factory=dict)  # tests may point a check at a fake; default: the real ones
 
     # ------------------------------------------------------------ paths
 
@@ -117,19 +116,18 @@ class RunContext:
         if kind == "throughput":
             if checks.throughput is None:
                 raise ToolError("the task declares no throughput check")
-            runner = self.check_runner.get("throughput", run_throughput)
-            results["throughput"] = runner(base_url, checks.throughput, nodes=self.task.hardware.nodes).to_dict()
+            results["throughput"] = run_throughput(
+                base_url, checks.throughput, nodes=self.task.hardware.nodes
+            ).to_dict()
         elif kind == "single_stream":
             if checks.single_stream is None:
                 raise ToolError("the task declares no single_stream check")
-            runner = self.check_runner.get("single_stream", run_single_stream)
-            results["single_stream"] = runner(base_url, checks.single_stream).to_dict()
+            results["single_stream"] = run_single_stream(base_url, checks.single_stream).to_dict()
         else:
             if not checks.quality:
                 raise ToolError("the task declares no quality check")
-            runner = self.check_runner.get("quality", run_quality)
             for spec in checks.quality:
-                results[f"quality:{spec.name}"] = runner(base_url, spec).to_dict()
+                results[f"quality:{spec.name}"] = run_quality(base_url, spec).to_dict()
         fingerprint = self.fingerprint()
         evidence = self.state.pending if self.is_pending() else self.state.accepted
         pending = self.is_pending()

@@ -15,10 +15,11 @@ from pathlib import Path
 import yaml
 
 from porter import __version__, agent, console
-from porter.models import make_model, redact
+from porter.models import ModelError, make_model, redact
+from porter.models.playbook import PlaybookModel
 from porter.repos import TrackedRepo
 from porter.run_context import RunContext
-from porter.sandbox import make_sandbox
+from porter.sandbox import SandboxError, make_sandbox
 from porter.state import RunState
 from porter.task import Task
 from porter.transcript import Transcript, read_state
@@ -89,13 +90,34 @@ def export_patches(ctx: RunContext) -> dict[str, list[Path]]:
     }
 
 
+def agent_model(task: Task, run_dir: Path | None = None):
+    """The task's agent; `playbook` and `playbook+PROVIDER[:ARG]` need the task itself, not only its agent spec."""
+    provider = task.agent.provider
+    if provider == "playbook" or provider.startswith("playbook+"):
+        handover_provider = provider.partition("+")[2]
+        handover = None
+        if handover_provider:
+            handover = make_model(task.agent.model_copy(update={"provider": handover_provider}), run_dir)
+        return PlaybookModel(task, handover)
+    return make_model(task.agent, run_dir=run_dir)
+
+
 def run_task(task: Task, task_path: str, resume_dir: str | None = None) -> int:
     """`porter run`: 0 when every target is met, 1 when the run ended without, 130 on Ctrl-C."""
-    model = make_model(task.agent, run_dir=Path(resume_dir) if resume_dir else None)
-    ctx = open_run(task, task_path, resume_dir)
+    try:
+        model = agent_model(task, Path(resume_dir) if resume_dir else None)
+        ctx = open_run(task, task_path, resume_dir)
+    except (ModelError, SandboxError, ValueError, FileNotFoundError) as exc:
+        console.console.print(f"porter: cannot start the run: {exc}")
+        return 2
     console.console.print(f"porter: run {ctx.state.run_id} in {ctx.run_dir} (agent: {model.name})")
     try:
         agent.run_loop(ctx, model, redact, on_step=console.show_step)
+    except ModelError as exc:
+        console.console.print(
+            f"porter: the model failed: {exc}\nNothing is lost; after fixing it: porter run --resume {ctx.run_dir}"
+        )
+        return 2
     except KeyboardInterrupt:
         console.console.print(
             f"porter: interrupted; nothing half-applied. Continue with: porter run --resume {ctx.run_dir}"

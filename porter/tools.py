@@ -18,6 +18,9 @@ from porter import accepting, serve
 from porter.models import ToolSpec
 from porter.run_context import RunContext, ToolError
 from porter.sandbox import SandboxError
+from porter.state import target_report
+
+Result = tuple[str, dict]  # a summary for the model, and the facts (JSON) for the playbook and replay
 
 
 class Finished(Exception):
@@ -85,52 +88,77 @@ TOOL_SPECS = [
 
 
 def dispatch(ctx: RunContext, name: str, arguments: dict) -> tuple[bool, str]:
-    """Run one tool call; returns (ok, text for the model). Finished propagates; nothing else does."""
+    """Run one tool call; returns (ok, text for the model). Finished propagates; nothing else does.
+
+    The text is a summary for the model, then one JSON line with the facts and the run's status
+    (pending change?, flags, targets), which the playbook and replay read.
+    """
     handler = HANDLERS.get(name)
     if handler is None:
-        return False, f"unknown tool {name!r}; the tools are {sorted(HANDLERS)}"
-    try:
-        return True, handler(ctx, **arguments)
-    except TypeError as exc:
-        return False, f"bad arguments for {name}: {exc}. See the tool's schema."
-    except (ToolError, SandboxError, ValueError, OSError) as exc:
-        return False, f"{name} failed: {exc}"
+        ok, summary, facts = False, f"unknown tool {name!r}; the tools are {sorted(HANDLERS)}", {}
+    else:
+        try:
+            summary, facts = handler(ctx, **arguments)
+            ok = True
+        except TypeError as exc:
+            ok, summary, facts = False, f"bad arguments for {name}: {exc}. See the tool's schema.", {}
+        except (ToolError, SandboxError, ValueError, OSError) as exc:
+            ok, summary, facts = False, f"{name} failed: {exc}", {}
+    facts = {"tool": name, "ok": ok, **facts, "status": run_status(ctx)}
+    return ok, f"{summary}\n{json.dumps(facts, default=str, sort_keys=True)}"
 
 
-def facts_text(summary: str, facts: dict) -> str:
-    return f"{summary}\n{json.dumps(facts, default=str, sort_keys=True)}"
+def run_status(ctx: RunContext) -> dict:
+    state = ctx.state
+    return {
+        "phase": state.phase(),
+        "pending": ctx.is_pending(),
+        "flags": state.flags,
+        "flags_changed": {k: v for k, v in state.flags.items() if state.accepted_flags.get(k) != v},
+        "server": _server_status(ctx),
+        "targets": target_report(ctx.task, state.accepted.checks),
+        "accepted_checks": sorted(state.accepted.checks),
+    }
+
+
+def _server_status(ctx: RunContext) -> str:
+    if ctx.server is None:
+        return "stopped"
+    if not ctx.server.healthy:
+        return f"crashed: {ctx.server.crash_class}"
+    return "healthy" if ctx.server.process.alive() else "exited"
 
 
 # ---------------------------------------------------------------- sandbox and files
 
 
-def bash(ctx: RunContext, command: str, timeout_s: float = 600) -> str:
+def bash(ctx: RunContext, command: str, timeout_s: float = 600) -> Result:
     result = ctx.sandbox.exec(command, timeout=min(float(timeout_s), 3600))
     status = "timed out (killed)" if result.timed_out else f"exit {result.exit_code}"
-    return facts_text(
+    return (
         f"{status} after {result.duration_s:.1f} s\n{result.output}",
-        {"tool": "bash", "exit_code": result.exit_code, "timed_out": result.timed_out},
+        {"exit_code": result.exit_code, "timed_out": result.timed_out},
     )
 
 
-def read_file(ctx: RunContext, path: str, start_line: int | None = None, end_line: int | None = None) -> str:
+def read_file(ctx: RunContext, path: str, start_line: int | None = None, end_line: int | None = None) -> Result:
     host = ctx.host_path(path)
     if not host.is_file():
         raise ToolError(f"{path} does not exist (or is not a file) in repo {ctx.repo_of(path)!r}")
     lines = host.read_text(encoding="utf-8", errors="replace").splitlines()
     first, last = max(1, start_line or 1), min(len(lines), end_line or len(lines))
     numbered = "\n".join(f"{number:6d}  {lines[number - 1]}" for number in range(first, last + 1))
-    return f"{path} lines {first}-{last} of {len(lines)}\n{numbered}"
+    return f"{path} lines {first}-{last} of {len(lines)}\n{numbered}", {"path": path, "lines": len(lines)}
 
 
-def edit_file(ctx: RunContext, path: str, old: str, new: str) -> str:
+def edit_file(ctx: RunContext, path: str, old: str, new: str) -> Result:
     host = ctx.host_path(path)
     if old == "":
         if host.exists():
             raise ToolError(f"{path} exists; give the exact text to replace in `old` (empty `old` creates a new file)")
         host.parent.mkdir(parents=True, exist_ok=True)
         host.write_text(new, encoding="utf-8")
-        return facts_text(f"created {path}", {"tool": "edit_file", "path": path, "created": True})
+        return (f"created {path}", {"path": path, "created": True})
     if not host.is_file():
         raise ToolError(f"{path} does not exist in repo {ctx.repo_of(path)!r}; check the path with bash `ls`")
     text = host.read_text(encoding="utf-8")
@@ -140,7 +168,7 @@ def edit_file(ctx: RunContext, path: str, old: str, new: str) -> str:
     if count > 1:
         raise ToolError(f"`old` occurs {count} times in {path}; nothing was changed. Include more surrounding lines.")
     host.write_text(text.replace(old, new, 1), encoding="utf-8")
-    return facts_text(f"edited {path} (1 replacement)", {"tool": "edit_file", "path": path})
+    return (f"edited {path} (1 replacement)", {"path": path})
 
 
 def nearest_lines(text: str, wanted: str) -> str:
@@ -155,7 +183,7 @@ def nearest_lines(text: str, wanted: str) -> str:
     return f"The nearest real lines (around line {index + 1}) are:\n{window}"
 
 
-def apply_patch(ctx: RunContext, patch: str, repo: str | None = None) -> str:
+def apply_patch(ctx: RunContext, patch: str, repo: str | None = None) -> Result:
     name = repo or ctx.only_repo()
     tree = ctx.repo_dir(name)
     if not patch.endswith("\n"):
@@ -172,13 +200,13 @@ def apply_patch(ctx: RunContext, patch: str, repo: str | None = None) -> str:
         ["git", "apply", "--recount", "-"], cwd=tree, input=patch, check=True, capture_output=True, text=True
     )
     files = ctx.repos[name].changed_files()
-    return facts_text(f"applied to {name}; changed files now: {files}", {"tool": "apply_patch", "repo": name})
+    return (f"applied to {name}; changed files now: {files}", {"repo": name})
 
 
 # ---------------------------------------------------------------- serving and checks
 
 
-def set_flags(ctx: RunContext, flags: dict) -> str:
+def set_flags(ctx: RunContext, flags: dict) -> Result:
     tunables = ctx.task.serve.tunables
     for flag, value in flags.items():
         if flag not in tunables:
@@ -188,13 +216,13 @@ def set_flags(ctx: RunContext, flags: dict) -> str:
     changed = {flag: value for flag, value in flags.items() if ctx.state.flags.get(flag) != value}
     ctx.state.flags.update(flags)
     command = serve.render_command(ctx.task, ctx.state.flags)
-    return facts_text(
+    return (
         f"flags changed: {changed or 'none'}. Call serve to apply them. Command: {command}",
-        {"tool": "set_flags", "changed": changed, "flags": ctx.state.flags},
+        {"changed": changed, "flags": ctx.state.flags},
     )
 
 
-def serve_tool(ctx: RunContext) -> str:
+def serve_tool(ctx: RunContext) -> Result:
     launch = ctx.relaunch()
     record = accepting.record_serve(ctx, launch)
     if launch.healthy:
@@ -202,18 +230,18 @@ def serve_tool(ctx: RunContext) -> str:
         summary = f"healthy in {launch.seconds:.1f} s. Warnings in the log: {warnings or 'none'}"
     else:
         summary = f"the server did not start ({record['crash_class']}).\n{launch.triage.excerpt}"
-    return facts_text(summary, {"tool": "serve", **record})
+    return summary, record
 
 
-def run_check(ctx: RunContext, kind: str) -> str:
+def run_check(ctx: RunContext, kind: str) -> Result:
     if kind not in ("quality", "throughput", "single_stream"):
         raise ToolError(f"unknown check {kind!r}; use quality, throughput or single_stream")
     results = ctx.run_check(kind)
     lines = [accepting.describe_check(key, result) for key, result in results.items()]
-    return facts_text("\n".join(lines), {"tool": "run_check", "kind": kind, "results": results})
+    return ("\n".join(lines), {"kind": kind, "results": results})
 
 
-def tune(ctx: RunContext, name: str) -> str:
+def tune(ctx: RunContext, name: str) -> Result:
     specs = {spec.name: spec for spec in ctx.task.tune}
     if name not in specs:
         raise ToolError(f"no tuning command {name!r}; the task declares {sorted(specs)}")
@@ -222,26 +250,26 @@ def tune(ctx: RunContext, name: str) -> str:
     result = ctx.sandbox.exec(spec.command, timeout=spec.timeout_s, workdir=spec.workdir)
     changed = {repo_name: repo.changed_files() for repo_name, repo in ctx.repos.items() if repo.is_dirty()}
     status = "timed out" if result.timed_out else f"exit {result.exit_code}"
-    return facts_text(
+    return (
         f"tune {name}: {status} in {result.duration_s:.0f} s; pending files: {changed}\n{result.output}",
-        {"tool": "tune", "name": name, "exit_code": result.exit_code, "changed": changed},
+        {"name": name, "exit_code": result.exit_code, "changed": changed},
     )
 
 
 # ---------------------------------------------------------------- keeping and ending
 
 
-def accept(ctx: RunContext, summary: str, why: str = "") -> str:
+def accept(ctx: RunContext, summary: str, why: str = "") -> Result:
     outcome = accepting.accept(ctx, summary, why)
-    return facts_text(outcome["message"], {"tool": "accept", **outcome})
+    return outcome["message"], outcome
 
 
-def revert(ctx: RunContext) -> str:
+def revert(ctx: RunContext) -> Result:
     outcome = accepting.revert(ctx, reason="asked by the agent")
-    return facts_text(outcome["message"], {"tool": "revert", **outcome})
+    return outcome["message"], outcome
 
 
-def finish(ctx: RunContext, reason: str) -> str:
+def finish(ctx: RunContext, reason: str) -> Result:
     raise Finished(reason)
 
 

@@ -1,0 +1,266 @@
+"""Provider-neutral conversation types, the Model protocol, reply validation and secret redaction.
+
+Covers what the loop sees of any model: `Message`, `ToolCall`, `ToolSpec`, `Usage`, `Reply` (each
+with `to_dict()` / `from_dict()` for the transcript), the `Model` protocol, `ModelError`, the check
+that turns raw tool calls into either valid `ToolCall`s or a format error the model is told about,
+and `redact()`. Does not cover any provider's wire format (anthropic.py, openai.py), retries
+(retry.py) or prices (prices.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Protocol
+
+Role = Literal["system", "user", "assistant", "tool"]
+ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
+
+
+class ModelError(Exception):
+    """A provider error that retrying will not fix; the message says what to change."""
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ToolCall:
+        return cls(id=str(data["id"]), name=str(data["name"]), arguments=dict(data.get("arguments") or {}))
+
+
+@dataclass
+class ToolSpec:
+    name: str
+    description: str
+    parameters: dict  # JSON schema of the arguments object
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ToolSpec:
+        return cls(name=data["name"], description=data.get("description", ""), parameters=data.get("parameters") or {})
+
+
+@dataclass
+class Message:
+    role: Role
+    content: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_call_id: str | None = None  # role "tool": the call this result answers
+    name: str | None = None  # role "tool": the tool that produced it
+    # role "assistant": the provider's opaque reasoning blocks (Anthropic thinking with a signature),
+    # copied from Reply.thinking; the API refuses tool results whose turn lost them.
+    thinking: list[dict] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"message role must be one of {ROLES}, got {self.role!r}")
+
+    def to_dict(self) -> dict:
+        data: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            data["tool_calls"] = [call.to_dict() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            data["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            data["name"] = self.name
+        if self.thinking:
+            data["thinking"] = self.thinking
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Message:
+        return cls(
+            role=data["role"],
+            content=data.get("content") or "",
+            tool_calls=[ToolCall.from_dict(call) for call in data.get("tool_calls") or []],
+            tool_call_id=data.get("tool_call_id"),
+            name=data.get("name"),
+            thinking=list(data.get("thinking") or []),
+        )
+
+
+@dataclass
+class Usage:
+    """Tokens of one call. `input_tokens` are those billed at the full input rate: cache reads and
+    cache writes are counted apart, so the prompt size is the sum of the three."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float | None = None  # None: the price of this model is unknown
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Usage:
+        known = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
+        return cls(**known)
+
+    def __add__(self, other: Usage) -> Usage:
+        # Unknown cost is contagious: a total that silently dropped an unpriced call would lie.
+        cost = None if self.cost_usd is None or other.cost_usd is None else self.cost_usd + other.cost_usd
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            cost_usd=cost,
+        )
+
+
+@dataclass
+class Reply:
+    """One model turn. With `format_error` set, `tool_calls` holds only the well-formed calls and the
+    error text is what the loop should tell the model. `thinking` goes into the assistant Message."""
+
+    text: str
+    tool_calls: list[ToolCall]
+    usage: Usage
+    format_error: str | None = None
+    thinking: list[dict] = field(default_factory=list)
+
+    def to_message(self) -> Message:
+        """The assistant turn to append to the conversation."""
+        return Message("assistant", self.text, tool_calls=list(self.tool_calls), thinking=list(self.thinking))
+
+    def to_dict(self) -> dict:
+        return {
+            "text": self.text,
+            "tool_calls": [call.to_dict() for call in self.tool_calls],
+            "usage": self.usage.to_dict(),
+            "format_error": self.format_error,
+            "thinking": self.thinking,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Reply:
+        return cls(
+            text=data.get("text") or "",
+            tool_calls=[ToolCall.from_dict(call) for call in data.get("tool_calls") or []],
+            usage=Usage.from_dict(data.get("usage") or {}),
+            format_error=data.get("format_error"),
+            thinking=list(data.get("thinking") or []),
+        )
+
+
+class Model(Protocol):
+    name: str
+
+    def step(self, messages: list[Message], tools: list[ToolSpec]) -> Reply: ...
+
+
+# ---------------------------------------------------------------- reply validation
+
+
+@dataclass
+class RawToolCall:
+    """A tool call as the provider sent it: arguments may be a JSON string, a dict, or garbage."""
+
+    id: str
+    name: str
+    arguments: Any
+
+
+def validate_reply(
+    text: str,
+    raw_calls: list[RawToolCall],
+    tools: list[ToolSpec],
+    usage: Usage,
+    truncated: bool = False,
+    thinking: list[dict] | None = None,
+) -> Reply:
+    """A Reply whose tool calls are parsed and checked against `tools`; problems become `format_error`."""
+    known = [tool.name for tool in tools]
+    calls: list[ToolCall] = []
+    problems: list[str] = []
+    for raw in raw_calls:
+        problem = _tool_call_problem(raw, known)
+        if problem:
+            problems.append(problem)
+        else:
+            calls.append(ToolCall(id=raw.id, name=raw.name, arguments=_as_arguments(raw.arguments)))
+    if not text.strip() and not raw_calls:
+        problems.append(f"the reply was empty: answer with text or call one of the tools ({', '.join(known)}).")
+    if problems and truncated:
+        problems.append("the reply was cut off at the output token limit: make the next one shorter.")
+    if problems and calls:
+        accepted = ", ".join(f"`{call.name}` ({call.id})" for call in calls)
+        problems.append(f"the other calls ({accepted}) were well-formed and are being run; do not resend them.")
+    error = "\n".join(problems) or None
+    return Reply(text=text, tool_calls=calls, usage=usage, format_error=error, thinking=list(thinking or []))
+
+
+def _tool_call_problem(raw: RawToolCall, known: list[str]) -> str | None:
+    if raw.name not in known:
+        return f"unknown tool `{raw.name}` (call {raw.id}); the tools are: {', '.join(known)}."
+    arguments = raw.arguments
+    if isinstance(arguments, str):
+        if not arguments.strip():
+            return None  # an empty string is how some servers spell "no arguments"
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError as error:
+            excerpt = raw.arguments[:200]
+            return (
+                f"the arguments of `{raw.name}` (call {raw.id}) are not valid JSON ({error.msg} at character "
+                f"{error.pos}): {excerpt!r}. Send them again as one JSON object matching the tool's schema."
+            )
+    if arguments is not None and not isinstance(arguments, dict):
+        return (
+            f"the arguments of `{raw.name}` (call {raw.id}) must be a JSON object, got {type(arguments).__name__}: "
+            f"{str(arguments)[:200]!r}."
+        )
+    return None
+
+
+def _as_arguments(arguments: Any) -> dict:
+    if isinstance(arguments, str):
+        return json.loads(arguments) if arguments.strip() else {}
+    return dict(arguments or {})
+
+
+# ---------------------------------------------------------------- secrets
+
+SECRET_NAME = re.compile(r"(_API_KEY|_KEY|_TOKEN|_SECRET|_PASSWORD)$")
+# sk-... (OpenAI, Anthropic sk-ant-...) and similar bearer secrets; 16+ characters so prose like
+# "sk-learn" is left alone.
+SECRET_PATTERN = re.compile(r"\bsk-[A-Za-z0-9][A-Za-z0-9_\-]{15,}")
+MIN_SECRET_LENGTH = 8  # shorter env values ("1", "true") would blank out ordinary words
+
+
+def redact(text: str, environ: dict[str, str] | None = None) -> str:
+    """`text` with the values of secret-looking env vars (*_API_KEY, *_KEY, *_TOKEN, *_SECRET, *_PASSWORD)
+    replaced by `[REDACTED:NAME]` and `sk-...` keys by `sk-[REDACTED]`."""
+    environ = os.environ if environ is None else environ
+    secrets = tuple(
+        sorted(
+            ((name, value) for name, value in environ.items() if SECRET_NAME.search(name.upper()) and value),
+            key=lambda item: -len(item[1]),
+        )
+    )
+    for name, value in secrets:
+        if len(value) < MIN_SECRET_LENGTH:
+            continue
+        # A secret with quotes or backslashes appears escaped inside JSON lines: mask that spelling too.
+        for spelling in dict.fromkeys((_json_escape(value), value)):  # escaped first: it contains more
+            text = text.replace(spelling, f"[REDACTED:{name}]")
+    return SECRET_PATTERN.sub("sk-[REDACTED]", text)
+
+
+@functools.lru_cache(maxsize=64)
+def _json_escape(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)[1:-1]  # the transcript writes non-ASCII as is

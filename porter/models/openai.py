@@ -1,0 +1,119 @@
+"""The OpenAI Chat Completions adapter, on the official `openai` client, for any compatible endpoint.
+
+Covers OpenAI itself and anything speaking Chat Completions at a `base_url` (GLM or Kimi through a
+provider, a local sglang or vLLM): tools as functions, tool results as `tool` messages, usage with
+cached prompt tokens, and the reply as a `Reply` with cost. Does not cover retries (retry.py) or
+the Responses API.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import openai
+
+from porter.models.base import Message, RawToolCall, Reply, ToolSpec, Usage, validate_reply
+from porter.models.prices import cost_usd
+from porter.models.retry import DEFAULT_RETRY, RetryPolicy, call_with_retries
+from porter.task import PriceSpec
+
+
+class OpenAIModel:
+    def __init__(
+        self,
+        model: str,
+        api_key: str,
+        *,
+        base_url: str | None = None,
+        key_env: str = "OPENAI_API_KEY",
+        temperature: float | None = None,
+        max_output_tokens: int = 4096,
+        price: PriceSpec | None = None,
+        timeout_s: float = 600.0,
+        retry: RetryPolicy = DEFAULT_RETRY,
+    ):
+        self.name = f"openai:{model}"
+        self.model = model
+        self.temperature = temperature
+        self.max_output_tokens = max_output_tokens
+        self.price = price
+        self.retry = retry
+        # OpenAI's own models reject `max_tokens`; sglang, vLLM and most providers accept only it reliably.
+        self._limit_field = "max_tokens" if base_url else "max_completion_tokens"
+        self._client = openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_s)
+        self._context = {
+            "provider": "openai",
+            "model": model,
+            "key_env": key_env,
+            "base_url": str(self._client.base_url),
+        }
+
+    def step(self, messages: list[Message], tools: list[ToolSpec]) -> Reply:
+        request = self.request(messages, tools)
+        response = call_with_retries(lambda: self._client.chat.completions.create(**request), self.retry, self._context)
+        return self.reply(response, tools)
+
+    def request(self, messages: list[Message], tools: list[ToolSpec]) -> dict[str, Any]:
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": [to_openai_message(message) for message in messages],
+            self._limit_field: self.max_output_tokens,
+        }
+        if tools:
+            request["tools"] = [to_openai_tool(tool) for tool in tools]
+        if self.temperature is not None:
+            request["temperature"] = self.temperature
+        return request
+
+    def reply(self, response: Any, tools: list[ToolSpec]) -> Reply:
+        usage = usage_of(response.usage)
+        usage.cost_usd = cost_usd(usage, self.price)
+        if not response.choices:
+            return validate_reply("", [], tools, usage)
+        choice = response.choices[0]
+        raw_calls = []
+        for call in choice.message.tool_calls or []:
+            function = getattr(call, "function", None)
+            name = function.name if function else getattr(call, "type", "?")
+            arguments = function.arguments if function else getattr(call, "custom", None)
+            raw_calls.append(RawToolCall(id=call.id, name=name, arguments=arguments))
+        truncated = choice.finish_reason == "length"
+        return validate_reply(choice.message.content or "", raw_calls, tools, usage, truncated)
+
+
+def usage_of(wire: Any) -> Usage:
+    if wire is None:
+        return Usage()
+    details = getattr(wire, "prompt_tokens_details", None)
+    cached = (getattr(details, "cached_tokens", None) or 0) if details else 0
+    prompt = wire.prompt_tokens or 0
+    return Usage(
+        input_tokens=max(prompt - cached, 0), output_tokens=wire.completion_tokens or 0, cache_read_tokens=cached
+    )
+
+
+def to_openai_tool(tool: ToolSpec) -> dict:
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
+    }
+
+
+def to_openai_message(message: Message) -> dict:
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": message.content}
+    if message.role != "assistant" or not message.tool_calls:
+        return {"role": message.role, "content": message.content}
+    return {
+        "role": "assistant",
+        "content": message.content or None,
+        "tool_calls": [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+            }
+            for call in message.tool_calls
+        ],
+    }

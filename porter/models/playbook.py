@@ -1,0 +1,507 @@
+"""The playbook: a rule-based Model for the failure classes with known remedies. No network, no key.
+
+It reads the conversation the loop keeps (every tool result ends with one JSON line of facts and the
+run's status) and answers with the next tool call. Rules are keyed by triage class and use the triage's
+facts (file, header, module names, shapes, flags), never an engine's file names or a scenario's text:
+- missing CUDA-only header under ROCm -> guard the include with the ROCm macro and the HIP header;
+- weight-load shape mismatch on a module the quantization config meant to keep unquantized, registered
+  under another prefix -> add the exclude entry under the name the engine uses;
+- slow fallback for a shape -> run the task's tuning command for that shape;
+- out of memory -> the next lower value of a memory tunable the log names; an unsupported kernel or
+  backend -> another allowed value of the flag the log names;
+- below target once healthy -> walk the task's tunables (speculative decoding for single-stream speed,
+  topology then KV dtype and the rest for throughput), measure, and let porter keep or revert.
+When no rule applies it says why and finishes, or hands the run to the LLM named after `+`.
+Multi-step rules carry their stage in the reply text (`[playbook:rule:stage]`), so a resumed run continues.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from itertools import count
+from pathlib import PurePosixPath
+
+from porter.models.base import Message, Model, Reply, ToolCall, ToolSpec, Usage
+from porter.task import FlagValue, Task
+
+HIP_HEADERS = {
+    "cuda_runtime.h": "hip/hip_runtime.h",
+    "cuda_runtime_api.h": "hip/hip_runtime_api.h",
+    "cuda.h": "hip/hip_runtime.h",
+    "cuda_fp16.h": "hip/hip_fp16.h",
+    "cuda_bf16.h": "hip/hip_bf16.h",
+    "cuda_fp8.h": "hip/hip_fp8.h",
+    "cooperative_groups.h": "hip/hip_cooperative_groups.h",
+    "curand_kernel.h": "hiprand/hiprand_kernel.h",
+    "cub/cub.cuh": "hipcub/hipcub.hpp",
+}
+TAG = re.compile(r"\[playbook:([a-z_]+):([a-z_]+)\]")
+
+
+@dataclass
+class Event:
+    """One tool call of the conversation with its result."""
+
+    name: str
+    arguments: dict
+    tag: tuple[str, str] | None
+    why: str = ""  # the reply text that came with the call (the playbook's reason)
+    ok: bool = False
+    facts: dict = field(default_factory=dict)
+    text: str = ""
+
+
+def parse_history(messages: list[Message]) -> list[Event]:
+    events: dict[str, Event] = {}
+    order: list[str] = []
+    for message in messages:
+        if message.role == "assistant":
+            match = TAG.search(message.content or "")
+            why = TAG.sub("", message.content or "").strip()
+            for call in message.tool_calls:
+                events[call.id] = Event(call.name, call.arguments, match.groups() if match else None, why)
+                order.append(call.id)
+        elif message.role == "tool" and message.tool_call_id in events:
+            event = events[message.tool_call_id]
+            event.text = message.content
+            event.facts = _last_json(message.content)
+            event.ok = bool(event.facts.get("ok", False))
+    return [events[call_id] for call_id in order]
+
+
+def _last_json(text: str) -> dict:
+    last = text.rstrip().rsplit("\n", 1)[-1]
+    try:
+        value = json.loads(last)
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+@dataclass
+class Action:
+    tool: str
+    arguments: dict
+    why: str
+    tag: tuple[str, str] | None = None
+
+
+class PlaybookModel:
+    """Model protocol; `handover` (an LLM) takes over for good when no rule applies."""
+
+    def __init__(self, task: Task, handover: Model | None = None):
+        self.task = task
+        self.handover = handover
+        self.name = "playbook" + (f"+{handover.name}" if handover else "")
+        self._ids = count(1)
+        self._handed_over = False
+
+    def step(self, messages: list[Message], tools: list[ToolSpec]) -> Reply:
+        if self._handed_over:
+            return self.handover.step(messages, tools)
+        history = parse_history(messages)
+        action = Playbook(self.task, history).decide()
+        if action.tool == "finish" and self.handover is not None and not _all_met(history):
+            self._handed_over = True
+            note = Message("user", f"The rule-based playbook stopped: {action.why}. You take over from here.")
+            return self.handover.step([*messages, note], tools)
+        tag = f"[playbook:{action.tag[0]}:{action.tag[1]}] " if action.tag else ""
+        call = ToolCall(f"pb-{len(history) + 1}-{next(self._ids)}", action.tool, action.arguments)
+        return Reply(text=f"{tag}{action.why}", tool_calls=[call], usage=Usage(cost_usd=0.0))
+
+
+def _all_met(history: list[Event]) -> bool:
+    targets = _status(history).get("targets") or []
+    return bool(targets) and all(row["met"] for row in targets)
+
+
+def _status(history: list[Event]) -> dict:
+    for event in reversed(history):
+        if event.facts.get("status"):
+            return event.facts["status"]
+    return {}
+
+
+class Playbook:
+    """One decision from the history: the next action."""
+
+    def __init__(self, task: Task, history: list[Event]):
+        self.task = task
+        self.history = history
+        self.last = history[-1] if history else None
+        self.status = _status(history)
+
+    def decide(self) -> Action:
+        if self.last is None:
+            return Action("serve", {}, "bring the server up with the baseline flags")
+        if self.last.tag and self.last.tag[1] != "done" and self.last.ok:
+            return self._continue_rule()
+        if not self.last.ok and self.last.name not in ("serve", "run_check"):
+            return self._after_failure()
+        handler = getattr(self, f"_after_{self.last.name}", None)
+        return handler() if handler else self._serve_or_measure()
+
+    # ------------------------------------------------------------ after each tool
+
+    def _after_serve(self) -> Action:
+        facts = self.last.facts
+        if not facts.get("healthy"):
+            return self._on_crash(facts)
+        return self._measure()
+
+    def _after_run_check(self) -> Action:
+        if not self.last.ok:
+            return self._after_failure()
+        if self.status.get("pending"):
+            return Action(
+                "accept",
+                {"summary": self._candidate_summary(), "why": self._candidate_why()},
+                "the pending change has been measured; porter decides whether it is kept",
+            )
+        return self._measure()
+
+    def _after_accept(self) -> Action:
+        if self.status.get("pending"):
+            return Action("serve", {}, "the fix was kept; serve again with the flags still pending")
+        return self._next_candidate()
+
+    def _after_revert(self) -> Action:
+        return self._next_candidate()
+
+    def _serve_or_measure(self) -> Action:
+        if self.last.name in ("set_flags", "edit_file", "apply_patch", "tune"):
+            return Action("serve", {}, "apply the change: restart the server")
+        return self._measure()
+
+    def _after_failure(self) -> Action:
+        if self.status.get("pending"):
+            return Action("revert", {}, f"{self.last.name} failed; drop the pending change")
+        return Action("finish", {"reason": f"{self.last.name} failed and no rule covers it"}, "nothing left to try")
+
+    # ------------------------------------------------------------ crashes
+
+    def _on_crash(self, facts: dict) -> Action:
+        crash = facts.get("crash_class") or "other"
+        finding = (facts.get("findings") or [{}])[0]
+        if self._rule_already_tried(facts.get("signature")):
+            return self._give_up_crash(crash, "its fix did not remove it")
+        rule = CRASH_RULES.get(crash)
+        action = rule(self, finding) if rule else None
+        if action is None:
+            return self._give_up_crash(crash, "no playbook rule covers it")
+        return action
+
+    def _rule_already_tried(self, signature: str | None) -> bool:
+        """The same crash right after a fix of ours: the fix did not work."""
+        serves = [e for e in self.history[:-1] if e.name == "serve"]
+        if not serves or signature is None:
+            return False
+        since = self.history[self.history.index(serves[-1]) + 1 : -1]
+        return serves[-1].facts.get("signature") == signature and any(e.tag for e in since)
+
+    def _give_up_crash(self, crash: str, reason: str) -> Action:
+        if self.status.get("pending"):
+            return Action("revert", {}, f"{crash}: {reason}; revert the change that led here")
+        return Action("finish", {"reason": f"the server fails with {crash} and {reason}"}, "stop")
+
+    def _guard_rule(self, finding: dict) -> Action | None:
+        facts = finding.get("facts") or {}
+        header = facts.get("header")
+        path = self._repo_path(facts.get("file"))
+        if not header or header not in HIP_HEADERS or path is None:
+            return None
+        return Action("read_file", {"path": path}, f"read {path} to guard <{header}> for ROCm", ("guard", "read"))
+
+    def _exclude_rule(self, finding: dict) -> Action | None:
+        facts = finding.get("facts") or {}
+        engine_name, excluded = facts.get("engine_name"), facts.get("exclude_name")
+        if not engine_name or not excluded:
+            return None
+        roots = " ".join(repo.path for repo in self.task.repos)
+        command = f"grep -rlF -- '{excluded}' {roots} --include=*.json --include=*.yaml --include=*.py | head -5"
+        return Action(
+            "bash", {"command": command}, f"find the quantization config that excludes {excluded}", ("exclude", "find")
+        )
+
+    def _memory_rule(self, finding: dict) -> Action | None:
+        return self._step_flag(finding, lower=True)
+
+    def _switch_flag_rule(self, finding: dict) -> Action | None:
+        return self._step_flag(finding, lower=False)
+
+    def _step_flag(self, finding: dict, lower: bool) -> Action | None:
+        """Move a tunable the log names to its next value (the next lower one for memory)."""
+        text = json.dumps(finding)
+        flags = self.status.get("flags") or {}
+        for flag, values in self.task.serve.tunables.items():
+            if flag not in text and flag.replace("-", "_") not in text:
+                continue
+            current = flags.get(flag)
+            options = [v for v in values if v != current and v is not None]
+            if lower:
+                options = sorted(
+                    (v for v in options if isinstance(v, int | float) and v < (current or 1)), reverse=True
+                )
+            if options:
+                return Action(
+                    "set_flags",
+                    {"flags": {flag: options[0]}},
+                    f"the log names {flag}; try {options[0]}",
+                    ("flag", "done"),
+                )
+        return None
+
+    # ------------------------------------------------------------ multi-step rules
+
+    def _continue_rule(self) -> Action:
+        rule, stage = self.last.tag
+        if rule == "guard":
+            return self._guard_edit()
+        if rule == "exclude" and stage == "find":
+            return self._exclude_read()
+        if rule == "exclude" and stage == "read":
+            return self._exclude_edit()
+        return Action("serve", {}, "apply the change: restart the server")
+
+    def _crash_finding(self) -> dict:
+        for event in reversed(self.history):
+            if event.name == "serve" and not event.facts.get("healthy"):
+                return (event.facts.get("findings") or [{}])[0]
+        return {}
+
+    def _guard_edit(self) -> Action:
+        facts = self._crash_finding().get("facts") or {}
+        header, path = facts["header"], self.last.arguments["path"]
+        line = next(
+            (
+                ln
+                for ln in _file_lines(self.last.text)
+                if re.search(rf"#\s*include\s*[<\"]{re.escape(header)}[>\"]", ln)
+            ),
+            None,
+        )
+        if line is None:
+            return self._after_failure()
+        macro = facts.get("macro") or "USE_ROCM"
+        new = f"#ifdef {macro}\n#include <{HIP_HEADERS[header]}>\n#else\n{line}\n#endif"
+        return Action(
+            "edit_file",
+            {"path": path, "old": line, "new": new},
+            f"guard <{header}> with {macro}; ROCm builds get <{HIP_HEADERS[header]}>",
+            ("guard", "done"),
+        )
+
+    def _exclude_read(self) -> Action:
+        paths = [line.strip() for line in self.last.text.splitlines()[1:-1] if line.strip().startswith("/")]
+        if not paths:
+            return self._after_failure()
+        return Action("read_file", {"path": paths[0]}, "read the exclude list", ("exclude", "read"))
+
+    def _exclude_edit(self) -> Action:
+        facts = self._crash_finding().get("facts") or {}
+        excluded, engine_name = facts["exclude_name"], facts["engine_name"]
+        alias = exclude_alias(excluded, engine_name)
+        line = next((ln for ln in _file_lines(self.last.text) if excluded in ln), None)
+        if line is None or alias is None:
+            return self._after_failure()
+        indent = line[: len(line) - len(line.lstrip())]
+        quote = '"' if '"' in line else "'"
+        new = f"{indent}{quote}{alias}{quote},\n{line}"
+        return Action(
+            "edit_file",
+            {"path": self.last.arguments["path"], "old": line, "new": new},
+            f"the engine registers the module as {engine_name}; exclude it under that name too ({alias})",
+            ("exclude", "done"),
+        )
+
+    # ------------------------------------------------------------ measuring and searching
+
+    def _measure(self) -> Action:
+        """Measure what the current state still lacks; with nothing to measure, pick the next candidate."""
+        if self.status.get("server") != "healthy":
+            return Action("serve", {}, "the server is not running; start it")
+        measured = set(self.status.get("accepted_checks") or [])
+        pending = self.status.get("pending")
+        if pending:
+            kind = self._candidate_goal()
+            return Action("run_check", {"kind": kind}, f"measure the pending change ({kind})")
+        checks = self.task.checks
+        wanted = [
+            ("quality", bool(checks.quality) and not any(k.startswith("quality:") for k in measured)),
+            ("single_stream", checks.single_stream is not None and "single_stream" not in measured),
+            ("throughput", checks.throughput is not None and "throughput" not in measured),
+        ]
+        for kind, missing in wanted:
+            if missing:
+                return Action("run_check", {"kind": kind}, f"baseline: measure {kind}")
+        return self._next_candidate()
+
+    def _next_candidate(self) -> Action:
+        tune = self._tune_candidate()
+        if tune:
+            return tune
+        unmet = {row["target"].split(" ")[0] for row in self.status.get("targets") or [] if not row["met"]}
+        tried = [e.arguments.get("flags") for e in self.history if e.name == "set_flags"]
+        for goal, candidate in flag_candidates(self.task, unmet):
+            if candidate not in tried and any(self.status.get("flags", {}).get(k) != v for k, v in candidate.items()):
+                return Action("set_flags", {"flags": candidate}, f"try {candidate} for {goal}", ("search", goal))
+        if not unmet:
+            return Action("finish", {"reason": "every target is met"}, "done")
+        return Action("finish", {"reason": f"targets still unmet ({sorted(unmet)}) and no candidate is left"}, "stop")
+
+    def _tune_candidate(self) -> Action | None:
+        tuned = {e.arguments.get("name") for e in self.history if e.name == "tune"}
+        for event in reversed(self.history):
+            if event.name != "serve" or not event.facts.get("healthy"):
+                continue
+            for finding in event.facts.get("findings") or []:
+                if finding.get("category") != "slow_fallback_perf":
+                    continue
+                shape = [str(v) for v in ((finding.get("facts") or {}).get("shape") or {}).values()]
+                for spec in self.task.tune:
+                    text = f"{spec.command} {spec.description}"
+                    if spec.name not in tuned and shape and all(re.search(rf"\b{v}\b", text) for v in shape):
+                        return Action(
+                            "tune",
+                            {"name": spec.name},
+                            f"no tuned config for shape {shape}: run {spec.name}",
+                            ("search", "throughput"),
+                        )
+            return None
+        return None
+
+    def _candidate(self) -> Event | None:
+        for event in reversed(self.history):
+            if event.tag and event.tag[0] == "search":
+                return event
+            if event.name in ("accept", "revert"):
+                return None
+        return None
+
+    def _candidate_goal(self) -> str:
+        candidate = self._candidate()
+        goal = candidate.tag[1] if candidate else "single_stream"
+        return goal if goal in ("throughput", "single_stream") else "throughput"
+
+    def _candidate_summary(self) -> str:
+        candidate = self._candidate()
+        fixes = [e for e in self.history if e.tag and e.tag[1] == "done" and e.name in ("edit_file", "apply_patch")]
+        since = self.history.index(candidate) if candidate else 0
+        recent = [e for e in fixes if self.history.index(e) >= since]
+        if recent:
+            return _summary_of_fix(recent[-1])
+        if candidate and candidate.name == "tune":
+            return f"Add tuned config from {candidate.arguments['name']}"
+        flags = candidate.arguments.get("flags", {}) if candidate else {}
+        return "Serve with " + ", ".join(f"--{k} {v}" for k, v in flags.items())
+
+    def _candidate_why(self) -> str:
+        since = self.history.index(self._candidate()) if self._candidate() else 0
+        reasons = [e.why for e in self.history[since:] if e.tag and e.why]
+        return "; ".join(dict.fromkeys(reasons))
+
+    def _repo_path(self, file: str | None) -> str | None:
+        """A file named in a log, as a path inside a declared repo (logs may give it relative)."""
+        if not file:
+            return None
+        for repo in self.task.repos:
+            root = PurePosixPath(repo.path)
+            path = PurePosixPath(file)
+            if path.is_absolute() and root in path.parents:
+                return str(path)
+            if not path.is_absolute():
+                return str(root / path)
+        return None
+
+
+CRASH_RULES = {
+    "missing_rocm_guard": Playbook._guard_rule,
+    "shape_mismatch": Playbook._exclude_rule,
+    "quant_config_mismatch": Playbook._exclude_rule,
+    "out_of_memory": Playbook._memory_rule,
+    "unsupported_arch_or_kernel": Playbook._switch_flag_rule,
+    "dtype_unsupported": Playbook._switch_flag_rule,
+}
+
+
+def _summary_of_fix(event: Event) -> str:
+    path = event.arguments.get("path", "")
+    rule = event.tag[0] if event.tag else "fix"
+    return {
+        "guard": f"Guard CUDA-only include for ROCm in {PurePosixPath(path).name}",
+        "exclude": f"Exclude the MTP shared expert under its engine name in {PurePosixPath(path).name}",
+    }.get(rule, f"Fix {path}")
+
+
+def _file_lines(read_file_text: str) -> list[str]:
+    """The file's lines from a read_file result ("   12  text" per line, then the facts line)."""
+    lines = []
+    for line in read_file_text.splitlines()[1:]:
+        match = re.match(r"^\s*\d+  (.*)$", line)
+        if match:
+            lines.append(match.group(1))
+    return lines
+
+
+def exclude_alias(excluded: str, engine_name: str) -> str | None:
+    """The exclude pattern under the engine's prefix: `model.layers.78.mlp.shared_experts.*` with engine
+    name `model.decoder.shared_experts.w1.weight` gives `model.decoder.shared_experts.*`."""
+    module = excluded.rstrip(".*").split(".")[-1]
+    parts = engine_name.split(".")
+    if module not in parts:
+        return None
+    return ".".join(parts[: parts.index(module) + 1]) + ".*"
+
+
+def flag_candidates(task: Task, unmet: set[str]) -> list[tuple[str, dict[str, FlagValue]]]:
+    """Flag changes worth measuring, in order: speculative decoding for single-stream speed; topology,
+    then KV dtype and the remaining tunables for throughput."""
+    tunables = task.serve.tunables
+    candidates: list[tuple[str, dict[str, FlagValue]]] = []
+    if "single" in unmet:
+        candidates += [("single_stream", c) for c in speculative_configs(tunables)]
+    if "throughput" in unmet:
+        candidates += [("throughput", c) for c in topologies(tunables, task.hardware.count)]
+    goal = "throughput" if "throughput" in unmet else "single_stream"
+    handled = {"tp", "dp", "tp-size", "dp-size"} | {k for k in tunables if k.startswith("speculative-")}
+    for flag, values in tunables.items():
+        if flag in handled:
+            continue
+        baseline = task.serve.flags.get(flag)
+        candidates += [(goal, {flag: value}) for value in values if value != baseline and value is not None]
+    return candidates
+
+
+def speculative_configs(tunables: dict[str, list[FlagValue]]) -> list[dict[str, FlagValue]]:
+    algorithms = [v for v in tunables.get("speculative-algorithm", []) if v]
+    steps = sorted(v for v in tunables.get("speculative-num-steps", []) if v)
+    if not algorithms or not steps:
+        return []
+    topk = min((v for v in tunables.get("speculative-eagle-topk", []) if v), default=None)
+    drafts = sorted(v for v in tunables.get("speculative-num-draft-tokens", []) if v)
+    configs = []
+    for depth in steps:
+        draft = next((d for d in drafts if d >= depth + 1), drafts[-1] if drafts else None)
+        config = {"speculative-algorithm": algorithms[0], "speculative-num-steps": depth}
+        if topk is not None:
+            config["speculative-eagle-topk"] = topk
+        if draft is not None:
+            config["speculative-num-draft-tokens"] = draft
+        configs.append(config)
+    return configs
+
+
+def topologies(tunables: dict[str, list[FlagValue]], gpus: int) -> list[dict[str, FlagValue]]:
+    """TP x DP splits that use every GPU, fewer-way TP first after the baseline (prefill-heavy loads gain)."""
+    tp_name = "tp" if "tp" in tunables else "tp-size"
+    dp_name = "dp" if "dp" in tunables else "dp-size"
+    if tp_name not in tunables or dp_name not in tunables:
+        return []
+    splits = []
+    for tp in sorted((v for v in tunables[tp_name] if v), reverse=True):
+        for dp in tunables[dp_name]:
+            if tp * (dp or 1) == gpus:
+                splits.append({tp_name: tp, dp_name: dp})
+    return splits

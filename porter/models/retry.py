@@ -1,0 +1,231 @@
+"""Retries for provider calls: one table of SDK errors, one tenacity helper.
+
+Covers which errors of the `anthropic` and `openai` SDKs are worth retrying (rate limits, 5xx,
+connection errors, timeouts) and which are not (bad request, auth, permissions, not found, spend
+limits, context too long), what to tell the user about each, the backoff (Retry-After honoured,
+capped) and the ModelError raised when a call cannot succeed. Does not cover building the
+requests: the adapters pass in a zero-argument callable. The SDK clients are created with
+`max_retries=0` so this is the only retry layer.
+
+The table is keyed by exception class NAME: both SDKs share most names, and an error is looked up
+along its class's MRO, so a subclass an SDK adds later still gets its parent's policy. The tests
+require every APIError subclass an installed SDK exports to be listed here by name, so a new
+one (say, another spend limit dressed as a 429) is classified on purpose, not by accident.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
+
+from porter.models.base import ModelError, redact
+
+log = logging.getLogger("porter.models")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ErrorPolicy:
+    retry: bool
+    advice: str  # may name {model}, {key_env}, {base_url}
+
+
+def _retry(advice: str) -> ErrorPolicy:
+    return ErrorPolicy(True, advice)
+
+
+def _stop(advice: str) -> ErrorPolicy:
+    return ErrorPolicy(False, advice)
+
+
+_AUTH = "the API key in {key_env} was rejected: check the variable holds a valid key for {base_url}"
+_BILLING = "the account cannot pay for more requests: add credit or raise its spend limit in the provider console"
+_TOO_LARGE = "the request is too large for the provider: the conversation outgrew its limit; start a new run"
+_ORG = "the provider refused the request for an account or organisation setting; the message names it"
+_TRANSIENT = "the provider had a transient failure"
+_BAD_REQUEST = (
+    "the provider rejected the request; the message names the field. If it says the prompt is too long, "
+    "the conversation outgrew {model}'s context window: use a model with a larger one or fewer max_steps; "
+    "if it names temperature, remove agent.temperature from the task"
+)
+
+ERROR_TABLE: dict[str, ErrorPolicy] = {
+    # generic bases: only reached by errors no more specific entry matches
+    "APIError": _stop("the provider returned an error porter does not recognise"),
+    "APIStatusError": _stop("the provider answered with an unexpected HTTP status"),  # 5xx/408/409 retried below
+    "APIResponseValidationError": _stop(
+        "the reply does not follow the API schema: is {base_url} really an endpoint of this API?"
+    ),
+    "APIWebhookValidationError": _stop("a webhook payload failed validation (porter does not use webhooks)"),
+    # network
+    "APIConnectionError": _retry("could not connect to {base_url}: check the URL and that the server is up"),
+    "APITimeoutError": _retry("no answer within the request timeout"),
+    # 4xx that will fail the same way again
+    "BadRequestError": _stop(_BAD_REQUEST),
+    "AuthenticationError": _stop(_AUTH),
+    "OAuthError": _stop(_AUTH),
+    "PermissionDeniedError": _stop("the key in {key_env} has no access to model {model}: check agent.model"),
+    "NotFoundError": _stop("model {model} or the endpoint {base_url} does not exist: check agent.model and base_url"),
+    "UnprocessableEntityError": _stop(_BAD_REQUEST),
+    "ContentTooLargeError": _stop(_TOO_LARGE),
+    "RequestTooLargeError": _stop(_TOO_LARGE),
+    "RequestBodyTooLargeAfterDecodingError": _stop(_TOO_LARGE),
+    "RequestHeaderFieldsTooLargeError": _stop(_TOO_LARGE),
+    "PreconditionFailedError": _stop(_BAD_REQUEST),
+    "HTTPNotImplementedError": _stop("the endpoint does not implement this API call (501): check {base_url}"),
+    "RequestBodyEncodingInvalidError": _stop(_BAD_REQUEST),
+    "RequestBodyEncodingUnsupportedError": _stop(_BAD_REQUEST),
+    "PaymentRequiredError": _stop(_BILLING),
+    "LinkedOrganizationSpendLimitReachedError": _stop(_BILLING),
+    "LinkedOrganizationBillingUnavailableError": _stop(_BILLING),
+    # 429: rate limits pass, spend limits do not
+    "RateLimitError": _retry("rate limited by the provider"),
+    "RampLimitExceededError": _retry("the account's rate limit is still ramping up"),
+    "ContractSpendLimitReachedError": _stop(_BILLING),
+    "EnforcedSpendLimitReachedError": _stop(_BILLING),
+    # transient server side
+    "ConflictError": _retry(_TRANSIENT),
+    "RequestTimeoutError": _retry(_TRANSIENT),
+    "ClientClosedRequestError": _retry(_TRANSIENT),
+    "InternalServerError": _retry(_TRANSIENT),
+    "OverloadedError": _retry("the provider is overloaded"),
+    "ServiceUnavailableError": _retry(_TRANSIENT),
+    "GatewayTimeoutError": _retry(_TRANSIENT),
+    "DeadlineExceededError": _retry(_TRANSIENT),
+    "CMEKKeyUnreachableError": _retry(_TRANSIENT),
+    "CMEKContextUnavailableError": _retry(_TRANSIENT),
+    # account and organisation settings
+    "CMEKKeyDisabledError": _stop(_ORG),
+    "CMEKKeyNetworkBlockedError": _stop(_ORG),
+    "OrganizationOnHoldError": _stop(_ORG),
+    "OrganizationTypeNotSupportedError": _stop(_ORG),
+    "ParentOrganizationRequiredError": _stop(_ORG),
+    "WorkspaceHumanReviewDisabledError": _stop(_ORG),
+    "SandboxEgressRestrictedError": _stop(_ORG),
+    "ClaudeCodeVersionTooOldError": _stop(_ORG),
+    "ClaudeCodeKeyCreatorNotMemberError": _stop(_ORG),
+}
+GENERIC_ENTRIES = ("APIError", "APIStatusError")
+RETRYABLE_STATUS = {408, 409, 429}  # plus every 5xx
+
+
+def policy_for(error: BaseException) -> ErrorPolicy | None:
+    """The table entry of `error` (nearest class on its MRO), or None for errors that are not the SDKs'."""
+    for cls in type(error).__mro__:
+        policy = ERROR_TABLE.get(cls.__name__)
+        if policy is None:
+            continue
+        if cls.__name__ == "APIStatusError":
+            status = getattr(error, "status_code", 0) or 0
+            if status >= 500 or status in RETRYABLE_STATUS:
+                return _retry(_TRANSIENT)
+        return policy
+    return None
+
+
+def is_retryable(error: BaseException) -> bool:
+    policy = policy_for(error)
+    return bool(policy and policy.retry)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How hard to try. Tests shrink the waits; nothing else should need to."""
+
+    max_attempts: int = 6
+    initial_wait_s: float = 2.0
+    max_wait_s: float = 60.0
+    retry_after_cap_s: float = 120.0  # a server asking for longer than this gets this
+    sleep: Callable[[float], None] = time.sleep  # tests record the waits instead of sleeping them
+
+
+DEFAULT_RETRY = RetryPolicy()
+
+
+def retry_after_s(error: BaseException) -> float | None:
+    """Seconds the server asked us to wait (retry-after-ms, Retry-After seconds or HTTP date)."""
+    response = getattr(error, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds:
+        try:
+            return max(0.0, float(milliseconds) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        moment = email.utils.parsedate_to_datetime(value) if email.utils.parsedate_tz(value) else None
+        return max(0.0, moment.timestamp() - time.time()) if moment else None
+
+
+def _wait(policy: RetryPolicy) -> Callable[[RetryCallState], float]:
+    def wait(state: RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome else None
+        asked = retry_after_s(error) if error else None
+        if asked is not None:
+            return min(asked, policy.retry_after_cap_s)
+        return min(policy.initial_wait_s * 2 ** (state.attempt_number - 1), policy.max_wait_s)
+
+    return wait
+
+
+def call_with_retries(call: Callable[[], T], policy: RetryPolicy, context: dict[str, str]) -> T:
+    """Run `call`, retrying what the table says is transient; anything else becomes a ModelError.
+
+    `context` fills the advice: provider, model, key_env, base_url.
+    """
+
+    def before_sleep(state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome else None
+        wait = state.next_action.sleep if state.next_action else 0
+        log.warning(
+            "%s attempt %d failed (%s); retrying in %.1f s",
+            context.get("provider", "model"),
+            state.attempt_number,
+            redact(_describe(error)),
+            wait,
+        )
+
+    retrying = Retrying(
+        stop=stop_after_attempt(policy.max_attempts),
+        wait=_wait(policy),
+        retry=retry_if_exception(is_retryable),
+        before_sleep=before_sleep,
+        sleep=policy.sleep,
+        reraise=True,
+    )
+    try:
+        return retrying(call)
+    except Exception as error:
+        known = policy_for(error)
+        if known is None:
+            raise
+        raise model_error(error, known, context, policy.max_attempts if known.retry else 1) from None
+
+
+def model_error(error: BaseException, policy: ErrorPolicy, context: dict[str, str], attempts: int) -> ModelError:
+    fields = {"model": "?", "key_env": "?", "base_url": "?", **context}
+    advice = policy.advice.format(**fields)
+    gave_up = f" (gave up after {attempts} attempts)" if policy.retry else ""
+    provider = context.get("provider", "model")
+    return ModelError(redact(f"{provider}: {advice}{gave_up}. {_describe(error)}"))
+
+
+def _describe(error: BaseException | None) -> str:
+    if error is None:
+        return "no error"
+    status = getattr(error, "status_code", None)
+    detail = " ".join(str(error).split())[:400]
+    return f"{type(error).__name__}{f' (HTTP {status})' if status else ''}: {detail}"

@@ -1,0 +1,130 @@
+"""`porter replay`: re-drive a recorded run without the LLM and say whether it reproduced.
+
+Covers re-running a recording's model replies (ReplayModel) in a fresh sandbox and run directory, then
+comparing every observation with the recording: tool outcomes (ok, exit codes, healthy or the crash
+class, kept or reverted, targets met) must match exactly; measured figures must move in the same
+direction and stay within a tolerance, since timing differs between machines. Also reports what
+changed in the environment (image, repo bases, porter version). Does not record anything new beyond
+the replay's own run directory.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from porter import agent, runs
+from porter.models import ReplayDivergence, ReplayModel, redact
+from porter.task import Task, load_task
+from porter.transcript import read_transcript
+
+METRIC_TOLERANCE = 0.5  # relative; a figure twice as far off as this is not the same run
+BEHAVIOUR_KEYS = ("ok", "exit_code", "timed_out", "healthy", "crash_class", "kept")
+
+
+@dataclass
+class ReplayReport:
+    recording: Path
+    replay_dir: Path | None = None
+    divergences: list[str] = field(default_factory=list)
+    environment_changes: list[str] = field(default_factory=list)
+    compared: int = 0
+
+    @property
+    def reproduced(self) -> bool:
+        return not self.divergences
+
+    def render(self) -> str:
+        lines = [
+            f"replay of {self.recording}: {'reproduced' if self.reproduced else 'DIVERGED'} "
+            f"({self.compared} observations compared; replay run in {self.replay_dir})"
+        ]
+        lines += [f"  environment: {change}" for change in self.environment_changes]
+        lines += [f"  divergence: {divergence}" for divergence in self.divergences]
+        return "\n".join(lines)
+
+
+def locate(path: str | Path) -> tuple[Path, Path]:
+    """(transcript, folder holding task.yaml) for a run directory or a transcript file."""
+    path = Path(path)
+    transcript = path / "transcript.jsonl" if path.is_dir() else path
+    folder = transcript.parent
+    if not transcript.is_file():
+        raise FileNotFoundError(f"{path}: no transcript.jsonl here; give a run directory or a transcript file")
+    if not (folder / "task.yaml").is_file():
+        raise FileNotFoundError(f"{folder}: no task.yaml beside the transcript; a recording needs both")
+    return transcript, folder
+
+
+def replay(path: str | Path, runs_dir: str | None = None, sandbox_kind: str | None = None) -> ReplayReport:
+    transcript, folder = locate(path)
+    task: Task = load_task(folder / "task.yaml")
+    task.agent.provider = f"replay:{transcript}"
+    if runs_dir:
+        task.outputs.runs_dir = runs_dir
+    if sandbox_kind:
+        task.sandbox.kind = sandbox_kind
+    report = ReplayReport(transcript)
+    ctx = runs.open_run(task, str(folder / "task.yaml"))
+    report.replay_dir = ctx.run_dir
+    try:
+        agent.run_loop(ctx, ReplayModel(transcript), redact)
+    except ReplayDivergence as divergence:
+        report.divergences.append(str(divergence))
+    finally:
+        runs.export_patches(ctx)
+        ctx.transcript.close()
+    recorded, replayed = read_transcript(transcript), read_transcript(ctx.run_dir / "transcript.jsonl")
+    report.environment_changes = environment_changes(recorded, replayed)
+    compare(report, recorded, replayed)
+    return report
+
+
+def environment_changes(recorded: list[dict], replayed: list[dict]) -> list[str]:
+    before = next((r.get("environment", {}) for r in recorded if r["kind"] == "run_start"), {})
+    after = next((r.get("environment", {}) for r in replayed if r["kind"] == "run_start"), {})
+    changes = []
+    for key in ("porter_version", "sandbox", "repos", "flags"):
+        if before.get(key) != after.get(key):
+            changes.append(f"{key}: {before.get(key)} -> {after.get(key)}")
+    return changes
+
+
+def compare(report: ReplayReport, recorded: list[dict], replayed: list[dict]) -> None:
+    old = [_facts(r) for r in recorded if r["kind"] == "tool_result"]
+    new = [_facts(r) for r in replayed if r["kind"] == "tool_result"]
+    for index, (before, after) in enumerate(zip(old, new, strict=False), start=1):
+        report.compared += 1
+        where = f"observation {index} ({before.get('tool')})"
+        for key in BEHAVIOUR_KEYS:
+            if before.get(key) != after.get(key):
+                report.divergences.append(f"{where}: {key} was {before.get(key)!r}, now {after.get(key)!r}")
+        report.divergences += _metric_drift(where, before, after)
+    if len(old) != len(new) and not any("diverged" in d for d in report.divergences):
+        report.divergences.append(f"the recording has {len(old)} tool results, the replay {len(new)}")
+
+
+def _facts(record: dict) -> dict:
+    last = (record.get("content") or "").rstrip().rsplit("\n", 1)[-1]
+    try:
+        facts = json.loads(last)
+    except json.JSONDecodeError:
+        facts = {}
+    return facts if isinstance(facts, dict) else {}
+
+
+def _metric_drift(where: str, before: dict, after: dict) -> list[str]:
+    drifts = []
+    for key, old_result in (before.get("results") or {}).items():
+        new_result = (after.get("results") or {}).get(key) or {}
+        for verdict in ("meets_target", "passed"):
+            if verdict in old_result and old_result.get(verdict) != new_result.get(verdict):
+                drifts.append(f"{where}: {key} {verdict} was {old_result.get(verdict)}, now {new_result.get(verdict)}")
+        for metric in ("total_tok_s_per_node", "output_tok_s", "score"):
+            old_value, new_value = old_result.get(metric), new_result.get(metric)
+            if isinstance(old_value, int | float) and isinstance(new_value, int | float) and old_value:
+                change = abs(new_value / old_value - 1)
+                if change > METRIC_TOLERANCE:
+                    drifts.append(f"{where}: {key} {metric} {old_value:.4g} -> {new_value:.4g} ({change:.0%} off)")
+    return drifts
