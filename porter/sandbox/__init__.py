@@ -1,0 +1,43 @@
+"""Sandboxes: where the agent's commands and the server run. Picked by name: `docker` or `local`.
+
+Covers the public surface (protocols, results, errors, the registry and `make_sandbox`) and the
+`porter sandbox ...` command functions. Implementations live in docker.py and local.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from porter.sandbox.base import ExecResult, Process, Sandbox, SandboxDied, SandboxError
+from porter.sandbox.cli import sandbox_exec_main, sandbox_prune_main, sandbox_shell_main
+from porter.sandbox.docker import DockerSandbox
+from porter.sandbox.docker_options import container_options
+from porter.sandbox.local import LocalSandbox
+from porter.task import Task
+
+SANDBOXES: dict[str, type] = {"docker": DockerSandbox, "local": LocalSandbox}
+
+
+def make_sandbox(task: Task, run_dir: Path, run_id: str) -> Sandbox:
+    """The sandbox of kind `task.sandbox.kind` for one run (not started: call start())."""
+    kind = task.sandbox.kind
+    if kind not in SANDBOXES:
+        raise ValueError(f"unknown sandbox kind {kind!r}; valid kinds: {sorted(SANDBOXES)}")
+    return SANDBOXES[kind](task, Path(run_dir), run_id)
+
+
+__all__ = [
+    "SANDBOXES",
+    "DockerSandbox",
+    "ExecResult",
+    "LocalSandbox",
+    "Process",
+    "Sandbox",
+    "SandboxDied",
+    "SandboxError",
+    "container_options",
+    "make_sandbox",
+    "sandbox_exec_main",
+    "sandbox_prune_main",
+    "sandbox_shell_main",
+]

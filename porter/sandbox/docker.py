@@ -1,0 +1,359 @@
+"""DockerSandbox: one long-lived container per run, driven through the docker SDK.
+
+Covers building or finding the image, copying the task's repos out of it into host git trees that
+are bind-mounted back, creating/reusing/restarting the labelled container, `exec` (each command in
+its own session so a timeout kills its whole process group inside the container), `spawn` (a
+background process whose output streams to a host file), file access confined to repos and scratch,
+the host endpoint of a served port, and detecting a dead container. Does not cover what the options
+are (docker_options.py) or how git history is made of patches (porter/repos.py).
+
+Commands run as `bash -c`, not `bash -lc`: a login shell sources /etc/profile, which on Debian
+resets PATH and would hide the image's own PATH (ROCm, conda) that the serving engine needs.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import docker
+import docker.errors
+
+from porter.sandbox.base import (
+    DEFAULT_OUTPUT_LIMIT,
+    SCRATCH_DIR,
+    ExecResult,
+    HostPaths,
+    OutputCapture,
+    SandboxDied,
+    SandboxError,
+    refuse_secrets,
+)
+from porter.sandbox.docker_options import (
+    INTERNAL_NETWORK,
+    MANAGED_LABEL,
+    check_host_resources,
+    container_options,
+    image_name,
+    repo_host_dir,
+)
+from porter.sandbox.docker_process import DockerProcess
+from porter.sandbox.repos import ensure_baseline, extract_tree
+from porter.task import Task
+
+logger = logging.getLogger(__name__)
+
+TIMEOUT_EXIT_CODE = 124  # what coreutils `timeout` returns, so a timed-out command reads the same everywhere
+# $1 pgid file, $2 workdir, $3 the command. Runs as the leader of a new session (setsid), so its
+# pid is the group id every child inherits, and killing "-pgid" takes the whole tree. The leader
+# outlives a TERM (a no-op handler, reset in children) so it reports the command's 143, not
+# setsid's "did not exit normally".
+_SESSION_SCRIPT = (
+    'mkdir -p "${1%/*}" && echo $$ > "$1" || exit 125; cd -- "$2" || exit 125; trap : TERM INT HUP; '
+    'bash -c "$3"; status=$?; rm -f "$1"; exit $status'
+)
+_KILL_SCRIPT = 'pgid=$(cat "$1" 2>/dev/null) && kill -s "$2" -- "-$pgid" 2>/dev/null'
+
+
+def connect(task: Task) -> docker.DockerClient:
+    """A client for the task's engine (sandbox.docker_host, else the environment's DOCKER_HOST or socket)."""
+    try:
+        if task.sandbox.docker_host:
+            return docker.DockerClient(base_url=task.sandbox.docker_host)
+        return docker.from_env()
+    except docker.errors.DockerException as exc:
+        where = task.sandbox.docker_host or "the local socket (DOCKER_HOST)"
+        raise SandboxError(f"cannot reach the Docker engine at {where}: {exc}") from None
+
+
+def session_command(cmd: str, workdir: str, pgid_file: str) -> list[str]:
+    return ["setsid", "-w", "bash", "-c", _SESSION_SCRIPT, "porter-session", pgid_file, workdir, cmd]
+
+
+class DockerSandbox:
+    """The task's sandbox as a docker container labelled with the run id."""
+
+    def __init__(self, task: Task, run_dir: Path, run_id: str, client: docker.DockerClient | None = None):
+        self.task = task
+        self.run_dir = Path(run_dir).resolve()
+        self.run_id = run_id
+        self.client = client or connect(task)
+        self.container = None
+        self.exec_log = self.run_dir / "logs" / "exec.log"
+        self.output_limit = DEFAULT_OUTPUT_LIMIT  # bytes of output an ExecResult keeps (head + tail)
+        roots = {repo.path: repo_host_dir(self.run_dir, repo.name) for repo in task.repos}
+        self.paths = HostPaths({**roots, SCRATCH_DIR: self.run_dir / "scratch"})
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        """Create the container, or reuse the run's existing one; start it if it is stopped."""
+        if self.container is not None:
+            try:
+                self.container.reload()
+            except docker.errors.NotFound:
+                self.container = None  # removed from outside (prune, docker rm): make a new one
+        if self.container is None:
+            self.container = self._find() or self._create()
+        if self.container.status != "running":
+            self.container.start()
+            self._drop_default_route()
+            self.container.reload()
+
+    def stop(self, remove: bool = False) -> None:
+        container = self.container or self._find()
+        if container is None:
+            return
+        try:
+            if remove:
+                container.remove(force=True)
+            else:
+                container.stop(timeout=5)
+        except docker.errors.NotFound:
+            pass  # already removed (prune, or another handle on the same run): nothing left to stop
+        if remove:
+            self.container = None
+
+    def restart(self) -> None:
+        """Recreate the container from the image with the same mounts; the repos live on the host."""
+        self.stop(remove=True)
+        self.start()
+
+    def _find(self):
+        filters = {"label": [f"porter.run={self.run_id}", f"porter.task={self.task.name}", f"{MANAGED_LABEL}=1"]}
+        found = self.client.containers.list(all=True, filters=filters)
+        return found[0] if found else None
+
+    def _create(self):
+        if not self.task.sandbox.docker_host:
+            check_host_resources(self.task)
+        image = self._ensure_image()
+        self._prepare_repos(image)
+        (self.run_dir / "scratch").mkdir(parents=True, exist_ok=True)
+        if self.task.sandbox.network == "none":
+            self._ensure_internal_network()
+        try:
+            return self.client.containers.create(**container_options(self.task, self.run_id, self.run_dir))
+        except docker.errors.APIError as exc:
+            raise SandboxError(
+                f"docker refused to create the sandbox of {self.task.name!r}: {exc.explanation}"
+            ) from None
+
+    def _ensure_image(self) -> str:
+        name = image_name(self.task)
+        spec = self.task.sandbox
+        if spec.dockerfile:
+            context = spec.context or str(Path(spec.dockerfile).parent)
+            logger.info("building %s from %s", name, spec.dockerfile)
+            try:
+                self.client.images.build(
+                    path=context,
+                    dockerfile=spec.dockerfile,
+                    tag=name,
+                    buildargs=spec.build_args,
+                    labels={MANAGED_LABEL: "1", "porter.task": self.task.name},
+                    rm=True,
+                    pull=False,
+                )
+            except docker.errors.BuildError as exc:
+                lines = [str(item.get("stream") or item.get("error") or "").rstrip() for item in exc.build_log]
+                tail = "\n".join(line for line in lines if line)[-3000:]
+                raise SandboxError(f"building {name} from {spec.dockerfile} failed: {exc.msg}\n{tail}") from None
+            return name
+        try:
+            self.client.images.get(name)
+        except docker.errors.ImageNotFound:
+            raise SandboxError(
+                f"image {name} not found locally; porter never pulls: `docker pull {name}` (or build/load it) "
+                f"on the engine first, or give the task a sandbox.dockerfile"
+            ) from None
+        return name
+
+    def _prepare_repos(self, image: str) -> None:
+        """Copy each declared repo out of the image once; later starts reuse the host tree (and its patches)."""
+        missing = [repo for repo in self.task.repos if not repo_host_dir(self.run_dir, repo.name).exists()]
+        if missing:
+            helper = self.client.containers.create(image, entrypoint=["true"], labels={MANAGED_LABEL: "1"})
+            try:
+                for repo in missing:
+                    try:
+                        chunks, _ = helper.get_archive(repo.path)
+                    except docker.errors.NotFound:
+                        raise SandboxError(f"repo {repo.name!r}: {repo.path} does not exist in image {image}") from None
+                    extract_tree(chunks, repo_host_dir(self.run_dir, repo.name))
+            finally:
+                helper.remove(force=True)
+        for repo in self.task.repos:
+            ensure_baseline(repo_host_dir(self.run_dir, repo.name))
+
+    def _ensure_internal_network(self) -> None:
+        if self.client.networks.list(names=[INTERNAL_NETWORK]):
+            return
+        try:
+            self.client.networks.create(
+                INTERNAL_NETWORK,
+                driver="bridge",
+                internal=True,
+                check_duplicate=True,
+                options={"com.docker.network.bridge.enable_icc": "false"},
+                labels={MANAGED_LABEL: "1"},
+            )
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:  # another sandbox created it first: fine
+                raise SandboxError(f"cannot create the network {INTERNAL_NETWORK}: {exc.explanation}") from None
+
+    def _drop_default_route(self) -> None:
+        """Docker gives containers on internal networks a default route (traffic is dropped, the route stays).
+
+        Removing it needs NET_ADMIN, which the sandbox must not have: a throwaway container of the
+        same image joins the sandbox's network namespace with NET_ADMIN and deletes it. Repeated on
+        every start because docker re-adds it.
+        """
+        if self.task.sandbox.network != "none":
+            return
+        script = "ip route del default 2>/dev/null; ! ip route show default | grep -q ."
+        try:
+            self.client.containers.run(
+                self.container.image.id,
+                entrypoint=["sh", "-c", script],
+                network_mode=f"container:{self.container.id}",
+                cap_add=["NET_ADMIN"],
+                remove=True,
+                labels={MANAGED_LABEL: "1"},
+            )
+        except docker.errors.ContainerError as exc:
+            raise SandboxError(
+                f"cannot remove the default route of the sandbox (network none) with `ip` from its image: "
+                f"{exc.stderr.decode(errors='replace').strip() if exc.stderr else exc}; the image needs iproute2"
+            ) from None
+
+    # ------------------------------------------------------------------ commands
+
+    def exec(self, cmd: str, timeout: float, workdir: str | None = None) -> ExecResult:
+        workdir = workdir or self.task.sandbox.workdir
+        pgid_file = f"/tmp/porter/{uuid.uuid4().hex}.pgid"
+        exec_id = self._exec_create(session_command(cmd, workdir, pgid_file))
+        title = f"exec (timeout {timeout:g}s, workdir {workdir}): {cmd}"
+        capture = OutputCapture(self.exec_log, title, self.output_limit)
+        started = time.monotonic()
+        stream = self.client.api.exec_start(exec_id, stream=True)
+        reader = threading.Thread(target=_pump, args=(stream, capture.feed), daemon=True)
+        reader.start()
+        reader.join(timeout)
+        timed_out = reader.is_alive()
+        if timed_out:
+            self._signal_group(pgid_file, "KILL")
+            reader.join(5)
+        duration = time.monotonic() - started
+        exit_code = TIMEOUT_EXIT_CODE if timed_out else self._exit_code(exec_id)
+        if exit_code is None or exit_code >= 128:
+            self._check_alive()
+        footer = f"exit {exit_code} after {duration:.3f}s" + (" (timed out: process group killed)" if timed_out else "")
+        output, truncated = capture.finish(footer)
+        return ExecResult(exit_code, output, truncated, duration, timed_out)
+
+    def spawn(self, cmd: str, log_path: Path, env: dict[str, str] | None = None) -> DockerProcess:
+        refuse_secrets(env or {}, self.task)
+        pgid_file = f"/tmp/porter/{uuid.uuid4().hex}.pgid"
+        exec_id = self._exec_create(session_command(cmd, self.task.sandbox.workdir, pgid_file), env)
+        stream = self.client.api.exec_start(exec_id, stream=True)
+        return DockerProcess(self, exec_id, stream, Path(log_path), pgid_file)
+
+    def _exec_create(self, argv: list[str], env: dict[str, str] | None = None) -> str:
+        if self.container is None:
+            self.start()
+        try:
+            return self.client.api.exec_create(self.container.id, argv, environment=env)["Id"]
+        except docker.errors.NotFound:
+            raise self._died("the sandbox container is gone") from None
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409:  # "container ... is not running"
+                raise self._died("the sandbox container is not running") from None
+            raise SandboxError(f"docker exec failed: {exc.explanation}") from None
+
+    def _exit_code(self, exec_id: str) -> int | None:
+        # The output stream can close a moment before docker records the exit: give it a second.
+        for _ in range(20):
+            info = self.client.api.exec_inspect(exec_id)
+            if not info["Running"]:
+                return info["ExitCode"]
+            time.sleep(0.05)
+        return info["ExitCode"]
+
+    def _signal_group(self, pgid_file: str, signal: str) -> bool:
+        """Send `signal` to the group recorded in `pgid_file`; False when it is not recorded (yet) or gone."""
+        try:
+            return self.container.exec_run(["sh", "-c", _KILL_SCRIPT, "porter-kill", pgid_file, signal]).exit_code == 0
+        except docker.errors.APIError:
+            return False  # the container is gone, and the group with it
+
+    def _check_alive(self) -> None:
+        try:
+            self.container.reload()
+        except docker.errors.NotFound:
+            raise self._died("the sandbox container was removed") from None
+        if self.container.status != "running":
+            raise self._died("the sandbox container stopped")
+
+    def _died(self, what: str) -> SandboxDied:
+        lines: list[str] = []
+        state = "removed"
+        try:
+            self.container.reload()
+            info = self.container.attrs["State"]
+            state = f"{info['Status']}, exit code {info['ExitCode']}, OOM killed {info['OOMKilled']}"
+            lines = self.container.logs(tail=40).decode(errors="replace").splitlines()
+        except docker.errors.NotFound:
+            pass
+        name = self.container.name if self.container is not None else self.run_id
+        return SandboxDied(f"{what}: {name} ({state}); call restart() to recreate it (repos are kept)", lines)
+
+    # ------------------------------------------------------------------ files and addresses
+
+    def read_file(self, path: str) -> str:
+        return self.paths.read(path)
+
+    def write_file(self, path: str, text: str) -> None:
+        self.paths.write(path, text)
+
+    def repo_dir(self, name: str) -> Path:
+        try:
+            return repo_host_dir(self.run_dir, self.task.repo(name).name)
+        except KeyError as exc:
+            raise SandboxError(exc.args[0]) from None
+
+    def describe(self) -> dict:
+        """What a run records about its sandbox, so a replay can tell what changed."""
+        if self.container is None:
+            self.start()
+        return {
+            "kind": "docker",
+            "image": image_name(self.task),
+            "image_id": self.container.image.id,
+            "container": self.container.name,
+            "network": self.task.sandbox.network,
+            "docker_host": self.task.sandbox.docker_host or "local",
+        }
+
+    def endpoint(self, port: int) -> str:
+        network = self.task.sandbox.network
+        if network == "host":
+            return f"http://127.0.0.1:{port}"
+        if self.container is None:
+            self.start()
+        self.container.reload()
+        settings = self.container.attrs["NetworkSettings"]
+        published = (settings.get("Ports") or {}).get(f"{port}/tcp")
+        if published:
+            return f"http://127.0.0.1:{published[0]['HostPort']}"
+        network_name = INTERNAL_NETWORK if network == "none" else "bridge"
+        address = settings["Networks"][network_name]["IPAddress"]
+        return f"http://{address}:{port}"
+
+
+def _pump(stream, sink) -> None:
+    for chunk in stream:
+        sink(chunk)

@@ -1,0 +1,121 @@
+"""How a task becomes `docker create` arguments, as pure functions that can be checked without an engine.
+
+Covers the container name and labels, the image name, devices and the other ROCm options (taken
+from the task, nothing hard-coded), mounts (the task's, the repos' host trees, the scratch dir),
+environment (with secrets refused) and the network mode. Also the host-side checks that turn a
+missing device or mount source into a clear error before docker sees it. Does not talk to the
+engine: docker.py does.
+
+Network `none` is served by a porter-managed `--internal` bridge network with inter-container
+traffic disabled: the host reaches the server at the container's IP (the checks run on the
+host), while the container gets no NAT, no outside DNS, and (after start, see docker.py) no
+default route. Docker does not publish ports on internal networks, so `endpoint()` uses the IP.
+`bridge` publishes the serve port on 127.0.0.1 (a free host port); `host` shares the host's stack.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from docker.types import Mount
+
+from porter.sandbox.base import SCRATCH_DIR, SandboxError, refuse_secrets
+from porter.task import Task
+
+INTERNAL_NETWORK = "porter-internal"
+MANAGED_LABEL = "porter.managed"
+# The container idles under docker's init (tini): it reaps the process groups porter kills and
+# forwards `docker stop`'s TERM, so stopping takes milliseconds, not the 10 s kill timeout.
+IDLE_ENTRYPOINT = ["sleep", "infinity"]
+
+
+def container_name(run_id: str) -> str:
+    return "porter-" + re.sub(r"[^A-Za-z0-9_.-]", "-", run_id)
+
+
+def image_name(task: Task) -> str:
+    """The image the sandbox runs: the task's image, or the tag porter builds its Dockerfile under."""
+    return task.sandbox.image or f"porter-task-{task.name.lower()}:latest"
+
+
+def labels(task: Task, run_id: str, run_dir: Path) -> dict[str, str]:
+    return {
+        "porter.run": run_id,
+        "porter.task": task.name,
+        "porter.run_dir": str(run_dir),
+        MANAGED_LABEL: "1",
+    }
+
+
+def repo_host_dir(run_dir: Path, repo_name: str) -> Path:
+    return run_dir / "repos" / repo_name
+
+
+def container_options(task: Task, run_id: str, run_dir: Path) -> dict:
+    """Keyword arguments of `client.containers.create` for the task's sandbox in `run_dir`."""
+    spec = task.sandbox
+    refuse_secrets(spec.env, task)
+    options: dict = {
+        "image": image_name(task),
+        "name": container_name(run_id),
+        "entrypoint": IDLE_ENTRYPOINT,
+        "init": True,
+        "detach": True,
+        "labels": labels(task, run_id, run_dir),
+        "environment": dict(spec.env),
+        "working_dir": spec.workdir,
+        "devices": [_device_rule(device) for device in spec.devices],
+        "group_add": list(spec.group_add),
+        "security_opt": list(spec.security_opt),
+        "cap_add": list(spec.cap_add),
+        "mounts": _mounts(task, run_dir),
+    }
+    if spec.ipc:
+        options["ipc_mode"] = spec.ipc
+    if spec.shm_size:
+        options["shm_size"] = spec.shm_size
+    options.update(_network_options(task))
+    return options
+
+
+def _device_rule(device: str) -> str:
+    # docker's short form: HOST[:CONTAINER[:PERMISSIONS]]; a bare path maps to itself.
+    return device if ":" in device else f"{device}:{device}:rwm"
+
+
+def _mounts(task: Task, run_dir: Path) -> list[Mount]:
+    mounts = [
+        Mount(target=mount.container, source=mount.host, type="bind", read_only=mount.read_only)
+        for mount in task.sandbox.mounts
+    ]
+    for repo in task.repos:
+        mounts.append(Mount(target=repo.path, source=str(repo_host_dir(run_dir, repo.name)), type="bind"))
+    mounts.append(Mount(target=SCRATCH_DIR, source=str(run_dir / "scratch"), type="bind"))
+    return mounts
+
+
+def _network_options(task: Task) -> dict:
+    network = task.sandbox.network
+    if network == "host":
+        return {"network_mode": "host"}
+    if network == "bridge":
+        return {"network_mode": "bridge", "ports": {f"{task.serve.port}/tcp": ("127.0.0.1", None)}}
+    return {"network": INTERNAL_NETWORK}
+
+
+def check_host_resources(task: Task) -> None:
+    """Fail with the device or mount named when the host lacks it (only meaningful for a local engine)."""
+    for device in task.sandbox.devices:
+        host_path = device.split(":", 1)[0]
+        if not Path(host_path).exists():
+            raise SandboxError(
+                f"device {host_path} does not exist on this host (task {task.name!r}, sandbox.devices); "
+                f"this task needs the GPU node it was written for, or remove the device from the task"
+            )
+    for mount in task.sandbox.mounts:
+        if not Path(mount.host).exists():
+            raise SandboxError(
+                f"mount source {mount.host} (-> {mount.container}) does not exist on this host "
+                f"(task {task.name!r}, sandbox.mounts); create it or fix the path"
+            )

@@ -1,0 +1,73 @@
+"""DockerProcess: a background command in a DockerSandbox (the server), as the `Process` protocol.
+
+Covers streaming the command's output into a host log file as it arrives, liveness and exit code
+from docker's exec record, and stopping its process group (TERM, then KILL). Does not cover
+starting it: DockerSandbox.spawn does, in a session whose group id is written to `pgid_file`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import docker.errors
+
+if TYPE_CHECKING:
+    from porter.sandbox.docker import DockerSandbox
+
+
+class DockerProcess:
+    """A background command in the sandbox; its output is appended to a host file as it arrives."""
+
+    def __init__(self, sandbox: DockerSandbox, exec_id: str, stream, log_path: Path, pgid_file: str):
+        self.sandbox = sandbox
+        self.exec_id = exec_id
+        self.pgid_file = pgid_file
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log_file = open(log_path, "ab")  # noqa: SIM115 - closed by the writer thread when the stream ends
+        self.writer = threading.Thread(target=self._write, args=(stream,), daemon=True)
+        self.writer.start()
+
+    def _write(self, stream) -> None:
+        try:
+            for chunk in stream:
+                self.log_file.write(chunk)
+                self.log_file.flush()
+        finally:
+            self.log_file.close()
+
+    def _inspect(self) -> dict:
+        try:
+            return self.sandbox.client.api.exec_inspect(self.exec_id)
+        except docker.errors.NotFound:
+            return {"Running": False, "ExitCode": None}
+
+    def alive(self) -> bool:
+        return bool(self._finished_inspect()["Running"])
+
+    def exit_code(self) -> int | None:
+        info = self._finished_inspect()
+        return None if info["Running"] else info["ExitCode"]
+
+    def _finished_inspect(self) -> dict:
+        info = self._inspect()
+        if not info["Running"]:
+            # Callers read the log as soon as the process is over (a crash's traceback is its last
+            # lines): let the writer drain the stream first.
+            self.writer.join(5)
+        return info
+
+    def stop(self, grace_s: float = 10) -> None:
+        """TERM the process group, KILL it if it is still there after `grace_s`."""
+        for signal, wait_s in (("TERM", grace_s), ("KILL", 5.0)):
+            if not self._inspect()["Running"]:
+                break
+            delivered = self.sandbox._signal_group(self.pgid_file, signal)
+            deadline = time.monotonic() + wait_s
+            while self._inspect()["Running"] and time.monotonic() < deadline:
+                time.sleep(0.05)
+                if not delivered:  # spawned a moment ago: the session has not written its group id yet
+                    delivered = self.sandbox._signal_group(self.pgid_file, signal)
+        self.writer.join(5)

@@ -1,0 +1,203 @@
+"""LocalSandbox: the Sandbox protocol with host subprocesses, for machines without Docker. No isolation.
+
+A sandbox path P is `<run_dir>/root/P` on the host. On start each declared repo is copied into the
+root: from `<run_dir>/root/<repo.path>` when it is already there (a resumed run, or a tree placed
+by the caller), else from the host directory `repo.path` itself (copied, never patched in place);
+a repo found in neither place is an error naming both. Commands run with `bash -c` in their own
+session, cwd mapped into the root, and an environment of only the task's `sandbox.env`, PATH, HOME,
+LANG and `PORTER_SANDBOX_ROOT=<root>` (commands that need sandbox paths prefix them with it).
+Does not cover containers (docker.py) or resource limits: a local command can do what the user can.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from porter.sandbox.base import (
+    DEFAULT_OUTPUT_LIMIT,
+    SCRATCH_DIR,
+    ExecResult,
+    HostPaths,
+    OutputCapture,
+    SandboxError,
+    refuse_secrets,
+)
+from porter.sandbox.repos import ensure_baseline
+from porter.task import Task
+
+logger = logging.getLogger(__name__)
+TIMEOUT_EXIT_CODE = 124
+_warned = False
+
+
+class LocalSandbox:
+    """Subprocesses on the host under `<run_dir>/root`; same protocol as DockerSandbox, no isolation."""
+
+    def __init__(self, task: Task, run_dir: Path, run_id: str):
+        self.task = task
+        self.run_dir = Path(run_dir).resolve()
+        self.run_id = run_id
+        self.root = self.run_dir / "root"
+        self.exec_log = self.run_dir / "logs" / "exec.log"
+        self.output_limit = DEFAULT_OUTPUT_LIMIT  # bytes of output an ExecResult keeps (head + tail)
+        roots = {repo.path: self.host_path(repo.path) for repo in task.repos}
+        self.paths = HostPaths({**roots, SCRATCH_DIR: self.host_path(SCRATCH_DIR)})
+        self.processes: list[LocalProcess] = []
+        refuse_secrets(task.sandbox.env, task)
+
+    def host_path(self, sandbox_path: str) -> Path:
+        return self.root / sandbox_path.lstrip("/")
+
+    def start(self) -> None:
+        global _warned
+        if not _warned:
+            logger.warning("local sandbox: commands run on this host with no isolation (task %s)", self.task.name)
+            _warned = True
+        self.host_path(SCRATCH_DIR).mkdir(parents=True, exist_ok=True)
+        self.host_path(self.task.sandbox.workdir).mkdir(parents=True, exist_ok=True)
+        for repo in self.task.repos:
+            tree = self.host_path(repo.path)
+            if not tree.exists():
+                if not Path(repo.path).is_dir():
+                    raise SandboxError(
+                        f"repo {repo.name!r}: neither {tree} nor the host directory {repo.path} exists; "
+                        f"a local sandbox copies the repo from one of them"
+                    )
+                shutil.copytree(repo.path, tree, symlinks=True)
+            ensure_baseline(tree)
+
+    def environment(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        refuse_secrets(extra or {}, self.task)
+        env = {name: os.environ[name] for name in ("PATH", "HOME", "LANG") if name in os.environ}
+        env.update(self.task.sandbox.env)
+        env.update(extra or {})
+        env["PORTER_SANDBOX_ROOT"] = str(self.root)
+        return env
+
+    def exec(self, cmd: str, timeout: float, workdir: str | None = None) -> ExecResult:
+        workdir = workdir or self.task.sandbox.workdir
+        title = f"exec (timeout {timeout:g}s, workdir {workdir}): {cmd}"
+        capture = OutputCapture(self.exec_log, title, self.output_limit)
+        started = time.monotonic()
+        try:
+            child = subprocess.Popen(
+                ["bash", "-c", cmd],
+                cwd=self.host_path(workdir),
+                env=self.environment(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except (FileNotFoundError, NotADirectoryError):
+            capture.finish("not started")
+            raise SandboxError(f"working directory {workdir} does not exist in the sandbox") from None
+        reader = threading.Thread(target=_pump, args=(child.stdout, capture.feed), daemon=True)
+        reader.start()
+        reader.join(timeout)
+        timed_out = reader.is_alive()
+        if timed_out:
+            _signal_group(child.pid, signal.SIGKILL)
+            reader.join(5)
+        exit_code = TIMEOUT_EXIT_CODE if timed_out else _shell_code(child.wait())
+        duration = time.monotonic() - started
+        footer = f"exit {exit_code} after {duration:.3f}s" + (" (timed out: process group killed)" if timed_out else "")
+        output, truncated = capture.finish(footer)
+        return ExecResult(exit_code, output, truncated, duration, timed_out)
+
+    def spawn(self, cmd: str, log_path: Path, env: dict[str, str] | None = None) -> LocalProcess:
+        log_path = Path(log_path)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log_file:
+            child = subprocess.Popen(
+                ["bash", "-c", cmd],
+                cwd=self.host_path(self.task.sandbox.workdir),
+                env=self.environment(env),
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        process = LocalProcess(child)
+        self.processes.append(process)
+        return process
+
+    def read_file(self, path: str) -> str:
+        return self.paths.read(path)
+
+    def write_file(self, path: str, text: str) -> None:
+        self.paths.write(path, text)
+
+    def repo_dir(self, name: str) -> Path:
+        try:
+            return self.host_path(self.task.repo(name).path)
+        except KeyError as exc:
+            raise SandboxError(exc.args[0]) from None
+
+    def endpoint(self, port: int) -> str:
+        return f"http://127.0.0.1:{port}"
+
+    def describe(self) -> dict:
+        """What a run records about its sandbox, so a replay can tell what changed."""
+        return {"kind": "local", "root": str(self.root), "isolation": "none"}
+
+    def restart(self) -> None:
+        """Stop every spawned process; the files under the root (and the repos' patches) stay."""
+        self.stop()
+        self.start()
+
+    def stop(self, remove: bool = False) -> None:
+        for process in self.processes:
+            process.stop(grace_s=5)
+        self.processes.clear()
+        if remove:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _pump(pipe, sink) -> None:
+    for chunk in iter(lambda: pipe.read1(1 << 16), b""):
+        sink(chunk)
+
+
+def _shell_code(returncode: int) -> int:
+    # Popen reports death by signal N as -N; docker and shells say 128 + N. Callers see one convention.
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _signal_group(pgid: int, signal_number: int) -> None:
+    try:
+        os.killpg(pgid, signal_number)
+    except ProcessLookupError:
+        pass  # the group already exited
+
+
+class LocalProcess:
+    """A background host process (its own session); its output goes straight to the log file."""
+
+    def __init__(self, child: subprocess.Popen):
+        self.child = child
+
+    def alive(self) -> bool:
+        return self.child.poll() is None
+
+    def exit_code(self) -> int | None:
+        code = self.child.poll()
+        return None if code is None else _shell_code(code)
+
+    def stop(self, grace_s: float = 10) -> None:
+        """TERM the process group, KILL it if the leader is still there after `grace_s`."""
+        if self.alive():
+            _signal_group(self.child.pid, signal.SIGTERM)
+            try:
+                self.child.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+        _signal_group(self.child.pid, signal.SIGKILL)  # also takes children that ignored TERM
+        self.child.wait()
