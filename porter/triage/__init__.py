@@ -1,0 +1,114 @@
+"""Crash and start-up logs -> the class of failure, the line that names it, and a condensed excerpt.
+
+`triage_file` / `triage_lines` / `triage_text` read a log in one streaming pass with constant memory
+and return a `Triage`: the category (one of rules.CATEGORIES, or "ok" for a log with no error and no
+finding), the key line and its number, the implicated file/function/kernel, a signature stable across
+runs of the same failure, an excerpt within a token budget (characters / 4) that always contains the
+key line, and every class seen as a `Finding` with structured facts for rule-based fixers. `triage_main`
+is the `porter triage` command. Modules: lines.py (prefilter, prefixes), rules.py (classes),
+facts.py, scanner.py (the pass), excerpt.py, report.py. Does not fix anything or talk to a model.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from porter.triage.report import Finding, Triage, build_triage
+from porter.triage.rules import CATEGORIES
+from porter.triage.scanner import CHUNK_BYTES, Scanner
+
+__all__ = ["CATEGORIES", "Finding", "Triage", "triage_file", "triage_lines", "triage_main", "triage_text"]
+
+
+def _scan(chunks: Iterable[bytes], token_budget: int) -> Triage:
+    scanner = Scanner()
+    for chunk in chunks:
+        scanner.feed(chunk)
+    scanner.finish()
+    return build_triage(scanner, token_budget)
+
+
+def _line_chunks(lines: Iterable[str]) -> Iterator[bytes]:
+    batch: list[str] = []
+    size = 0
+    for line in lines:
+        line = line.rstrip("\n")
+        batch.append(line)
+        size += len(line) + 1
+        if size >= CHUNK_BYTES:
+            yield ("\n".join(batch) + "\n").encode("utf-8", "replace")
+            batch, size = [], 0
+    if batch:
+        yield ("\n".join(batch) + "\n").encode("utf-8", "replace")
+
+
+def _file_chunks(stream) -> Iterator[bytes]:
+    """Chunks that end at a line boundary; the last line of the file need not end with a newline."""
+    carry = b""
+    while True:
+        block = stream.read(CHUNK_BYTES)
+        if not block:
+            break
+        block = carry + block
+        cut = block.rfind(b"\n") + 1
+        if cut == 0:
+            carry = block
+            continue
+        carry = block[cut:]
+        yield block[:cut]
+    if carry:
+        yield carry + b"\n"
+
+
+def triage_lines(lines: Iterable[str], token_budget: int = 4000) -> Triage:
+    """Triage a log given as lines (with or without their newlines); reads them once, keeps none."""
+    return _scan(_line_chunks(lines), token_budget)
+
+
+def triage_file(path: str | Path, token_budget: int = 4000) -> Triage:
+    """Triage a log file of any size in constant memory."""
+    with open(path, "rb") as stream:
+        return _scan(_file_chunks(stream), token_budget)
+
+
+def triage_text(text: str, token_budget: int = 4000) -> Triage:
+    """Triage a log held in a string."""
+    data = text.encode("utf-8", "replace")
+    return _scan(_file_chunks(_BytesReader(data)), token_budget)
+
+
+class _BytesReader:
+    def __init__(self, data: bytes) -> None:
+        self.data, self.offset = data, 0
+
+    def read(self, size: int) -> bytes:
+        block = self.data[self.offset : self.offset + size]
+        self.offset += len(block)
+        return block
+
+
+def render_text(result: Triage) -> str:
+    """What a person reads: the excerpt (it opens with the class and key line), then the facts."""
+    lines = [result.excerpt.rstrip("\n"), f"signature: {result.signature}"]
+    for finding in result.findings:
+        lines.append(f"facts[{finding.category}]: {json.dumps(finding.facts, default=str, sort_keys=True)}")
+    return "\n".join(lines)
+
+
+def triage_main(logfile: str, as_json: bool) -> int:
+    """`porter triage LOGFILE [--json]` (`-` reads stdin). Returns the exit code: 0, or 2 for a missing file."""
+    try:
+        if logfile == "-":
+            result = _scan(_file_chunks(sys.stdin.buffer), 4000)
+        else:
+            result = triage_file(logfile)
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+        print(f"porter: cannot read log {logfile!r}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print(render_text(result))
+    if as_json:
+        print(json.dumps(result.to_dict(), default=str))
+    return 0

@@ -1,0 +1,314 @@
+"""What a log line means: the failure classes, their rules, and how specific each match is.
+
+Covers the table of class rules (one regex per way a class shows up in sglang, vLLM, aiter, HIP/HSA,
+RCCL, compiler and Triton output), generic error and exception lines, healthy-start markers and the
+kernel hints used to blame a memory fault. Rules describe classes (every KeyError on a quantised
+parameter name), never one log's text. Facts extraction lives in facts.py; state in scanner.py.
+
+Scores order the classes when one log shows several: the more a line names a root cause, the higher
+its score (a first compiler `error:` beats the build tool's final "subcommand failed"; a negative KV
+budget beats the memory fault it later causes; any crash beats a slow-fallback warning).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+CATEGORIES = (
+    "shape_mismatch",
+    "quant_config_mismatch",
+    "missing_rocm_guard",
+    "unsupported_arch_or_kernel",
+    "out_of_memory",
+    "dtype_unsupported",
+    "compile_error",
+    "comm_error",
+    "gpu_memory_fault",
+    "startup_timeout",
+    "slow_fallback_perf",
+    "other",
+)
+
+EXCEPTION_BONUS = 3  # a raised exception outranks a log line of the same class: it is what stopped the process
+GENERIC_EXCEPTION_SCORE = 55
+WEAK_SCORE = 60  # lines scoring below this that were logged before a healthy start are not failures
+
+COMPILER_DIAGNOSTIC = re.compile(
+    r"(?:^|[\s(])(?P<file>[^\s:()'\"]+\.(?:c|cc|cpp|cxx|cu|cuh|h|hh|hpp|hip|inc|inl|cl))"
+    r"(?::(?P<line>\d+)(?::(?P<column>\d+))?:|\((?P<nvcc_line>\d+)\):)\s*(?:fatal\s+)?error:\s*(?P<message>.*)"
+)
+CUDA_ONLY = re.compile(
+    r"\b(?:cuda_runtime\w*(?:\.h)?|cuda_\w+\.h|cuda\.h|cuda[A-Z]\w*|CUDA_[A-Z_]+|cuda_bf16|__nv_\w+|nv_bfloat16\w*"
+    r"|cublas\w*|cusparse\w*|curand\w*|cufft\w*|cusolver\w*|nvrtc\w*|nvToolsExt\w*|cutlass\w*|cub::\w+|thrust::cuda"
+    r"|__shfl_\w*sync|__syncwarp|__nanosleep|nvcuda::\w+|wmma::\w+|cuda::\w+|ldmatrix|cp\.async|mma\.sync)"
+)
+DTYPE = re.compile(
+    r"(?i:\b(?:torch\.)?(?:float8_e\w+|float8\w*|fp8e\w+|fp8_e\w+|e4m3\w*|e5m2\w*|e8m0\w*|float4_e\w+|mxfp4|fp4\w*"
+    r"|bfloat16|bf16|float16|fp16|half|int4|uint4|int8|uint8|dtype)\b)"
+)
+UNSUPPORTED = re.compile(
+    r"(?i:not supported|unsupported|not supports?\b|does not support|no support|not implemented|should be one of"
+    r"|not available (?:on|for|in))"
+)
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    category: str
+    score: int
+    pattern: re.Pattern[str]
+    needs: tuple[str, ...]  # lower-case words one of which a matching line must contain: skips the regex cheaply
+    message_must_match: re.Pattern[str] | None = None  # searched in the match's `message` group
+
+    def matches(self, text: str, lowered: str) -> bool:
+        if not any(word in lowered for word in self.needs):
+            return False
+        match = self.pattern.search(text)
+        if not match or self.message_must_match is None:
+            return match is not None
+        return self.message_must_match.search(match.groupdict().get("message") or text) is not None
+
+
+def _rule(name, category, score, needs: tuple[str, ...], pattern: str, message_must_match=None) -> Rule:
+    return Rule(name, category, score, re.compile(pattern), needs, message_must_match)
+
+
+# Ordered by score; the first rule that matches a line decides its class.
+RULES: tuple[Rule, ...] = (
+    _rule("cuda_only_in_rocm_build", "missing_rocm_guard", 100, ("error:",), COMPILER_DIAGNOSTIC.pattern, CUDA_ONLY),
+    _rule(
+        "cuda_symbol_in_rocm_binary",
+        "missing_rocm_guard",
+        99,
+        ("undefined",),
+        r"undefined (?:symbol|reference to)\W+(?P<message>\S*(?:cuda[A-Z]|cublas|curand|cufft|cusparse|nvrtc)\S*)",
+        CUDA_ONLY,
+    ),
+    _rule("compiler_error", "compile_error", 95, ("error:",), COMPILER_DIAGNOSTIC.pattern),
+    _rule(
+        "shape_mismatch",
+        "shape_mismatch",
+        92,
+        ("mismatch", "shape", "attempted to load", "must match the size"),
+        r"(?i)size mismatch|shape mismatch|mismatch(?:ed)? (?:in )?shapes?\b|param_data\.shape|loaded_weight\.shape"
+        r"|attempted to load weight \(|copying a param with shape|must match the size of tensor"
+        r"|shapes? \S{0,40}\s*(?:vs\.?|!=|does not match|do not match|doesn't match)\s",
+    ),
+    _rule(
+        "negative_kv_budget",
+        "out_of_memory",
+        92,
+        ("profiled value", "max_total_num_tokens", "memory"),
+        r"profiled value -\d|max_total_num_tokens=-\d|(?i:not enough memory)|No available memory for the cache blocks"
+        r"|larger than the available KV cache memory|(?i:insufficient (?:gpu |device )?memory)",
+    ),
+    _rule(
+        "triton_out_of_resources",
+        "compile_error",
+        91,
+        ("outofresources", "out of resource", "compil", "error building", "undefined", "llvm error", "linker"),
+        r"OutOfResources|out of resource: (?:shared memory|registers)|CompilationError|CompileError"
+        r"|Error building extension|undefined symbol|undefined reference to|LLVM ERROR|linker command failed"
+        r"|compilation (?:failed|terminated)|failed to compile",
+    ),
+    _rule(
+        "quantized_name_miss",
+        "quant_config_mismatch",
+        91,
+        ("keyerror", "has no attribute", "quant"),
+        r"KeyError: '[\w.]*(?:scale|qweight|qzeros|scales|g_idx|zero_point|zeros|packed|blockscale|quant)\w*'"
+        r"|has no attribute '\w*(?:weight|scale|qzeros|g_idx|zero_point)\w*'"
+        r"|(?i:unknown quantization method|quant(?:ization)?[ _]config\S* (?:not found|is missing|mismatch|does not))",
+    ),
+    _rule(
+        "dtype_unsupported",
+        "dtype_unsupported",
+        90,
+        ("support", "implemented", "should be one of", "not available"),
+        r"^(?=.*" + DTYPE.pattern + r")(?=.*(?:" + UNSUPPORTED.pattern + "))",
+    ),
+    _rule(
+        "hip_out_of_memory",
+        "out_of_memory",
+        90,
+        ("memory", "oom"),
+        r"(?i:out of memory)|OutOfMemoryError|hipErrorOutOfMemory|HIP_ERROR_OUT_OF_MEMORY|Cannot allocate memory"
+        r"|oom-kill|\bOOM\b|MemoryError",
+    ),
+    _rule(
+        "memory_access_fault",
+        "gpu_memory_fault",
+        88,
+        ("memory access fault",),
+        r"Memory access fault by GPU|(?i:memory access fault)",
+    ),
+    _rule(
+        "no_code_object",
+        "unsupported_arch_or_kernel",
+        86,
+        ("nobinary", "kernel image", "device function", "devicefunction", "code object", "hipmoduleload"),
+        r"hipErrorNoBinaryForGpu|no kernel image is available|invalid device function|hipErrorInvalidDeviceFunction"
+        r"|(?i:no (?:compatible )?code object)|hipModuleLoad\S*.{0,120}(?:fail|not found|error)"
+        r"|fail(?:ed)? to (?:call )?hipModuleLoad",
+    ),
+    _rule(
+        "collective_failure",
+        "comm_error",
+        85,
+        (
+            "nccl",
+            "rccl",
+            "collective",
+            "watchdog",
+            "processgroup",
+            "process group",
+            "distbackend",
+            "distnetwork",
+            "diststore",
+            "tcpstore",
+            "rendezvous",
+            "reduce",
+        ),
+        r"NCCL error|RCCL error|nccl\w*Error|ncclInternalError|ncclSystemError|ncclUnhandledCudaError|ncclRemoteError"
+        r"|unhandled (?:cuda|system) error|NCCL WARN"
+        r"|(?i:collectives?\b.{0,60}(?:mismatch|differ|timeout|timed out|fail))"
+        r"|(?i:mismatch between collectives)|Watchdog caught|(?i:process ?group\S* watchdog)|ProcessGroupNCCL"
+        r"|DistBackendError|DistNetworkError|DistStoreError|TCPStore|(?i:rendezvous)|(?i:nccl communicator)"
+        r"|(?i:all_?reduce\S* .{0,40}(?:failed|error))",
+    ),
+    _rule(
+        "kernel_rejects_problem",
+        "unsupported_arch_or_kernel",
+        84,
+        ("support", "requires cuda", "not available", "kernel", "instance found"),
+        r"(?i)(?:gemm|kernel|instance|problem|arch\w*|gfx\d\w*|device|gpu|platform|backend|tun\w+|solution)"
+        r"\b.{0,60}(?:not supported|not supports?\b|unsupported|does not support)"
+        r"|(?:not supported|unsupported|does not support).{0,60}\b(?:gemm|kernel|arch\w*|gfx\d\w*|device|gpu|platform)"
+        r"|\bno support\b|requires cuda|not available on (?:rocm|hip|amd)|only supported on (?:cuda|nvidia)"
+        r"|no (?:available|suitable|valid|matching) kernel|no (?:kernel )?instance found|IsSupportedArgument",
+    ),
+    _rule(
+        "other_memory_fault",
+        "gpu_memory_fault",
+        84,
+        (
+            "memory_fault",
+            "memory fault",
+            "illegal memory",
+            "illegaladdress",
+            "page fault",
+            "hw exception",
+            "hang",
+            "error_exception",
+        ),
+        r"MEMORY_FAULT|Memory Fault|illegal memory access|hipErrorIllegalAddress|(?i:gpu page fault)"
+        r"|HW Exception by GPU|GPU Hang|HSA_STATUS_ERROR_EXCEPTION",
+    ),
+    _rule(
+        "startup_timeout",
+        "startup_timeout",
+        70,
+        ("timeout", "timed out", "did not", "didn't", "failed to start", "times out"),
+        r"(?i)(?:startup|start-up|server init|init|launch|boot)\w* timeout"
+        r"|(?:timed out|timeout) (?:while )?waiting for (?:the )?(?:server|engine|health|model)"
+        r"|initiali[sz]ation timed out"
+        r"|server (?:did not|didn't) (?:become|start|answer)|did not answer 200|did not become (?:healthy|ready)"
+        r"|failed to start within|times out after .{0,60}(?:server|init|startup|start-up)|server failed to start",
+    ),
+    _rule(
+        "build_failed",
+        "compile_error",
+        60,
+        ("ninja", "error: command"),
+        r"ninja: build stopped|(?i:error: command .{0,80}(?:hipcc|clang|g\+\+|gcc|nvcc))",
+    ),
+)
+
+SLOW_FALLBACK = _rule(
+    "untuned_shape",
+    "slow_fallback_perf",
+    15,
+    ("tuned", "default", "optimal", "not found", "torch solution", "back", "slow"),
+    r"not found tuned config|(?i:using default (?:moe )?config)|sub-?optimal|using [12]stage default"
+    r"|Config file not found"
+    r"|(?i:no tuned|untuned)|will use default config|using torch solution|(?i:fall(?:ing)? ?back to (?:the |a )?"
+    r"(?:slow|default|naive|reference|torch|triton))|(?i:slow (?:path|fallback))|fallback kernel",
+)
+DISPATCH_TRACE = _rule("last_dispatched_kernel", "gpu_memory_fault", 20, ("shadername",), r"ShaderName\s*:\s*\S+")
+
+HIP_ERROR = re.compile(r"HIP error|hipError\w+|HSA_STATUS_ERROR_\w+|HSA_STATUS_\w+")
+ERROR_WORD = re.compile(r"\bERROR\b|\b\w*Error\b|\berror:|\bFAILED\b|\b[Ff]ailed\b|\bfatal\b|\b\w*Exception\b")
+DEATH = re.compile(
+    r"exit code|exit status|exitcode|\bKilled\b|\bAborted\b|core dumped|SIGABRT|SIGKILL|SIGSEGV|sigquit|died"
+)
+NOT_AN_ERROR = re.compile(r"ServerArgs\(|non-default args|args=Namespace\(|\berror_?log|\b\w+_error\w*=|0 errors?\b")
+EXCEPTION_LINE = re.compile(
+    r"^(?:[A-Za-z_]\w*\.)*(?P<name>[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|OutOfResources|Warning))(?::\s?|$)"
+)
+TRACEBACK_START = re.compile(r"Traceback \(most recent")
+FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, in (?P<function>\S+))?')
+CHAIN = re.compile(r"^(?:The above exception was the direct cause|During handling of the above exception)")
+HEALTHY = re.compile(r"ready to roll|Application startup complete|Uvicorn running on")
+KERNEL_HINT = re.compile(
+    r"ShaderName\s*:\s*(?P<shader>\S+)|kernel(?: name)?\s*[:=]\s*(?P<kernel>[\w:<>.$-]+)"
+    r"|finish build \[?(?P<built>[^\s\],]+)|start build \[?(?P<building>[^\s\],]+)"
+    r"|\[fused_moe\] using (?P<moe>\w+ \w+)"
+)
+
+
+@dataclass(frozen=True)
+class Match:
+    rule: str
+    category: str
+    score: int
+
+
+def classify(body: str) -> Match | None:
+    """The most specific class a (prefix-stripped) line shows, or None when it shows no problem."""
+    text = body.strip()
+    lowered = text.lower()
+    for rule in RULES:
+        if rule.matches(text, lowered):
+            return Match(rule.name, rule.category, rule.score + (EXCEPTION_BONUS if EXCEPTION_LINE.match(text) else 0))
+    if EXCEPTION_LINE.match(text) and not NOT_AN_ERROR.search(text):
+        return Match("exception", "other", GENERIC_EXCEPTION_SCORE)
+    if SLOW_FALLBACK.matches(text, lowered):
+        return Match(SLOW_FALLBACK.name, SLOW_FALLBACK.category, SLOW_FALLBACK.score)
+    if DISPATCH_TRACE.matches(text, lowered):
+        return Match(DISPATCH_TRACE.name, DISPATCH_TRACE.category, DISPATCH_TRACE.score)
+    if NOT_AN_ERROR.search(text):
+        return None
+    if HIP_ERROR.search(text):
+        return Match("hip_runtime_error", "other", 45)
+    if ERROR_WORD.search(text):
+        return Match("error_line", "other", 40)
+    if DEATH.search(text):
+        return Match("process_died", "other", 30)
+    return None
+
+
+def classify_exception(exception_line: str, last_source_line: str | None) -> Match:
+    """Class of a traceback's final line; a bare `AssertionError` is read through the failing source line."""
+    found = classify(exception_line)
+    if found and found.category != "other":
+        return found
+    if last_source_line:
+        from_source = classify(last_source_line)
+        if from_source and from_source.category != "other":
+            return Match(from_source.rule, from_source.category, from_source.score + EXCEPTION_BONUS)
+    return Match("exception", "other", GENERIC_EXCEPTION_SCORE)
+
+
+def kernel_hint(body: str) -> str | None:
+    """The kernel or JIT module a line says is being built, selected or dispatched."""
+    match = KERNEL_HINT.search(body)
+    if not match:
+        return None
+    name = next(value for value in match.groups() if value)
+    if match.group("built") or match.group("building"):
+        name = re.sub(r"_[0-9a-f]{16,}$", "", name.rstrip("/").rsplit("/", 1)[-1])
+    if match.group("moe"):
+        name = f"fused_moe {match.group('moe')}"
+    return name.strip("[],")

@@ -1,0 +1,47 @@
+"""Triage on the labelled real crash logs in ../shared/crashlogs (read in place, never copied here)."""
+
+from pathlib import Path
+
+import pytest
+
+from porter.triage import triage_text
+from porter.triage.corpus import in_text, load_cases, same_line
+from porter.triage.noise import bury
+
+CRASHLOGS = Path(__file__).resolve().parents[1].parent / "shared" / "crashlogs"
+CASES = load_cases(CRASHLOGS) if CRASHLOGS.is_dir() else []
+needs_corpus = pytest.mark.skipif(not CASES, reason=f"no labelled crash logs at {CRASHLOGS}")
+
+
+@needs_corpus
+def test_category_accuracy_on_the_corpus_is_at_least_90_percent():
+    results = [(case["file"], case["category"], triage_text(case["log"]).category) for case in CASES]
+    wrong = [result for result in results if result[1] != result[2]]
+    assert len(wrong) <= 0.1 * len(results), f"wrong: {wrong}"
+
+
+@needs_corpus
+@pytest.mark.parametrize("case", CASES, ids=[case["file"] for case in CASES])
+def test_key_lines_are_kept_plain_and_buried(case):
+    plain = triage_text(case["log"])
+    assert plain.key_line and plain.key_line in plain.excerpt
+    if in_text(case["key_line"], case["log"]) and plain.category == case["category"]:
+        assert same_line(case["key_line"], plain.key_line)
+        assert in_text(case["key_line"], plain.excerpt)
+    buried = triage_text(bury(case["log"], count=10_000, seed=len(case["log"]))[0])
+    assert (buried.category, buried.key_line) == (plain.category, plain.key_line)
+    assert buried.key_line in buried.excerpt
+
+
+@pytest.mark.parametrize(
+    ("expected", "line", "matches"),
+    [
+        ("RuntimeError: ck_moe_stage2 ... device_gemm does not support this GEMM problem",
+         "RuntimeError: ck_moe_stage2 (a8w8) device_gemm does not support this GEMM problem", True),
+        ("WARNING [fused_moe.py:886] Using default MoE config. Performance might be sub-optimal!",
+         "Using default MoE config. Performance might be sub-optimal!", True),
+        ("KeyError: 'model.layers.3.mlp.experts.w2_weight_scale'", "  123> KeyError: 'model.layers.3'", False),
+    ],
+)  # fmt: skip
+def test_the_key_line_comparison_forgives_prefixes_and_elisions_only(expected, line, matches):
+    assert in_text(expected, line) is matches
