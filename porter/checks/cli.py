@@ -1,0 +1,214 @@
+"""What `porter bench` and `porter check quality` run: options in, rich tables or one JSON line out.
+
+Covers turning the command-line options into check specs, running the check, printing a human
+table (rich) or, with --json, progress on stderr and one JSON object as the last stdout line, and
+the exit code (0 ran and passed, 1 ran and failed or could not reach the server, 2 bad input).
+Without a task there is no target: the bench passes when some level meets the SLO. Does not
+parse argv (porter/cli.py does).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from porter.checks import quality, throughput
+from porter.checks.loadgen import CheckError
+from porter.task import QualityCheckSpec, SingleStreamSpec, ThroughputCheckSpec
+
+SINGLE_STREAM_REQUESTS = 3
+DATASET_KINDS = {"gsm8k": "gsm8k", "mc": "multiple_choice"}
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"porter: {message}", file=sys.stderr)
+    return code
+
+
+def _console(as_json: bool) -> Console:
+    """Tables go to stderr under --json; a log file or pipe gets full-width tables, not truncated ones."""
+    console = Console(stderr=as_json)
+    if not console.is_terminal:
+        console.width = 160
+    return console
+
+
+def _number(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def parse_rates(text: str) -> list[float]:
+    try:
+        rates = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise CheckError(f"--rps must be comma-separated numbers, got {text!r}") from None
+    if not rates or any(not math.isfinite(rate) or rate <= 0 for rate in rates):
+        raise CheckError(f"--rps needs one or more positive rates, got {text!r}")
+    return rates
+
+
+def bench_main(
+    url, input_len, output_len, cache_hit, rps, slo_ttft, slo_percentile, duration, single_stream, as_json
+) -> int:
+    """`porter bench`: an RPS sweep with an SLO (or --single-stream) against URL."""
+    out = _console(as_json)
+    try:
+        if single_stream:
+            spec = SingleStreamSpec(
+                input_tokens=input_len,
+                output_tokens=output_len,
+                num_requests=SINGLE_STREAM_REQUESTS,
+                target_output_tok_s=math.inf,
+            )
+            result = throughput.run_single_stream(url, spec)
+            _print_single(out, result)
+            passed = result.completed > 0
+        else:
+            spec = ThroughputCheckSpec.model_validate(
+                {
+                    "workload": {
+                        "input_tokens": input_len,
+                        "output_tokens": output_len,
+                        "cache_hit_rate": cache_hit,
+                        "duration_s": duration,
+                    },
+                    "rps": parse_rates(rps),
+                    "slo": {"ttft_s": slo_ttft, "percentile": slo_percentile},
+                    "target_total_tok_s_per_node": math.inf,
+                }
+            )
+            result = throughput.run_throughput(url, spec, on_level=lambda level: _print_progress(out, level))
+            _print_sweep(out, result)
+            passed = result.knee is not None
+    except CheckError as exc:
+        return _fail(str(exc), 2 if "--rps" in str(exc) else 1)
+    except ValidationError as exc:
+        return _fail(f"bad options: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}", 2)
+    if as_json:
+        print(json.dumps(result.to_dict()))
+    return 0 if passed else 1
+
+
+def _print_progress(out: Console, level: dict) -> None:
+    mark = "[green]pass[/]" if level["passed"] else f"[red]fail[/] ({'; '.join(level['reasons'])})"
+    out.print(
+        f"rps {level['rps']:g}: {level['completed']}/{level['offered']} completed, "
+        f"p99 TTFT {_number(level['p99_ttft_ms'])} ms, {mark}"
+    )
+    if level["client"].get("client_saturated"):
+        out.print(
+            f"[yellow]warning: the load client lagged (p99 send lag {level['client']['p99_send_lag_ms']:.1f} ms"
+            f", loop lag {level['client']['p99_loop_lag_ms']:.1f} ms): latencies are overstated[/]"
+        )
+
+
+def _print_sweep(out: Console, result: throughput.ThroughputResult) -> None:
+    table = Table(title=f"{result.model}: SLO p{result.slo.percentile:g} TTFT <= {result.slo.ttft_s:g} s")
+    columns = [
+        "rps",
+        "ok",
+        "done/offered",
+        "err",
+        "TTFT mean/med/p99 ms",
+        "ITL med/p99 ms",
+        "TPOT med ms",
+        "E2E med ms",
+        "out tok/s",
+        "total tok/s",
+        "cache hit",
+    ]
+    for column in columns:
+        table.add_column(column, justify="right")
+    for level in result.levels:
+        figures = level.metrics
+        hit = figures["cache_hit_rate"]
+        table.add_row(
+            f"{level.rps:g}",
+            "yes" if level.passed else "no",
+            f"{figures['completed']}/{level.offered}",
+            str(figures["errors"]),
+            "/".join(_number(figures[f"{kind}_ttft_ms"]) for kind in ("mean", "median", "p99")),
+            f"{_number(figures['median_itl_ms'])}/{_number(figures['p99_itl_ms'])}",
+            _number(figures["median_tpot_ms"]),
+            _number(figures["median_e2e_latency_ms"], 0),
+            _number(figures["output_throughput"]),
+            _number(figures["total_throughput"]),
+            "-" if hit is None else f"{hit:.1%}",
+        )
+    out.print(table)
+    if result.knee is None:
+        out.print("[red]no level met the SLO[/]")
+    else:
+        out.print(f"knee: {result.knee_rps:g} req/s, total {result.total_tok_s_per_node:,.1f} tok/s per node")
+    for level in result.levels:
+        for sample in level.error_samples:
+            out.print(f"[red]rps {level.rps:g} error:[/] {sample}")
+
+
+def _print_single(out: Console, result: throughput.SingleStreamResult) -> None:
+    speeds = ", ".join(f"{speed:.1f}" for speed in result.per_request_tok_s)
+    out.print(
+        f"{result.model}: single stream {result.output_tok_s:,.1f} output tok/s after the first token "
+        f"(median of [{speeds}]), median TTFT {_number(result.median_ttft_ms)} ms, "
+        f"{result.completed} completed, {result.errors} errors"
+    )
+    for sample in result.error_samples:
+        out.print(f"[red]error:[/] {sample}")
+
+
+def dataset_spec(dataset: str, samples: int) -> QualityCheckSpec:
+    """`gsm8k:PATH_OR_BUILTIN` / `mc:PATH_OR_BUILTIN` as a check spec with no bar (minimum 0)."""
+    kind, _, where = dataset.partition(":")
+    if kind not in DATASET_KINDS or not where:
+        raise CheckError(f"--dataset must be gsm8k:PATH_OR_BUILTIN or mc:PATH_OR_BUILTIN, got {dataset!r}")
+    if not where.startswith("builtin:") and not Path(where).expanduser().exists():
+        if where not in quality.builtin_names():
+            names = ", ".join(quality.builtin_names()) or "none"
+            raise CheckError(f"--dataset {where!r} is neither a file nor a built-in set (built-in: {names})")
+        where = f"builtin:{where}"
+    gsm8k = kind == "gsm8k"
+    return QualityCheckSpec(
+        name=Path(where.removeprefix("builtin:")).stem,
+        kind=DATASET_KINDS[kind],
+        dataset=where,
+        samples=samples,
+        few_shot=5 if gsm8k else 0,
+        metric="flexible_match" if gsm8k else "accuracy",
+        max_tokens=512 if gsm8k else 4096,
+        minimum=0.0,
+    )
+
+
+def quality_main(url, dataset, samples, as_json) -> int:
+    """`porter check quality`: accuracy with a 95% interval on a GSM8K-style or multiple-choice set."""
+    out = _console(as_json)
+    try:
+        spec = dataset_spec(dataset, samples)
+        quality.resolve_dataset(spec.dataset)
+    except CheckError as exc:
+        return _fail(str(exc), 2)
+    try:
+        result = quality.run_quality(url, spec)
+    except CheckError as exc:
+        return _fail(str(exc), 1)
+    table = Table(title=f"{result.name} on {result.model} ({result.n} questions)")
+    for column in ("score", "95% CI", "strict", "flexible", "errors", "dataset sha256"):
+        table.add_column(column, justify="right")
+    table.add_row(
+        f"{result.score:.3f}",
+        f"{result.ci_low:.3f}-{result.ci_high:.3f}",
+        _number(result.strict_match, 3),
+        _number(result.flexible_match, 3),
+        str(result.errors),
+        result.dataset_sha256[:12],
+    )
+    out.print(table)
+    if as_json:
+        print(json.dumps(result.to_dict()))
+    return 0 if result.errors < result.n else 1

@@ -1,0 +1,274 @@
+"""Quality check: GSM8K-style and GPQA-style multiple choice against an OpenAI-compatible server.
+
+Covers reading the datasets (GSM8K JSONL `question`/`answer ... #### N`; GPQA CSV or JSONL with
+"Question", "Correct Answer", "Incorrect Answer 1..3"; `builtin:NAME` resolves to
+porter/checks/data/NAME.jsonl), choosing the questions (the first `samples` after a seeded shuffle)
+and the few-shot examples (a fixed seeded choice among the questions not asked), the fixed prompt
+formats (gsm8k: POST /v1/completions, greedy, stop at "Question:"; multiple choice: one user
+message on POST /v1/chat/completions with the choices shuffled by a fixed seed), and the result
+with its Wilson interval and verdict. Extraction and statistics live in scoring.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import hashlib
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+
+from porter.checks import scoring
+from porter.checks.loadgen import CheckError, make_session, resolve_model
+from porter.task import QualityCheckSpec
+
+DATA_DIR = Path(__file__).parent / "data"
+SEED = 1234
+CONCURRENCY = 32
+ATTEMPTS = 3
+STOP = ["Question:", "</s>", "<|im_end|>"]
+MC_FIELDS = ("Question", "Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3")
+LETTERS = "ABCD"
+
+
+@dataclass
+class QualityResult:
+    """Score of one quality check, its 95% interval, and whether it clears the task's bar."""
+
+    name: str
+    kind: str
+    metric: str
+    score: float
+    strict_match: float | None
+    flexible_match: float | None
+    ci_low: float
+    ci_high: float
+    n: int
+    errors: int
+    dataset: str
+    dataset_sha256: str
+    model: str
+    reference: float | None = None
+    tolerance: float | None = None
+    minimum: float | None = None
+    correct: list[bool] = field(default_factory=list, repr=False)
+    question_ids: list[int] = field(default_factory=list, repr=False)
+    replies: list[str] = field(default_factory=list, repr=False)
+
+    @property
+    def passed(self) -> bool:
+        if self.minimum is not None and self.score < self.minimum:
+            return False
+        if self.reference is not None and self.tolerance is not None:
+            return self.score >= self.reference - self.tolerance
+        return self.minimum is not None
+
+    @property
+    def verdict(self) -> str:
+        bar = "passes" if self.passed else "fails"
+        if self.reference is None:
+            return f"{self.name} {self.score:.3f} {bar} the minimum {self.minimum}"
+        against = scoring.compare_to_reference(self.score, (self.ci_low, self.ci_high), self.n, self.reference)
+        text = f"{self.name} {self.score:.3f} {bar} (reference {self.reference:.3f} - tolerance {self.tolerance}); "
+        text += against.verdict
+        half_width = (self.ci_high - self.ci_low) / 2
+        if self.tolerance is not None and half_width > self.tolerance:
+            text += f"; the interval (+-{half_width:.3f}) is wider than the tolerance: more samples would resolve it"
+        return text
+
+    def compare(self, other: QualityResult | float) -> scoring.Comparison:
+        """This run against another run of the same check (paired when same questions) or a fixed score."""
+        if isinstance(other, int | float):
+            return scoring.compare_to_reference(self.score, (self.ci_low, self.ci_high), self.n, float(other))
+        paired = self.dataset_sha256 == other.dataset_sha256 and self.question_ids == other.question_ids
+        return scoring.compare_runs(self.correct, other.correct, paired)
+
+    def to_dict(self) -> dict:
+        keys = (
+            "name",
+            "kind",
+            "metric",
+            "score",
+            "strict_match",
+            "flexible_match",
+            "ci_low",
+            "ci_high",
+            "n",
+            "errors",
+            "dataset",
+            "dataset_sha256",
+            "model",
+            "reference",
+            "tolerance",
+            "minimum",
+        )
+        return {**{key: getattr(self, key) for key in keys}, "passed": self.passed, "verdict": self.verdict}
+
+
+def builtin_names() -> list[str]:
+    return sorted(path.stem for path in DATA_DIR.glob("*.jsonl"))
+
+
+def resolve_dataset(reference: str) -> Path:
+    """A path, or `builtin:NAME` -> porter/checks/data/NAME.jsonl; a missing one lists what exists."""
+    if reference.startswith("builtin:"):
+        name = reference.removeprefix("builtin:")
+        path = DATA_DIR / f"{name}.jsonl"
+        if not path.is_file():
+            raise CheckError(f"no built-in dataset {name!r}; available: {', '.join(builtin_names()) or 'none'}")
+        return path
+    path = Path(reference).expanduser()
+    if not path.is_file():
+        raise CheckError(f"dataset file {path} does not exist (built-in sets: {', '.join(builtin_names())})")
+    return path
+
+
+def read_rows(path: Path) -> list[dict]:
+    """Rows of a JSONL or CSV file; errors name the file and the line."""
+    if path.suffix.lower() == ".csv":
+        with path.open(newline="", encoding="utf-8") as handle:
+            return list(csv.DictReader(handle))
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise CheckError(f"{path}:{number}: not a JSON object: {exc}") from None
+        if not isinstance(row, dict):
+            raise CheckError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
+        rows.append(row)
+    return rows
+
+
+def check_fields(rows: list[dict], fields: tuple[str, ...], path: Path) -> None:
+    if not rows:
+        raise CheckError(f"{path}: the dataset is empty")
+    for number, row in enumerate(rows, start=1):
+        missing = [name for name in fields if not str(row.get(name) or "").strip()]
+        if missing:
+            raise CheckError(f"{path}: row {number} lacks {missing}; expected fields {list(fields)}")
+
+
+def choose(count: int, samples: int, few_shot: int) -> tuple[list[int], list[int]]:
+    """(asked, few-shot) row indices: the first `samples` of a seeded shuffle, few-shot among the rest."""
+    order = list(range(count))
+    random.Random(SEED).shuffle(order)
+    asked = order[: max(0, min(samples, count - few_shot))]
+    pool = order[len(asked) :]
+    return asked, random.Random(SEED + 1).sample(pool, min(few_shot, len(pool)))
+
+
+def gsm8k_prompt(rows: list[dict], shots: list[int], index: int) -> str:
+    blocks = [f"Question: {rows[shot]['question']}\nAnswer: {rows[shot]['answer']}\n\n" for shot in shots]
+    return "".join(blocks) + f"Question: {rows[index]['question']}\nAnswer:"
+
+
+def choice_prompt(row: dict, index: int) -> tuple[str, str]:
+    """The multiple-choice message and the letter of the correct choice after the seeded shuffle."""
+    options = [row["Correct Answer"]] + [row[f"Incorrect Answer {number}"] for number in (1, 2, 3)]
+    options = [str(option).strip() for option in options]
+    order = list(range(4))
+    random.Random(f"{SEED}-{index}").shuffle(order)
+    lines = "\n".join(f"({LETTERS[slot]}) {options[choice]}" for slot, choice in enumerate(order))
+    message = (
+        f"What is the correct answer to this question: {str(row['Question']).strip()}\n\nChoices:\n{lines}\n\n"
+        "Answer with the letter of the correct choice, as 'Answer: X'."
+    )
+    return message, LETTERS[order.index(0)]
+
+
+async def ask(session: aiohttp.ClientSession, url: str, body: dict, chat: bool) -> str:
+    """The reply text; retried on connection errors and 5xx, raised as CheckError after the last attempt."""
+    problem = ""
+    for attempt in range(ATTEMPTS):
+        try:
+            async with session.post(url, json=body) as response:
+                if response.status == 200:
+                    payload = await response.json(content_type=None)
+                    choice = payload["choices"][0]
+                    text = (choice.get("message") or {}).get("content") if chat else choice.get("text")
+                    return text or ""
+                problem = f"HTTP {response.status}: {(await response.text())[:200]}"
+                if response.status < 500:
+                    break
+        except (aiohttp.ClientError, OSError, ValueError, KeyError, IndexError) as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+        if attempt + 1 < ATTEMPTS:
+            await asyncio.sleep(0.5 * (attempt + 1))
+    raise CheckError(f"POST {url} failed: {problem}")
+
+
+def run_quality(base_url: str, spec: QualityCheckSpec, model: str | None = None) -> QualityResult:
+    """Ask the check's questions and score the replies (synchronous; runs its own event loop)."""
+    return asyncio.run(_run_quality(base_url.rstrip("/"), spec, model))
+
+
+async def _run_quality(base_url: str, spec: QualityCheckSpec, model: str | None) -> QualityResult:
+    path = resolve_dataset(spec.dataset)
+    rows = read_rows(path)
+    gsm8k = spec.kind == "gsm8k"
+    check_fields(rows, ("question", "answer") if gsm8k else MC_FIELDS, path)
+    asked, shots = choose(len(rows), spec.samples, spec.few_shot if gsm8k else 0)
+    async with make_session(CONCURRENCY) as session:
+        model_id = await resolve_model(session, base_url, model)
+        gate = asyncio.Semaphore(CONCURRENCY)
+
+        async def one(index: int) -> tuple[str, bool, bool, bool]:
+            async with gate:
+                return await _ask_one(session, base_url, model_id, spec, rows, shots, index)
+
+        outcomes = await asyncio.gather(*(one(index) for index in asked))
+    return _result(spec, path, model_id, asked, outcomes)
+
+
+async def _ask_one(session, base_url, model_id, spec, rows, shots, index) -> tuple[str, bool, bool, bool]:
+    """(reply, strict, flexible, failed) for one question; a failed request counts as wrong."""
+    common = {"model": model_id, "max_tokens": spec.max_tokens, "temperature": 0.0}
+    try:
+        if spec.kind == "gsm8k":
+            body = {**common, "prompt": gsm8k_prompt(rows, shots, index), "stop": STOP}
+            reply = await ask(session, f"{base_url}/v1/completions", body, chat=False)
+            return (reply, *scoring.gsm8k_matches(reply, rows[index]["answer"]), False)
+        message, letter = choice_prompt(rows[index], index)
+        body = {**common, "messages": [{"role": "user", "content": message}]}
+        reply = await ask(session, f"{base_url}/v1/chat/completions", body, chat=True)
+        right = scoring.extract_choice(reply) == letter
+        return reply, right, right, False
+    except CheckError as exc:
+        return str(exc), False, False, True
+
+
+def _result(spec: QualityCheckSpec, path: Path, model_id: str, asked: list[int], outcomes: list) -> QualityResult:
+    n = len(outcomes)
+    strict = sum(outcome[1] for outcome in outcomes)
+    flexible = sum(outcome[2] for outcome in outcomes)
+    correct = [outcome[2] if spec.metric != "strict_match" else outcome[1] for outcome in outcomes]
+    successes = sum(correct)
+    ci_low, ci_high = scoring.wilson(successes, n)
+    gsm8k = spec.kind == "gsm8k"
+    return QualityResult(
+        name=spec.name,
+        kind=spec.kind,
+        metric=spec.metric,
+        score=successes / n if n else 0.0,
+        strict_match=strict / n if gsm8k and n else None,
+        flexible_match=flexible / n if gsm8k and n else None,
+        ci_low=ci_low,
+        ci_high=ci_high,
+        n=n,
+        errors=sum(outcome[3] for outcome in outcomes),
+        dataset=spec.dataset,
+        dataset_sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+        model=model_id,
+        reference=spec.reference,
+        tolerance=spec.tolerance,
+        minimum=spec.minimum,
+        correct=correct,
+        question_ids=asked,
+        replies=[outcome[0] for outcome in outcomes],
+    )

@@ -1,0 +1,153 @@
+"""Scoring of quality checks: answer extraction as lm-eval does it, confidence intervals and verdicts.
+
+Covers GSM8K strict match (`#### N`, first match) and flexible extraction (last number-like token)
+with lm-eval's normalisation (commas, `$`, everything up to `#### `, a trailing `.`, case), the
+multiple-choice letter extraction (`Answer: X`, last match), the Wilson 95% interval of a share,
+Newcombe's interval of a difference of two shares, an exact McNemar test for two runs over the same
+questions, and the verdict that says whether a difference is real at the sample size. Does not talk
+to servers or read datasets (quality.py).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass
+
+Z_95 = 1.959963984540054
+INVALID = "[invalid]"
+
+STRICT_PATTERN = re.compile(r"#### (\-?[0-9\.\,]+)")
+FLEXIBLE_PATTERN = re.compile(r"(-?[$0-9.,]{2,})|(-?[0-9]+)")
+CHOICE_PATTERN = re.compile(r"Answer:\s*\(?([A-D])")
+IGNORED = [re.compile(pattern) for pattern in (r",", r"\$", r"(?s).*#### ", r"\.$")]
+
+
+def normalize(text: str) -> str:
+    """lm-eval's exact_match preparation for gsm8k: drop the ignored patterns, lower-case, strip."""
+    for pattern in IGNORED:
+        text = pattern.sub("", text)
+    return text.lower().strip()
+
+
+def _regex_filter(pattern: re.Pattern, text: str, select: int) -> str:
+    """lm-eval's RegexFilter: findall, pick by index, first non-empty group of a tuple, else [invalid]."""
+    matches = pattern.findall(text)
+    if not matches:
+        return INVALID
+    match = matches[select]
+    if isinstance(match, tuple):
+        groups = [group for group in match if group]
+        if not groups:
+            return INVALID
+        match = groups[0]
+    return match.strip()
+
+
+def extract_strict(text: str) -> str:
+    return _regex_filter(STRICT_PATTERN, text, 0)
+
+
+def extract_flexible(text: str) -> str:
+    return _regex_filter(FLEXIBLE_PATTERN, text, -1)
+
+
+def gold_answer(answer: str) -> str:
+    """The reference number of a GSM8K answer (`... #### 1,234`), normalised."""
+    return normalize(answer)
+
+
+def gsm8k_matches(reply: str, answer: str) -> tuple[bool, bool]:
+    """(strict, flexible) exact match of a reply against a GSM8K answer."""
+    gold = gold_answer(answer)
+    return normalize(extract_strict(reply)) == gold, normalize(extract_flexible(reply)) == gold
+
+
+def extract_choice(reply: str) -> str | None:
+    """The letter of the last `Answer: X` (or `Answer: (X)`) in a reply, None when there is none."""
+    letters = CHOICE_PATTERN.findall(reply or "")
+    return letters[-1] if letters else None
+
+
+def wilson(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
+    """Wilson score interval of successes/n; (0, 1) when there is no sample."""
+    if n == 0:
+        return 0.0, 1.0
+    share = successes / n
+    denominator = 1 + z * z / n
+    center = (share + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n)) / denominator
+    return max(0.0, center - half), min(1.0, center + half)
+
+
+def newcombe(successes_a: int, n_a: int, successes_b: int, n_b: int) -> tuple[float, float]:
+    """Newcombe's hybrid score interval (method 10) of share_a - share_b."""
+    share_a, share_b = successes_a / n_a, successes_b / n_b
+    low_a, high_a = wilson(successes_a, n_a)
+    low_b, high_b = wilson(successes_b, n_b)
+    difference = share_a - share_b
+    low = difference - math.sqrt((share_a - low_a) ** 2 + (high_b - share_b) ** 2)
+    high = difference + math.sqrt((high_a - share_a) ** 2 + (share_b - low_b) ** 2)
+    return low, high
+
+
+def mcnemar_exact(only_a: int, only_b: int) -> float:
+    """Two-sided exact McNemar p-value from the discordant pairs (A right B wrong, B right A wrong)."""
+    total = only_a + only_b
+    if total == 0:
+        return 1.0
+    tail = sum(math.comb(total, k) for k in range(min(only_a, only_b) + 1)) / 2**total
+    return min(1.0, 2 * tail)
+
+
+@dataclass
+class Comparison:
+    """A difference between two scores and whether it is real (95%) at these sample sizes."""
+
+    difference: float
+    ci_low: float
+    ci_high: float
+    significant: bool
+    p_value: float | None
+    verdict: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def compare_to_reference(score: float, ci: tuple[float, float], n: int, reference: float) -> Comparison:
+    """A measured share against a fixed reference: real when the reference is outside the Wilson interval."""
+    low, high = ci
+    difference = score - reference
+    if high < reference:
+        verdict = f"a real drop of {-difference:.3f} below the reference {reference:.3f} at n={n}"
+    elif low > reference:
+        verdict = f"a real gain of {difference:.3f} above the reference {reference:.3f} at n={n}"
+    else:
+        verdict = (
+            f"{difference:+.3f} vs the reference {reference:.3f} is within sampling noise at n={n} "
+            f"(95% CI {low:.3f}-{high:.3f})"
+        )
+    return Comparison(difference, low - reference, high - reference, not low <= reference <= high, None, verdict)
+
+
+def compare_runs(correct_a: list[bool], correct_b: list[bool], paired: bool) -> Comparison:
+    """Run A against run B: exact McNemar when both asked the same questions, else Newcombe's interval."""
+    n_a, n_b = len(correct_a), len(correct_b)
+    if n_a == 0 or n_b == 0:
+        return Comparison(0.0, -1.0, 1.0, False, None, "nothing to compare: a run has no answered question")
+    successes_a, successes_b = sum(correct_a), sum(correct_b)
+    difference = successes_a / n_a - successes_b / n_b
+    low, high = newcombe(successes_a, n_a, successes_b, n_b)
+    p_value = None
+    if paired and n_a == n_b:
+        only_a = sum(1 for a, b in zip(correct_a, correct_b, strict=True) if a and not b)
+        only_b = sum(1 for a, b in zip(correct_a, correct_b, strict=True) if b and not a)
+        p_value = mcnemar_exact(only_a, only_b)
+        significant = p_value < 0.05
+        how = f"McNemar p={p_value:.3f} over {n_a} shared questions ({only_a} vs {only_b} discordant)"
+    else:
+        significant = not low <= 0 <= high
+        how = f"95% CI of the difference {low:+.3f} to {high:+.3f}"
+    word = ("a real gain" if difference > 0 else "a real drop") if significant else "within sampling noise"
+    return Comparison(difference, low, high, significant, p_value, f"{difference:+.3f}: {word} ({how})")

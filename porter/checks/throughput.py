@@ -1,0 +1,308 @@
+"""Throughput check: an RPS sweep with an SLO, the knee, and the single-stream output speed.
+
+Covers running fixed-duration (or fixed-count) Poisson levels against POST /v1/completions
+(streaming, ignore_eos, usage included), discarding the warm-up window, judging each level (p<pct>
+TTFT <= SLO, completed >= 95% of offered, errors <= 1%), finding the knee (the highest passing rate,
+refined by bisection between the last pass and the first fail) and the per-node total throughput
+there. Single stream: one request at a time, output tokens per second after the first token
+((output tokens - 1) / (e2e - ttft)), the median over the requests. Suffixes carry a per-run salt so
+a server whose cache is warm from an earlier run cannot inflate the hit rate; prefixes and arrivals
+are seeded. Does not build prompts (workload.py) nor time streams (loadgen.py).
+
+The public functions are synchronous (they run their own event loop): call them from a thread when
+an event loop is already running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+
+import aiohttp
+
+from porter.checks import loadgen, metrics, workload
+from porter.task import SingleStreamSpec, SloSpec, ThroughputCheckSpec
+
+MIN_COMPLETED_SHARE = 0.95
+MAX_ERROR_SHARE = 0.01
+MIN_DRAIN_S = 120.0
+SINGLE_REQUEST_TIMEOUT_S = 900.0
+
+
+@dataclass
+class LevelResult:
+    """One offered rate: its bench_serving figures, whether it met the SLO and, if not, why."""
+
+    rps: float
+    offered: int
+    passed: bool
+    reasons: list[str]
+    metrics: dict
+    client: dict
+    error_samples: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "rps": self.rps,
+            "offered": self.offered,
+            "passed": self.passed,
+            "reasons": self.reasons,
+            **self.metrics,
+            "client": self.client,
+            "error_samples": self.error_samples,
+        }
+
+
+@dataclass
+class ThroughputResult:
+    """The sweep: every level kept for the report, the knee and the per-node total throughput there."""
+
+    levels: list[LevelResult]
+    knee: LevelResult | None
+    slo: SloSpec
+    nodes: int
+    target_total_tok_s_per_node: float | None
+    model: str
+
+    @property
+    def knee_rps(self) -> float | None:
+        return self.knee.rps if self.knee else None
+
+    @property
+    def total_tok_s_per_node(self) -> float:
+        return self.knee.metrics["total_throughput"] / self.nodes if self.knee else 0.0
+
+    @property
+    def meets_target(self) -> bool:
+        target = self.target_total_tok_s_per_node
+        return self.knee is not None and target is not None and self.total_tok_s_per_node >= target
+
+    @property
+    def client_saturated(self) -> bool:
+        return any(level.client.get("client_saturated") for level in self.levels)
+
+    def to_dict(self) -> dict:
+        at_knee = dict(self.knee.metrics) if self.knee else {}
+        return {
+            **at_knee,
+            "model": self.model,
+            "knee_rps": self.knee_rps,
+            "slo": self.slo.model_dump(),
+            "nodes": self.nodes,
+            "total_tok_s_per_node": self.total_tok_s_per_node,
+            "target_total_tok_s_per_node": self.target_total_tok_s_per_node,
+            "meets_target": self.meets_target,
+            "client_saturated": self.client_saturated,
+            "levels": [level.to_dict() for level in self.levels],
+        }
+
+
+@dataclass
+class SingleStreamResult:
+    """Output speed of one request at a time (Artificial Analysis style): the median over the requests."""
+
+    output_tok_s: float
+    per_request_tok_s: list[float]
+    median_ttft_ms: float | None
+    completed: int
+    errors: int
+    target_output_tok_s: float | None
+    model: str
+    error_samples: list[str] = field(default_factory=list)
+
+    @property
+    def meets_target(self) -> bool:
+        target = self.target_output_tok_s
+        return target is not None and self.completed > 0 and self.output_tok_s >= target
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "meets_target": self.meets_target}
+
+
+def judge_level(figures: dict, offered: int, slo: SloSpec) -> tuple[bool, list[str]]:
+    """Pass when p<pct> TTFT <= SLO, completed >= 95% of offered and errors <= 1%; else the reasons."""
+    reasons: list[str] = []
+    ttft_key = "p99_ttft_ms" if slo.percentile == 99 else f"p{slo.percentile:g}_ttft_ms"
+    ttft_ms = figures.get(ttft_key)
+    if ttft_ms is None:
+        reasons.append("no request completed, so there is no TTFT")
+    elif ttft_ms > slo.ttft_s * 1000:
+        reasons.append(f"p{slo.percentile:g} TTFT {ttft_ms / 1000:.3f} s > SLO {slo.ttft_s:g} s")
+    if figures["completed"] < MIN_COMPLETED_SHARE * offered:
+        reasons.append(f"completed {figures['completed']}/{offered} < {MIN_COMPLETED_SHARE:.0%} of offered")
+    if figures["errors"] > MAX_ERROR_SHARE * offered:
+        reasons.append(f"errors {figures['errors']}/{offered} > {MAX_ERROR_SHARE:.0%}")
+    return not reasons, reasons
+
+
+async def find_knee(
+    rates: list[float], bisect_steps: int, measure: Callable[[float], Awaitable[LevelResult]]
+) -> tuple[LevelResult | None, list[LevelResult]]:
+    """Sweep `rates` upwards until one fails, then bisect between the last pass and the first fail.
+
+    The sweep stops at the first failing rate because higher rates only queue more; the knee is the
+    highest rate that passed (None when the lowest already fails).
+    """
+    levels: list[LevelResult] = []
+    last_pass: LevelResult | None = None
+    first_fail: LevelResult | None = None
+    for rate in sorted(set(rates)):
+        level = await measure(rate)
+        levels.append(level)
+        if not level.passed:
+            first_fail = level
+            break
+        last_pass = level
+    if last_pass is None or first_fail is None:
+        return last_pass, levels
+    low, high = last_pass.rps, first_fail.rps
+    for _ in range(bisect_steps):
+        middle = round((low + high) / 2, 6)
+        level = await measure(middle)
+        levels.append(level)
+        if level.passed:
+            low, last_pass = middle, level
+        else:
+            high = middle
+    return last_pass, levels
+
+
+def completion_body(model: str, prompt: str, output_tokens: int, stream: bool = True) -> dict:
+    body = {
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": output_tokens,
+        "temperature": 0.0,
+        "ignore_eos": True,
+        "stream": stream,
+    }
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+class _Sweep:
+    """State shared by the levels of one sweep: the session, the model, the spec and the run's salt."""
+
+    def __init__(self, session, base_url: str, model: str, spec: ThroughputCheckSpec, salt: str):
+        self.session, self.base_url, self.model, self.spec, self.salt = session, base_url, model, spec, salt
+        self.tokenizer = workload.Tokenizer(session, base_url)
+
+    async def measure(self, rps: float) -> LevelResult:
+        load = self.spec.workload
+        arrivals = workload.poisson_arrivals(rps, load.seed, load.duration_s, load.num_prompts)
+        plan = await workload.build_workload(
+            self.tokenizer,
+            arrivals,
+            load.input_tokens,
+            load.output_tokens,
+            load.cache_hit_rate,
+            seed=load.seed,
+            salt=f"{self.salt}-{rps}",
+        )
+        await self._prime(plan.primers or ["warm up"])
+        planned = [
+            loadgen.Planned(
+                item.index,
+                item.send_at_s,
+                "/v1/completions",
+                json.dumps(completion_body(self.model, item.prompt, item.output_tokens)).encode(),
+            )
+            for item in plan.requests
+        ]
+        drain_s = max(MIN_DRAIN_S, load.duration_s or 0.0)
+        records, lag = await loadgen.run_schedule(self.session, self.base_url, planned, drain_s)
+        measured = [record for record in records if record.scheduled_s >= load.warmup_s]
+        figures = metrics.summarize(measured, load.warmup_s, self.spec.slo.percentile)
+        figures["exact_input_lengths"] = plan.exact_lengths
+        passed, reasons = judge_level(figures, len(measured), self.spec.slo)
+        return LevelResult(
+            rps, len(measured), passed, reasons, figures, lag.summary(), metrics.first_error_messages(measured)
+        )
+
+    async def _prime(self, prompts: list[str]) -> None:
+        """One short request per shared prefix, so the cache holds it before the measured requests."""
+        for prompt in prompts:
+            body = completion_body(self.model, prompt, 1, stream=False)
+            try:
+                async with self.session.post(f"{self.base_url}/v1/completions", json=body) as response:
+                    await response.read()
+            except (OSError, aiohttp.ClientError):
+                continue  # the level itself will record the failures with their reasons
+
+
+def run_throughput(
+    base_url: str,
+    spec: ThroughputCheckSpec,
+    nodes: int = 1,
+    model: str | None = None,
+    on_level: Callable[[dict], None] | None = None,
+) -> ThroughputResult:
+    """Sweep `spec.rps` against `base_url` and return every level, the knee and the per-node figure."""
+    return asyncio.run(_run_throughput(base_url.rstrip("/"), spec, nodes, model, on_level))
+
+
+async def _run_throughput(base_url, spec, nodes, model, on_level) -> ThroughputResult:
+    peak_requests = _peak_requests(spec)
+    async with loadgen.make_session(peak_requests) as session:
+        model_id = await loadgen.resolve_model(session, base_url, model)
+        sweep = _Sweep(session, base_url, model_id, spec, salt=str(time.time_ns()))
+
+        async def measure(rps: float) -> LevelResult:
+            level = await sweep.measure(rps)
+            if on_level is not None:
+                on_level(level.to_dict())
+            return level
+
+        knee, levels = await find_knee(spec.rps, spec.bisect_steps, measure)
+    target = spec.target_total_tok_s_per_node
+    return ThroughputResult(levels, knee, spec.slo, nodes, target if math.isfinite(target) else None, model_id)
+
+
+def _peak_requests(spec: ThroughputCheckSpec) -> int:
+    """Connections to keep: every request of the busiest level may be in flight at once."""
+    load = spec.workload
+    by_duration = max(spec.rps) * load.duration_s * 1.5 + 16 if load.duration_s else math.inf
+    return int(min(by_duration, load.num_prompts or math.inf, 8192))
+
+
+def run_single_stream(base_url: str, spec: SingleStreamSpec, model: str | None = None) -> SingleStreamResult:
+    """Output tokens/s after the first token, one request at a time; the median of `spec.num_requests`."""
+    return asyncio.run(_run_single_stream(base_url.rstrip("/"), spec, model))
+
+
+async def _run_single_stream(base_url: str, spec: SingleStreamSpec, model: str | None) -> SingleStreamResult:
+    async with loadgen.make_session(1) as session:
+        model_id = await loadgen.resolve_model(session, base_url, model)
+        tokenizer = workload.Tokenizer(session, base_url)
+        records: list[loadgen.RequestRecord] = []
+        for index in range(spec.num_requests):
+            generator = random.Random(f"single-{time.time_ns()}-{index}")
+            prompt, _ = await workload.text_of_length(tokenizer, spec.input_tokens, generator)
+            body = json.dumps(completion_body(model_id, prompt, spec.output_tokens)).encode()
+            planned = [loadgen.Planned(index, 0.0, "/v1/completions", body)]
+            batch, _ = await loadgen.run_schedule(session, base_url, planned, SINGLE_REQUEST_TIMEOUT_S)
+            records += batch
+    speeds = [
+        (record.output_tokens - 1) / (record.end_s - record.first_token_s)
+        for record in records
+        if record.ok and record.output_tokens > 1 and record.end_s > record.first_token_s
+    ]
+    ttfts = [record.ttft_s * 1000 for record in records if record.ok]
+    target = spec.target_output_tok_s
+    return SingleStreamResult(
+        output_tok_s=statistics.median(speeds) if speeds else 0.0,
+        per_request_tok_s=speeds,
+        median_ttft_ms=statistics.median(ttfts) if ttfts else None,
+        completed=sum(1 for record in records if record.ok),
+        errors=sum(1 for record in records if record.error),
+        target_output_tok_s=target if math.isfinite(target) else None,
+        model=model_id,
+        error_samples=metrics.first_error_messages(records),
+    )

@@ -1,0 +1,87 @@
+"""`porter bench` and `porter check quality` entry points: exit codes, tables, and the last-line JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sse_server import SseServer
+
+from porter.checks.cli import bench_main, dataset_spec, quality_main
+from porter.checks.loadgen import CheckError
+
+
+@pytest.fixture(scope="module")
+def server():
+    running = SseServer()
+    yield running
+    running.stop()
+
+
+def last_json(text: str) -> dict:
+    return json.loads(text.strip().splitlines()[-1])
+
+
+def test_bench_json_sweep(server, capsys):
+    server.reset(ttft_ms=20, itl_ms=2)
+    code = bench_main(server.url, 64, 8, 0.5, "4,8", 0.2, 99, 1.0, False, True)
+    captured = capsys.readouterr()
+    document = last_json(captured.out)
+    assert code == 0
+    assert document["knee_rps"] == 8 and [level["rps"] for level in document["levels"]] == [4, 8]
+    assert document["slo"] == {"ttft_s": 0.2, "percentile": 99}
+    assert document["target_total_tok_s_per_node"] is None and document["meets_target"] is False
+    assert 20 <= document["median_ttft_ms"] < 26
+    assert "rps 4: " in captured.err and "knee: 8 req/s" in captured.err
+
+
+def test_bench_table_and_exit_1_when_no_level_passes(server, capsys):
+    server.reset(ttft_ms=60, itl_ms=1)
+    assert bench_main(server.url, 32, 4, 0.0, "5", 0.05, 90, 0.6, False, False) == 1
+    out = capsys.readouterr().out
+    assert "p90 TTFT" in out and "no level met the SLO" in out and "TTFT mean/med/p99 ms" in out
+
+
+def test_bench_single_stream_json(server, capsys):
+    server.reset(ttft_ms=10, itl_ms=5)
+    assert bench_main(server.url, 32, 11, 0.0, "1", 5, 99, 60, True, True) == 0
+    document = last_json(capsys.readouterr().out)
+    assert document["output_tok_s"] == pytest.approx(200, rel=0.05) and document["completed"] == 3
+
+
+@pytest.mark.parametrize("rps, code, message", [("1,x", 2, "--rps must be"), ("0", 2, "positive rates")])
+def test_bench_bad_rates(capsys, rps, code, message):
+    assert bench_main("http://127.0.0.1:9", 8, 1, 0.0, rps, 1, 99, 1, False, True) == code
+    assert message in capsys.readouterr().err
+
+
+def test_bench_unreachable_server_names_the_url(capsys):
+    assert bench_main("http://127.0.0.1:9", 8, 1, 0.0, "1", 1, 99, 1, False, True) == 1
+    assert "GET http://127.0.0.1:9/v1/models failed" in capsys.readouterr().err
+
+
+def test_quality_on_the_builtin_twin_set(server, capsys):
+    server.reset(answers={})
+    assert quality_main(server.url, "gsm8k:twin-gsm8k", 20, True) == 0
+    document = last_json(capsys.readouterr().out)
+    assert (document["name"], document["n"], document["score"], document["errors"]) == ("twin-gsm8k", 20, 0.0, 0)
+    assert document["ci_high"] == pytest.approx(0.1611, abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    "dataset, message",
+    [("gsm8k", "must be gsm8k:PATH_OR_BUILTIN"), ("qa:x", "must be gsm8k:"), ("mc:missing", "built-in: twin-gpqa")],
+)
+def test_quality_bad_dataset_option(capsys, dataset, message):
+    assert quality_main("http://127.0.0.1:9", dataset, 5, False) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_dataset_spec_accepts_paths_names_and_builtin_prefix(tmp_path):
+    path = tmp_path / "mine.csv"
+    path.write_text("Question\n")
+    assert dataset_spec(f"mc:{path}", 5).dataset == str(path)
+    assert dataset_spec("mc:twin-gpqa", 5).dataset == "builtin:twin-gpqa"
+    assert dataset_spec("gsm8k:builtin:twin-gsm8k", 5).few_shot == 5
+    with pytest.raises(CheckError):
+        dataset_spec("mc:", 5)

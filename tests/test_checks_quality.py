@@ -1,0 +1,267 @@
+"""Quality check: lm-eval extraction, Wilson/Newcombe/McNemar math, verdicts, datasets, and real runs."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from sse_server import SseServer
+
+from porter.checks import quality, scoring
+from porter.checks.loadgen import CheckError
+from porter.task import QualityCheckSpec
+
+
+@pytest.fixture(scope="module")
+def server():
+    running = SseServer()
+    yield running
+    running.stop()
+
+
+@pytest.mark.parametrize(
+    "reply, answer, strict, flexible",
+    [
+        (" 3 + 4 = 7.\n#### 7", "#### 7", True, True),
+        (" The total is 1,234.\n#### 1,234", "... #### 1234", True, True),
+        (" It costs $18.", "#### 18", False, True),
+        (" So the answer is 18.", "#### 18", False, True),
+        (" The change is -5 degrees.", "#### -5", False, True),
+        ("#### -12\nThen 7 more", "#### -12", True, False),
+        (" I do not know.", "#### 3", False, False),
+        ("", "#### 3", False, False),
+        (" 2.50 each\n#### 2.5", "#### 2.5", True, True),
+        (" First 10, then 20.\n#### 30.", "#### 30", True, True),
+        (" #### 5 #### 6", "#### 5", True, False),
+    ],
+)
+def test_gsm8k_extraction_like_lm_eval(reply, answer, strict, flexible):
+    assert scoring.gsm8k_matches(reply, answer) == (strict, flexible)
+
+
+@pytest.mark.parametrize(
+    "text, extracted",
+    [("#### 1,000.", "1,000."), ("no marker 42", scoring.INVALID), ("#### -3.5 and #### 4", "-3.5")],
+)
+def test_strict_takes_the_first_marked_number(text, extracted):
+    assert scoring.extract_strict(text) == extracted
+
+
+@pytest.mark.parametrize(
+    "reply, letter",
+    [
+        ("Answer: B", "B"),
+        ("Answer: (C)", "C"),
+        ("Answer:D", "D"),
+        ("I first thought Answer: A but no.\nAnswer: C", "C"),
+        ("The answer is B", None),
+        ("answer: b", None),
+        (None, None),
+    ],
+)
+def test_choice_extraction(reply, letter):
+    assert scoring.extract_choice(reply) == letter
+
+
+@pytest.mark.parametrize(
+    "successes, n, low, high",
+    [(81, 100, 0.7222, 0.8749), (0, 10, 0.0, 0.2775), (10, 10, 0.7225, 1.0), (190, 200, 0.9104, 0.9726)],
+)
+def test_wilson_interval_known_values(successes, n, low, high):
+    assert scoring.wilson(successes, n) == pytest.approx((low, high), abs=1e-4)
+
+
+def test_newcombe_interval_known_value():
+    # Newcombe (1998) table II example: 56/70 vs 48/80 -> 0.0524 to 0.3339
+    assert scoring.newcombe(56, 70, 48, 80) == pytest.approx((0.0524, 0.3339), abs=1e-3)
+
+
+@pytest.mark.parametrize("only_a, only_b, p_value", [(0, 0, 1.0), (5, 5, 1.0), (10, 0, 0.001953125), (8, 2, 0.109375)])
+def test_exact_mcnemar(only_a, only_b, p_value):
+    assert scoring.mcnemar_exact(only_a, only_b) == pytest.approx(p_value)
+
+
+@pytest.mark.parametrize(
+    "successes, n, reference, significant, word",
+    [
+        (180, 200, 0.951, True, "real drop"),
+        (187, 200, 0.951, False, "within sampling noise"),
+        (1300, 1319, 0.951, True, "real gain"),
+        (18, 20, 0.951, False, "within sampling noise"),
+    ],
+)
+def test_difference_to_a_reference_is_real_only_outside_the_interval(successes, n, reference, significant, word):
+    comparison = scoring.compare_to_reference(successes / n, scoring.wilson(successes, n), n, reference)
+    assert comparison.significant is significant
+    assert word in comparison.verdict
+
+
+def result(correct: list[bool], questions: list[int] | None = None, **bar) -> quality.QualityResult:
+    n, successes = len(correct), sum(correct)
+    low, high = scoring.wilson(successes, n)
+    return quality.QualityResult(
+        name="gsm8k",
+        kind="gsm8k",
+        metric="flexible_match",
+        score=successes / n,
+        strict_match=None,
+        flexible_match=successes / n,
+        ci_low=low,
+        ci_high=high,
+        n=n,
+        errors=0,
+        dataset="d",
+        dataset_sha256="s",
+        model="m",
+        correct=correct,
+        question_ids=questions or list(range(n)),
+        **bar,
+    )
+
+
+def test_pass_and_verdict_against_reference_and_tolerance():
+    good = result([True] * 188 + [False] * 12, reference=0.951, tolerance=0.015)
+    bad = result([True] * 180 + [False] * 20, reference=0.951, tolerance=0.015)
+    assert good.passed and not bad.passed
+    assert "within sampling noise" in good.verdict and "more samples would resolve it" in good.verdict
+    assert "real drop" in bad.verdict
+    assert result([True] * 5 + [False] * 5, minimum=0.4).passed
+    assert not result([True] * 3 + [False] * 7, minimum=0.4).passed
+
+
+def test_compare_two_runs_paired_and_unpaired():
+    before = result([True] * 180 + [False] * 20, minimum=0)
+    after = result([True] * 160 + [False] * 40, minimum=0)
+    paired = before.compare(after)
+    assert paired.p_value is not None and paired.significant and paired.difference == pytest.approx(0.1)
+    shuffled = result([True] * 160 + [False] * 40, questions=list(range(1, 201)), minimum=0)
+    unpaired = before.compare(shuffled)
+    assert unpaired.p_value is None and unpaired.significant
+    close = result([True] * 178 + [False] * 22, minimum=0)
+    assert not before.compare(close).significant
+    assert before.compare(0.91).significant is False
+
+
+def test_builtin_datasets_resolve_and_a_missing_one_lists_them():
+    assert quality.resolve_dataset("builtin:twin-gsm8k").name == "twin-gsm8k.jsonl"
+    with pytest.raises(CheckError, match="no built-in dataset 'nope'; available: .*twin-gpqa.*twin-gsm8k"):
+        quality.resolve_dataset("builtin:nope")
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("", "empty"),
+        ('{"question": "q"}\n', r"row 1 lacks \['answer'\]"),
+        ("[1]\n", "expected a JSON object"),
+        ("{bad\n", ":1: not a JSON object"),
+    ],
+)
+def test_bad_datasets_are_named(tmp_path, content, message):
+    path = tmp_path / "set.jsonl"
+    path.write_text(content)
+    with pytest.raises(CheckError, match=message):
+        quality.check_fields(quality.read_rows(path), ("question", "answer"), path)
+
+
+@pytest.mark.parametrize("count, samples, few_shot, asked", [(300, 200, 5, 200), (20, 200, 5, 15), (10, 3, 0, 3)])
+def test_asked_and_few_shot_questions_never_overlap(count, samples, few_shot, asked):
+    chosen, shots = quality.choose(count, samples, few_shot)
+    assert len(chosen) == asked and len(shots) == min(few_shot, count - asked)
+    assert not set(chosen) & set(shots)
+    assert quality.choose(count, samples, few_shot) == (chosen, shots)
+
+
+def write_gsm8k(path, count: int) -> dict[str, str]:
+    rows = [
+        {"question": f"What is {n} plus {n}?", "answer": f"{n} + {n} = {2 * n}.\n#### {2 * n:,}"}
+        for n in range(995, 995 + count)
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return {row["question"]: row["answer"] for row in rows}
+
+
+def test_gsm8k_run_scores_strict_and_flexible(server, tmp_path):
+    answers = write_gsm8k(tmp_path / "gsm.jsonl", 40)
+    questions = sorted(answers)
+    replies = {q: f" Easy.\n{answers[q].split(chr(10))[-1]}" for q in questions[:20]}
+    replies.update({q: f" It is {answers[q].split('#### ')[-1]}." for q in questions[20:30]})
+    server.reset(answers=replies)
+    spec = QualityCheckSpec(
+        name="gsm8k",
+        kind="gsm8k",
+        dataset=str(tmp_path / "gsm.jsonl"),
+        samples=35,
+        few_shot=5,
+        reference=0.6,
+        tolerance=0.1,
+    )
+    outcome = quality.run_quality(server.url, spec)
+    asked, _ = quality.choose(40, 35, 5)
+    strict = sum(questions.index(f"What is {995 + i} plus {995 + i}?") < 20 for i in asked)
+    flexible = sum(questions.index(f"What is {995 + i} plus {995 + i}?") < 30 for i in asked)
+    assert (outcome.n, outcome.errors, outcome.model) == (35, 0, "sse-test")
+    assert outcome.strict_match == pytest.approx(strict / 35)
+    assert outcome.flexible_match == pytest.approx(flexible / 35) and outcome.score == outcome.flexible_match
+    assert len(outcome.dataset_sha256) == 64
+    assert json.loads(json.dumps(outcome.to_dict()))["passed"] is outcome.passed
+
+
+def test_gsm8k_prompt_format(tmp_path):
+    rows = [{"question": f"q{n}", "answer": f"a{n}\n#### {n}"} for n in range(3)]
+    assert quality.gsm8k_prompt(rows, [2, 0], 1) == (
+        "Question: q2\nAnswer: a2\n#### 2\n\nQuestion: q0\nAnswer: a0\n#### 0\n\nQuestion: q1\nAnswer:"
+    )
+
+
+def test_multiple_choice_run_reads_gpqa_csv_and_unshuffles_letters(server, tmp_path):
+    path = tmp_path / "gpqa.csv"
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=[*quality.MC_FIELDS, "Subdomain"])
+        writer.writeheader()
+        for n in range(30):
+            writer.writerow(
+                {
+                    "Question": f"Which is {n}?",
+                    "Correct Answer": f"right {n}",
+                    "Incorrect Answer 1": "w1",
+                    "Incorrect Answer 2": "w2",
+                    "Incorrect Answer 3": "w3",
+                    "Subdomain": "x",
+                }
+            )
+    server.reset(answers={f"Which is {n}?": f"right {n}" for n in range(24)})
+    spec = QualityCheckSpec(
+        name="gpqa", kind="multiple_choice", dataset=str(path), samples=30, few_shot=0, metric="accuracy", minimum=0.5
+    )
+    outcome = quality.run_quality(server.url, spec)
+    assert (outcome.n, outcome.score, outcome.strict_match) == (30, pytest.approx(0.8), None)
+    assert outcome.passed
+    letters = {
+        quality.choice_prompt(
+            {
+                "Question": "q",
+                "Correct Answer": "c",
+                "Incorrect Answer 1": "1",
+                "Incorrect Answer 2": "2",
+                "Incorrect Answer 3": "3",
+            },
+            index,
+        )[1]
+        for index in range(40)
+    }
+    assert letters == set("ABCD")
+
+
+def test_failed_requests_count_as_wrong_and_are_reported(server, tmp_path):
+    answers = write_gsm8k(tmp_path / "gsm.jsonl", 12)
+    server.reset(answers={q: f" ok\n{a.split(chr(10))[-1]}" for q, a in answers.items()}, fail_every=4)
+    spec = QualityCheckSpec(
+        name="g", kind="gsm8k", dataset=str(tmp_path / "gsm.jsonl"), samples=6, few_shot=2, minimum=0.0
+    )
+    outcome = quality.run_quality(server.url, spec)
+    assert outcome.errors == 0 and outcome.score == 1.0
+    server.reset(fail_every=1)
+    broken = quality.run_quality(server.url, spec)
+    assert broken.errors == 6 and broken.score == 0.0 and "HTTP 500" in broken.replies[0]

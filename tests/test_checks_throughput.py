@@ -1,0 +1,179 @@
+"""Throughput check: level judging, the knee finder on synthetic curves, arrivals, and end-to-end sweeps."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from sse_server import SseServer
+
+from porter.checks import throughput, workload
+from porter.task import SingleStreamSpec, SloSpec, ThroughputCheckSpec
+
+
+@pytest.fixture(scope="module")
+def server():
+    running = SseServer()
+    yield running
+    running.stop()
+
+
+def synthetic(knee: float, calls: list[float]):
+    """A server whose levels pass up to `knee` req/s and fail above it."""
+
+    async def measure(rps: float) -> throughput.LevelResult:
+        calls.append(rps)
+        passed = rps <= knee
+        return throughput.LevelResult(rps, 100, passed, [] if passed else ["TTFT"], {"total_throughput": rps}, {})
+
+    return measure
+
+
+@pytest.mark.parametrize(
+    "rates, steps, knee, expected_knee, expected_calls",
+    [
+        ([1, 2, 3, 4], 0, 2.5, 2, [1, 2, 3]),
+        ([1, 2, 3, 4], 0, 9.0, 4, [1, 2, 3, 4]),
+        ([1, 2, 3, 4], 2, 0.5, None, [1]),
+        ([1, 2, 3, 4], 2, 2.6, 2.5, [1, 2, 3, 2.5, 2.75]),
+        ([4, 1, 2, 2, 3], 3, 2.2, 2.125, [1, 2, 3, 2.5, 2.25, 2.125]),
+        ([0.5, 1.0, 1.5, 2.0, 2.4, 3.0], 2, 2.4, 2.4, [0.5, 1.0, 1.5, 2.0, 2.4, 3.0, 2.7, 2.55]),
+    ],
+)
+def test_knee_finder_on_synthetic_curves(rates, steps, knee, expected_knee, expected_calls):
+    calls: list[float] = []
+    best, levels = asyncio.run(throughput.find_knee(rates, steps, synthetic(knee, calls)))
+    assert (best.rps if best else None) == expected_knee
+    assert calls == expected_calls
+    assert [level.rps for level in levels] == expected_calls
+
+
+@pytest.mark.parametrize(
+    "figures, offered, passed, reason",
+    [
+        ({"p99_ttft_ms": 4999.0, "completed": 95, "errors": 1}, 100, True, None),
+        ({"p99_ttft_ms": 5001.0, "completed": 100, "errors": 0}, 100, False, "p99 TTFT 5.001 s > SLO 5 s"),
+        ({"p99_ttft_ms": 100.0, "completed": 94, "errors": 0}, 100, False, "completed 94/100 < 95% of offered"),
+        ({"p99_ttft_ms": 100.0, "completed": 98, "errors": 2}, 100, False, "errors 2/100 > 1%"),
+        ({"p99_ttft_ms": None, "completed": 0, "errors": 0}, 10, False, "no request completed"),
+    ],
+)
+def test_judge_level(figures, offered, passed, reason):
+    verdict, reasons = throughput.judge_level(figures, offered, SloSpec(ttft_s=5, percentile=99))
+    assert verdict is passed
+    assert (reasons == []) if reason is None else any(reason in text for text in reasons)
+
+
+def test_judge_level_uses_the_asked_percentile():
+    figures = {"p99_ttft_ms": 9000.0, "p90_ttft_ms": 4000.0, "completed": 10, "errors": 0}
+    assert throughput.judge_level(figures, 10, SloSpec(ttft_s=5, percentile=90)) == (True, [])
+
+
+@pytest.mark.parametrize("rps", [0.5, 4.0, 40.0])
+def test_poisson_arrivals_are_seeded_and_have_the_asked_rate(rps):
+    times = workload.poisson_arrivals(rps, seed=7, duration_s=2000 / rps, num_prompts=None)
+    assert times == workload.poisson_arrivals(rps, seed=7, duration_s=2000 / rps, num_prompts=None)
+    assert times != workload.poisson_arrivals(rps, seed=8, duration_s=2000 / rps, num_prompts=None)
+    assert len(times) == pytest.approx(2000, rel=0.08)
+    gaps = [later - earlier for earlier, later in zip(times, times[1:], strict=False)]
+    assert sum(gaps) / len(gaps) == pytest.approx(1 / rps, rel=0.08)
+    assert len(workload.poisson_arrivals(rps, seed=7, duration_s=None, num_prompts=25)) == 25
+
+
+@pytest.mark.parametrize("tokens, rate, prefix", [(20000, 0.6, 12000), (100, 0.0, 0), (10, 0.99, 9), (1, 0.5, 0)])
+def test_prefix_split(tokens, rate, prefix):
+    assert workload.split_prefix(tokens, rate) == prefix
+
+
+def spec(**overrides) -> ThroughputCheckSpec:
+    data = {
+        "workload": {
+            "input_tokens": 256,
+            "output_tokens": 20,
+            "cache_hit_rate": 0.5,
+            "duration_s": 1.5,
+            "warmup_s": 0.25,
+            "seed": 2,
+        },
+        "rps": [5, 40],
+        "slo": {"ttft_s": 0.1},
+        "target_total_tok_s_per_node": 1000,
+    }
+    data.update(overrides)
+    return ThroughputCheckSpec.model_validate(data)
+
+
+def test_sweep_against_a_server_with_known_timings(server):
+    server.reset(ttft_ms=30, itl_ms=5, block=1)
+    seen: list[dict] = []
+    result = throughput.run_throughput(server.url, spec(), nodes=2, on_level=seen.append)
+    assert [level["rps"] for level in seen] == [5, 40]
+    assert result.knee_rps == 40 and result.model == "sse-test"
+    for level in result.levels:
+        assert level.passed and level.metrics["errors"] == 0
+        assert 30 <= level.metrics["median_ttft_ms"] < 35
+        assert level.metrics["cache_hit_rate"] == pytest.approx(0.5, abs=0.01)
+        assert level.offered >= 5 and level.metrics["completed"] == level.offered
+    knee = result.knee.metrics
+    assert result.total_tok_s_per_node == pytest.approx(knee["total_throughput"] / 2)
+    assert knee["total_throughput"] == pytest.approx(knee["input_throughput"] + knee["output_throughput"])
+    assert result.meets_target is (result.total_tok_s_per_node >= 1000)
+    document = json.loads(json.dumps(result.to_dict()))
+    for name in (
+        "mean_ttft_ms",
+        "median_ttft_ms",
+        "p99_ttft_ms",
+        "p99_itl_ms",
+        "median_tpot_ms",
+        "p99_e2e_latency_ms",
+        "request_throughput",
+        "output_throughput",
+        "total_throughput",
+        "cache_hit_rate",
+        "completed",
+        "errors",
+        "knee_rps",
+        "slo",
+        "total_tok_s_per_node",
+        "meets_target",
+    ):
+        assert name in document
+    assert len(document["levels"]) == 2
+
+
+def test_warmup_window_is_left_out_of_the_statistics(server):
+    server.reset(ttft_ms=5, itl_ms=1)
+    timed = spec(rps=[20], workload={"input_tokens": 32, "output_tokens": 4, "duration_s": 2.0, "warmup_s": 1.0})
+    level = throughput.run_throughput(server.url, timed).levels[0]
+    arrivals = workload.poisson_arrivals(20, 0, 2.0, None)
+    assert level.offered == sum(1 for time in arrivals if time >= 1.0)
+    assert level.metrics["completed"] == level.offered
+
+
+def test_a_failing_server_gives_no_knee(server):
+    server.reset(ttft_ms=5, itl_ms=1, fail_every=2)
+    result = throughput.run_throughput(server.url, spec(bisect_steps=2))
+    assert result.knee is None and not result.meets_target and result.total_tok_s_per_node == 0
+    assert len(result.levels) == 1
+    assert any("errors" in reason for reason in result.levels[0].reasons)
+    assert "HTTP 500" in result.levels[0].error_samples[0]
+
+
+def test_slow_first_token_fails_the_slo(server):
+    server.reset(ttft_ms=150, itl_ms=1)
+    result = throughput.run_throughput(server.url, spec(bisect_steps=1, slo={"ttft_s": 0.1}))
+    assert result.knee is None
+    assert "p99 TTFT" in result.levels[0].reasons[0]
+
+
+def test_single_stream_speed_is_tokens_after_the_first_over_time(server):
+    server.reset(ttft_ms=50, itl_ms=10)
+    result = throughput.run_single_stream(
+        server.url, SingleStreamSpec(input_tokens=64, output_tokens=21, num_requests=3, target_output_tok_s=90)
+    )
+    assert result.completed == 3 and result.errors == 0
+    assert result.output_tok_s == pytest.approx(100, rel=0.05)
+    assert 50 <= result.median_ttft_ms < 56
+    assert result.meets_target
+    assert json.loads(json.dumps(result.to_dict()))["meets_target"] is True
