@@ -196,7 +196,11 @@ def _what_failed(ctx: RunContext) -> str:
             f"The server failed to start: {crash['crash_class']}.\n    {crash.get('key_line')}\n(log: {crash['log']})"
         )
     rows = [row for row in target_report(ctx.task, ctx.state.accepted.checks) if not row["met"]]
-    return "Below target: " + "; ".join(f"{row['target']} {row['value']} < {row['goal']}" for row in rows)
+    return "Below target: " + "; ".join(f"{row['target']} {_number(row['value'])} < {row['goal']}" for row in rows)
+
+
+def _number(value) -> str:
+    return f"{value:.1f}" if isinstance(value, float) else str(value)
 
 
 def revert(ctx: RunContext, reason: str) -> dict:

@@ -11,7 +11,7 @@ from rich.table import Table
 from porter.run_context import RunContext
 from porter.state import target_report
 
-console = Console(stderr=True, highlight=False)
+console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _money(ctx: RunContext) -> str:

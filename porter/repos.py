@@ -54,6 +54,9 @@ class TrackedRepo:
         if state is not None:
             if self.repo.active_branch.name != state.branch:
                 self.repo.git.checkout(state.branch)
+            # A kill between a commit and the state file must not lose the commit: git is the truth.
+            ours = self.repo.iter_commits(f"{state.base_commit}..{state.branch}", author=PORTER_AUTHOR.email)
+            state.accepted = [commit.hexsha for commit in reversed(list(ours))]
             return state
         if self.is_dirty():
             self.repo.git.add(A=True)
@@ -101,6 +104,7 @@ class TrackedRepo:
 
 def export_series(repo: git.Repo, state: RepoState, out_dir: Path) -> list[Path]:
     """`git format-patch` of the run's accepted commits, numbered 0001-..., appliable with `git am` on the base."""
+    out_dir = out_dir.resolve()  # git runs in the repo: a relative -o would land inside the tree
     out_dir.mkdir(parents=True, exist_ok=True)
     for old in out_dir.glob("*.patch"):
         old.unlink()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import signal
 from pathlib import Path
 
 import yaml
@@ -28,7 +29,7 @@ from porter.transcript import Transcript, read_state
 def new_run_dir(task: Task) -> tuple[Path, str]:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     run_id = f"{task.name}-{stamp}"
-    run_dir = Path(task.outputs.runs_dir) / run_id
+    run_dir = (Path(task.outputs.runs_dir) / run_id).resolve()
     run_dir.mkdir(parents=True, exist_ok=False)
     return run_dir, run_id
 
@@ -36,7 +37,7 @@ def new_run_dir(task: Task) -> tuple[Path, str]:
 def open_run(task: Task, task_path: str, resume_dir: str | None = None) -> RunContext:
     """A ready RunContext: sandbox started, repos on the run branch, transcript open (appending on resume)."""
     if resume_dir:
-        run_dir = Path(resume_dir)
+        run_dir = Path(resume_dir).resolve()
         state = RunState.from_dict(read_state(run_dir))
         run_id = state.run_id
     else:
@@ -102,6 +103,10 @@ def agent_model(task: Task, run_dir: Path | None = None):
     return make_model(task.agent, run_dir=run_dir)
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def run_task(task: Task, task_path: str, resume_dir: str | None = None) -> int:
     """`porter run`: 0 when every target is met, 1 when the run ended without, 130 on Ctrl-C."""
     try:
@@ -111,6 +116,7 @@ def run_task(task: Task, task_path: str, resume_dir: str | None = None) -> int:
         console.console.print(f"porter: cannot start the run: {exc}")
         return 2
     console.console.print(f"porter: run {ctx.state.run_id} in {ctx.run_dir} (agent: {model.name})")
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a run as cleanly as Ctrl-C does
     try:
         agent.run_loop(ctx, model, redact, on_step=console.show_step)
     except ModelError as exc:

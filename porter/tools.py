@@ -17,7 +17,7 @@ from typing import Any
 from porter import accepting, serve
 from porter.models import ToolSpec
 from porter.run_context import RunContext, ToolError
-from porter.sandbox import SandboxError
+from porter.sandbox import SandboxDied, SandboxError
 from porter.state import target_report
 
 Result = tuple[str, dict]  # a summary for the model, and the facts (JSON) for the playbook and replay
@@ -102,10 +102,24 @@ def dispatch(ctx: RunContext, name: str, arguments: dict) -> tuple[bool, str]:
             ok = True
         except TypeError as exc:
             ok, summary, facts = False, f"bad arguments for {name}: {exc}. See the tool's schema.", {}
+        except SandboxDied as died:
+            ok, summary, facts = False, _recover(ctx, name, died), {"sandbox_died": True}
         except (ToolError, SandboxError, ValueError, OSError) as exc:
             ok, summary, facts = False, f"{name} failed: {exc}", {}
     facts = {"tool": name, "ok": ok, **facts, "status": run_status(ctx)}
     return ok, f"{summary}\n{json.dumps(facts, default=str, sort_keys=True)}"
+
+
+def _recover(ctx: RunContext, name: str, died: SandboxDied) -> str:
+    """A dead container is recreated with the same mounts: every patch lives on the host and survives."""
+    ctx.server = None
+    ctx.server_fingerprint = None
+    ctx.transcript.record("note", step=ctx.state.step, text=f"sandbox died during {name}; restarting it")
+    ctx.sandbox.restart()
+    return (
+        f"{name} failed: the sandbox died ({died}).\nporter recreated it; the repos and the pending change are "
+        "intact, the server is stopped: call serve again."
+    )
 
 
 def run_status(ctx: RunContext) -> dict:

@@ -17,6 +17,7 @@ Multi-step rules carry their stage in the reply text (`[playbook:rule:stage]`), 
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from itertools import count
 from pathlib import PurePosixPath
 
 from porter.models.base import Message, Model, Reply, ToolCall, ToolSpec, Usage
-from porter.task import FlagValue, Task
+from porter.task import FlagValue, Task, TuneSpec
 
 HIP_HEADERS = {
     "cuda_runtime.h": "hip/hip_runtime.h",
@@ -215,15 +216,15 @@ class Playbook:
         return Action("read_file", {"path": path}, f"read {path} to guard <{header}> for ROCm", ("guard", "read"))
 
     def _exclude_rule(self, finding: dict) -> Action | None:
-        facts = finding.get("facts") or {}
-        engine_name, excluded = facts.get("engine_name"), facts.get("exclude_name")
-        if not engine_name or not excluded:
+        names = renamed_module(finding.get("facts") or {})
+        if names is None:
             return None
+        checkpoint_prefix = names[3]
         roots = " ".join(repo.path for repo in self.task.repos)
-        command = f"grep -rlF -- '{excluded}' {roots} --include=*.json --include=*.yaml --include=*.py | head -5"
-        return Action(
-            "bash", {"command": command}, f"find the quantization config that excludes {excluded}", ("exclude", "find")
-        )
+        patterns = "--include=*.json --include=*.yaml --include=*.yml"
+        command = f"grep -rlF {patterns} -- '{checkpoint_prefix}.' {roots} | head -5"
+        why = f"find the quantization config that names {checkpoint_prefix}.* (the checkpoint's prefix)"
+        return Action("bash", {"command": command}, why, ("exclude", "find"))
 
     def _memory_rule(self, finding: dict) -> Action | None:
         return self._step_flag(finding, lower=True)
@@ -300,21 +301,28 @@ class Playbook:
         return Action("read_file", {"path": paths[0]}, "read the exclude list", ("exclude", "read"))
 
     def _exclude_edit(self) -> Action:
-        facts = self._crash_finding().get("facts") or {}
-        excluded, engine_name = facts["exclude_name"], facts["engine_name"]
-        alias = exclude_alias(excluded, engine_name)
-        line = next((ln for ln in _file_lines(self.last.text) if excluded in ln), None)
-        if line is None or alias is None:
-            return self._after_failure()
-        indent = line[: len(line) - len(line.lstrip())]
-        quote = '"' if '"' in line else "'"
-        new = f"{indent}{quote}{alias}{quote},\n{line}"
-        return Action(
-            "edit_file",
-            {"path": self.last.arguments["path"], "old": line, "new": new},
-            f"the engine registers the module as {engine_name}; exclude it under that name too ({alias})",
-            ("exclude", "done"),
+        engine_name, checkpoint_name, engine_prefix, checkpoint_prefix = renamed_module(
+            self._crash_finding().get("facts") or {}
         )
+        for line in _file_lines(self.last.text):
+            for pattern in re.findall(r"[\"']([\w.*]+)[\"']", line):
+                if pattern.startswith(checkpoint_prefix + ".") and _matches(checkpoint_name, pattern):
+                    alias = engine_prefix + pattern[len(checkpoint_prefix) :]
+                    added = line.replace(pattern, alias)
+                    if not added.lstrip().startswith("-") and not added.rstrip().endswith(","):
+                        added = added.rstrip() + ","  # a JSON or flow-list entry placed before another
+                    new = added + "\n" + line
+                    why = (
+                        f"the quantization config keeps {pattern} unquantized, but the engine registers the module "
+                        f"as {engine_name}; exclude it under that name too ({alias})"
+                    )
+                    return Action(
+                        "edit_file",
+                        {"path": self.last.arguments["path"], "old": line, "new": new},
+                        why,
+                        ("exclude", "done"),
+                    )
+        return self._after_failure()
 
     # ------------------------------------------------------------ measuring and searching
 
@@ -344,32 +352,28 @@ class Playbook:
             return tune
         unmet = {row["target"].split(" ")[0] for row in self.status.get("targets") or [] if not row["met"]}
         tried = [e.arguments.get("flags") for e in self.history if e.name == "set_flags"]
+        baseline = self.task.serve.flags
         for goal, candidate in flag_candidates(self.task, unmet):
-            if candidate not in tried and any(self.status.get("flags", {}).get(k) != v for k, v in candidate.items()):
+            is_baseline = all(baseline.get(k) == v for k, v in candidate.items())  # measured at the start
+            if candidate not in tried and not is_baseline:
                 return Action("set_flags", {"flags": candidate}, f"try {candidate} for {goal}", ("search", goal))
         if not unmet:
             return Action("finish", {"reason": "every target is met"}, "done")
         return Action("finish", {"reason": f"targets still unmet ({sorted(unmet)}) and no candidate is left"}, "stop")
 
     def _tune_candidate(self) -> Action | None:
+        """A slow-fallback warning in the last healthy start, and a tuning command for its shape not yet run."""
         tuned = {e.arguments.get("name") for e in self.history if e.name == "tune"}
-        for event in reversed(self.history):
-            if event.name != "serve" or not event.facts.get("healthy"):
+        serve = next((e for e in reversed(self.history) if e.name == "serve" and e.facts.get("healthy")), None)
+        for finding in (serve.facts.get("findings") or []) if serve else []:
+            if finding.get("category") != "slow_fallback_perf":
                 continue
-            for finding in event.facts.get("findings") or []:
-                if finding.get("category") != "slow_fallback_perf":
-                    continue
-                shape = [str(v) for v in ((finding.get("facts") or {}).get("shape") or {}).values()]
-                for spec in self.task.tune:
-                    text = f"{spec.command} {spec.description}"
-                    if spec.name not in tuned and shape and all(re.search(rf"\b{v}\b", text) for v in shape):
-                        return Action(
-                            "tune",
-                            {"name": spec.name},
-                            f"no tuned config for shape {shape}: run {spec.name}",
-                            ("search", "throughput"),
-                        )
-            return None
+            shape = (finding.get("facts") or {}).get("shape") or {}
+            spec = tuning_command_for(self.task, [str(v) for v in shape.values()], exclude=tuned)
+            if spec:
+                dims = ", ".join(f"{k}={v}" for k, v in shape.items() if str(v).isdigit() and int(v) > 1)
+                why = f"the engine has no tuned config for ({dims}) and falls back to a slow path: run {spec.name}"
+                return Action("tune", {"name": spec.name}, why, ("search", "throughput"))
         return None
 
     def _candidate(self) -> Event | None:
@@ -426,13 +430,31 @@ CRASH_RULES = {
 }
 
 
+def tuning_command_for(task: Task, shape: list[str], exclude: set) -> TuneSpec | None:
+    """The task's tuning command that names most of the shape's dimensions (at least three of them)."""
+    dimensions = [value for value in shape if value.isdigit() and int(value) > 1]
+    best, best_score = None, 2
+    for spec in task.tune:
+        if spec.name in exclude:
+            continue
+        text = f"{spec.command} {spec.description}"
+        score = sum(bool(re.search(rf"(?<![\d.]){value}(?![\d.])", text)) for value in dimensions)
+        if score > best_score:
+            best, best_score = spec, score
+    return best
+
+
 def _summary_of_fix(event: Event) -> str:
-    path = event.arguments.get("path", "")
+    """A commit subject a reviewer can act on, from what the fix changed."""
+    name = PurePosixPath(event.arguments.get("path", "")).name
     rule = event.tag[0] if event.tag else "fix"
-    return {
-        "guard": f"Guard CUDA-only include for ROCm in {PurePosixPath(path).name}",
-        "exclude": f"Exclude the MTP shared expert under its engine name in {PurePosixPath(path).name}",
-    }.get(rule, f"Fix {path}")
+    if rule == "guard":
+        header = re.search(r"#include <([^>]+)>\n#else", event.arguments.get("new", ""))
+        return f"Guard the CUDA-only include for ROCm in {name}" + (f" (use <{header.group(1)}>)" if header else "")
+    if rule == "exclude":
+        added = re.search(r"[\"']([\w.*]+)[\"']", event.arguments.get("new", ""))
+        return f"Keep {added.group(1) if added else 'the renamed module'} unquantized ({name})"
+    return f"Fix {name}"
 
 
 def _file_lines(read_file_text: str) -> list[str]:
@@ -445,14 +467,30 @@ def _file_lines(read_file_text: str) -> list[str]:
     return lines
 
 
-def exclude_alias(excluded: str, engine_name: str) -> str | None:
-    """The exclude pattern under the engine's prefix: `model.layers.78.mlp.shared_experts.*` with engine
-    name `model.decoder.shared_experts.w1.weight` gives `model.decoder.shared_experts.*`."""
-    module = excluded.rstrip(".*").split(".")[-1]
-    parts = engine_name.split(".")
-    if module not in parts:
+def renamed_module(facts: dict) -> tuple[str, str, str, str] | None:
+    """(engine name, checkpoint name, engine prefix, checkpoint prefix) when the log shows one module under
+    two prefixes: `model.decoder.mlp.shared_experts.gate_proj.weight` vs
+    `model.layers.78.mlp.shared_experts.gate_proj.weight` -> prefixes `model.decoder` / `model.layers.78`."""
+    engine = facts.get("parameter")
+    if not engine:
         return None
-    return ".".join(parts[: parts.index(module) + 1]) + ".*"
+    for other in facts.get("module_prefixes") or []:
+        if other == engine:
+            continue
+        engine_parts, other_parts = engine.split("."), other.split(".")
+        common = 0
+        while (
+            common < min(len(engine_parts), len(other_parts)) - 1
+            and engine_parts[-1 - common] == other_parts[-1 - common]
+        ):
+            common += 1
+        if common >= 2:
+            return engine, other, ".".join(engine_parts[:-common]), ".".join(other_parts[:-common])
+    return None
+
+
+def _matches(name: str, pattern: str) -> bool:
+    return fnmatch.fnmatchcase(name, pattern) or name.startswith(pattern.rstrip("*").rstrip("."))
 
 
 def flag_candidates(task: Task, unmet: set[str]) -> list[tuple[str, dict[str, FlagValue]]]:
@@ -461,9 +499,9 @@ def flag_candidates(task: Task, unmet: set[str]) -> list[tuple[str, dict[str, Fl
     tunables = task.serve.tunables
     candidates: list[tuple[str, dict[str, FlagValue]]] = []
     if "single" in unmet:
-        candidates += [("single_stream", c) for c in speculative_configs(tunables)]
+        candidates += [("single_stream", config) for config in speculative_configs(tunables)]
     if "throughput" in unmet:
-        candidates += [("throughput", c) for c in topologies(tunables, task.hardware.count)]
+        candidates += [("throughput", split) for split in topologies(tunables, task.hardware.count)]
     goal = "throughput" if "throughput" in unmet else "single_stream"
     handled = {"tp", "dp", "tp-size", "dp-size"} | {k for k in tunables if k.startswith("speculative-")}
     for flag, values in tunables.items():
@@ -475,6 +513,8 @@ def flag_candidates(task: Task, unmet: set[str]) -> list[tuple[str, dict[str, Fl
 
 
 def speculative_configs(tunables: dict[str, list[FlagValue]]) -> list[dict[str, FlagValue]]:
+    """One config per allowed draft depth, shallow first: algorithm, depth, the smallest top-k, and the
+    smallest draft-token count above the depth."""
     algorithms = [v for v in tunables.get("speculative-algorithm", []) if v]
     steps = sorted(v for v in tunables.get("speculative-num-steps", []) if v)
     if not algorithms or not steps:
@@ -484,7 +524,7 @@ def speculative_configs(tunables: dict[str, list[FlagValue]]) -> list[dict[str, 
     configs = []
     for depth in steps:
         draft = next((d for d in drafts if d >= depth + 1), drafts[-1] if drafts else None)
-        config = {"speculative-algorithm": algorithms[0], "speculative-num-steps": depth}
+        config: dict[str, FlagValue] = {"speculative-algorithm": algorithms[0], "speculative-num-steps": depth}
         if topk is not None:
             config["speculative-eagle-topk"] = topk
         if draft is not None:
@@ -494,7 +534,7 @@ def speculative_configs(tunables: dict[str, list[FlagValue]]) -> list[dict[str, 
 
 
 def topologies(tunables: dict[str, list[FlagValue]], gpus: int) -> list[dict[str, FlagValue]]:
-    """TP x DP splits that use every GPU, fewer-way TP first after the baseline (prefill-heavy loads gain)."""
+    """TP x DP splits that use every GPU, widest TP first (the baseline), then more data parallelism."""
     tp_name = "tp" if "tp" in tunables else "tp-size"
     dp_name = "dp" if "dp" in tunables else "dp-size"
     if tp_name not in tunables or dp_name not in tunables:
