@@ -22,6 +22,8 @@ python3 -c 'import porter' || { echo "setup.sh: installing the porter package fa
 missing=()
 command -v docker >/dev/null && command -v dockerd >/dev/null || missing+=(docker.io)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
+command -v g++ >/dev/null || missing+=(g++)  # the twin compiles its kernels on the host when run without Docker
+command -v git >/dev/null || missing+=(git)
 if ((${#missing[@]})); then
   log "apt-get install ${missing[*]}"
   apt-get update -qq

@@ -1,0 +1,73 @@
+"""Just-in-time build of the engine's C++ kernels with the ROCm toolchain (`hipcc`), like aiter's JIT.
+
+Sources live in csrc/ of this tree; the shared object is cached under ~/.cache/twin/jit by a hash of the
+source and flags, then loaded with ctypes and smoke-tested. A compiler error is shown as the compiler
+printed it and re-raised as "Error building extension", the way torch's cpp_extension does.
+Does not cover deciding when a kernel is needed (launch_server.py).
+"""
+
+import ctypes
+import hashlib
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from twin import logs
+
+CSRC = Path(__file__).resolve().parent / "csrc"
+
+
+def rocm_path() -> Path:
+    """ROCM_PATH, else /opt/rocm, else the opt/rocm next to a --local layout (DIR/sgl-workspace/twin)."""
+    candidates = [os.environ.get("ROCM_PATH"), "/opt/rocm", str(Path(__file__).resolve().parents[3] / "opt" / "rocm")]
+    for candidate in candidates:
+        if candidate and (Path(candidate) / "bin" / "hipcc").exists():
+            return Path(candidate)
+    raise RuntimeError(f"hipcc not found (looked in {[c for c in candidates if c]}); set ROCM_PATH")
+
+
+def build(name: str, source_file: str) -> ctypes.CDLL:
+    source = CSRC / source_file
+    hipcc = rocm_path() / "bin" / "hipcc"
+    flags = ["-O2", "-shared", "-fPIC", "-std=c++17", "--offload-arch=gfx950"]
+    digest = hashlib.sha256(source.read_bytes() + " ".join(flags).encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("TWIN_JIT_CACHE", Path.home() / ".cache" / "twin" / "jit"))
+    cache.mkdir(parents=True, exist_ok=True)
+    output = cache / f"{name}_{digest}.so"
+    if not output.exists():
+        logs.aiter(f"start build [{name}] under {cache}")
+        command = [
+            str(hipcc),
+            *[flag for flag in flags if not flag.startswith("--offload")],
+            str(source),
+            "-o",
+            str(output),
+        ]
+        logs.aiter(" ".join([str(hipcc), *flags, str(source), "-o", str(output)]))
+        started = time.monotonic()
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            print(result.stderr, end="", flush=True)
+            raise RuntimeError(f"Error building extension '{name}': hipcc exited with status {result.returncode}")
+        logs.aiter(f"finish build [{name}], cost {time.monotonic() - started:.1f}s")
+    return ctypes.CDLL(str(output))
+
+
+def fused_multistep_metadata(steps: int, topk: int) -> int:
+    """Build the fused metadata kernel and run it once on a tiny batch (the start-up smoke test)."""
+    library = build("fused_multistep_metadata", "fused_multistep_metadata.cpp")
+    batch = 2
+    array = ctypes.c_int32 * (batch * steps * topk)
+    seq_lens = (ctypes.c_int32 * batch)(7, 11)
+    positions, lengths = array(), array()
+    return library.twin_fused_multistep_metadata(seq_lens, positions, lengths, batch, steps, topk)
+
+
+def mla_rope_and_cache() -> int:
+    """Build the MLA rope/KV-write kernel and run it on four tokens (the start-up smoke test)."""
+    library = build("mla_rope_and_cache", "mla_rope_kernels.cpp")
+    tokens, rope_dim = 4, 64
+    positions = (ctypes.c_int32 * tokens)(0, 1, 2, 3)
+    cache = (ctypes.c_uint16 * (tokens * rope_dim))()
+    return library.twin_mla_rope_and_cache(positions, cache, tokens, rope_dim)

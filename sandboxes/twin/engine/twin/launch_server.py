@@ -1,0 +1,214 @@
+"""`python3 -m twin.launch_server`: sglang-style flags, start-up (load, kernels, memory), then the HTTP server.
+
+Start-up runs the real code paths that carry the day-0 defects: the Quark exclude lookup while building
+parameter slots, the weight loader's shape check, the JIT build of C++ kernels through hipcc, the MoE
+tuned-config lookup and the memory plan. Any start-up exception is printed per rank the way sglang's
+scheduler processes print it, and the process exits with status 1. Does not cover request handling
+(openai_api.py) or timing (perf.py).
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+from twin import attention, jit, logs, memory, moe, perf, solver
+from twin.http_server import make_connection_handler
+from twin.model_loader import loader
+from twin.models import glm5
+from twin.openai_api import Api
+from twin.quantization import QuarkConfig
+from twin.scheduler import Replica, Router
+
+CAPTURE_BATCH_SIZES = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256]
+PREFIX_CACHE_TOKEN_LIMIT = 1_000_000
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python3 -m twin.launch_server")
+    parser.add_argument("--model-path", required=True)
+    parser.add_argument("--served-model-name", default=None)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=30000)
+    parser.add_argument("--tp", "--tp-size", dest="tp", type=int, default=1)
+    parser.add_argument("--dp", "--dp-size", dest="dp", type=int, default=1)
+    parser.add_argument(
+        "--kv-cache-dtype", default="auto", choices=["auto", "bf16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1"]
+    )
+    parser.add_argument("--speculative-algorithm", default=None, choices=["EAGLE", "NEXTN", "EAGLE3"])
+    parser.add_argument("--speculative-num-steps", type=int, default=None)
+    parser.add_argument("--speculative-eagle-topk", type=int, default=None)
+    parser.add_argument("--speculative-num-draft-tokens", type=int, default=None)
+    parser.add_argument("--enable-aiter-allreduce-fusion", action="store_true")
+    parser.add_argument("--mem-fraction-static", type=float, default=0.85)
+    parser.add_argument("--attention-backend", default=None, choices=list(attention.BACKENDS))
+    parser.add_argument("--context-length", type=int, default=None)
+    parser.add_argument("--chunked-prefill-size", type=int, default=16384)
+    parser.add_argument("--max-running-requests", type=int, default=256)
+    parser.add_argument("--trust-remote-code", action="store_true")
+    parser.add_argument("--log-level", default="info")
+    args = parser.parse_args(argv)
+    if args.speculative_algorithm and args.speculative_num_steps is None:
+        args.speculative_num_steps, args.speculative_eagle_topk, args.speculative_num_draft_tokens = 3, 1, 4
+    return args
+
+
+class Engine:
+    """What start-up produces: the model's timing shape, its numerics, and the server info."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.model_path = Path(args.model_path)
+        self.config = json.loads((self.model_path / "config.json").read_text())
+        self.context_length = args.context_length or self.config["max_position_embeddings"]
+        self.moe_tuned = False
+        self.garbage: tuple[str, ...] = ()
+        self.max_total_tokens = 0
+
+    def start(self) -> None:
+        args = self.args
+        gpus = int(os.environ.get("TWIN_NUM_GPUS", "8"))
+        if args.tp * args.dp > gpus:
+            raise RuntimeError(f"tp_size * dp_size = {args.tp * args.dp} exceeds the {gpus} visible GPUs")
+        logs.per_rank("Init torch distributed begin.", args.tp, args.dp)
+        logs.per_rank("Init torch distributed ends. mem usage=0.89 GB", args.tp, args.dp)
+        backend = attention.select_backend(args.attention_backend, use_mla=True)
+        logs.info(f"Attention backend: {backend}, arch={attention.gpu_arch()}, kv_cache_dtype={args.kv_cache_dtype}")
+        attention.check_kv_dtype(backend, attention.kv_torch_dtype(args.kv_cache_dtype))
+        self._load_weights()
+        self._select_kernels(backend)
+        self._plan_memory()
+
+    def _load_weights(self) -> None:
+        args, config = self.args, self.config
+        quant = QuarkConfig.for_architecture(config["architectures"][0])
+        logs.info(f"Using Quark config {quant.source} (exclude: {len(quant.exclude)} patterns)")
+        logs.per_rank("Load weight begin. avail mem=286.91 GB", args.tp, args.dp)
+        tensors = list(loader.iterate_checkpoint(self.model_path))
+        params = loader.build_params(glm5.target_params(config, quant))
+        count = loader.load_weights(params, tensors, config, draft=False)
+        kind = config["architectures"][0]
+        logs.per_rank(
+            f"Load weight end. type={kind}, dtype=torch.bfloat16, avail mem=237.30 GB, mem usage=49.61 GB.",
+            args.tp,
+            args.dp,
+        )
+        if args.speculative_algorithm:
+            logs.info(f"Loading draft model (MTP layer {config['num_hidden_layers']}) for {args.speculative_algorithm}")
+            draft = loader.build_params(glm5.draft_params(config, quant))
+            count += loader.load_weights(draft, tensors, config, draft=True)
+            params.update({f"draft.{name}": param for name, param in draft.items()})
+            logs.per_rank(
+                f"Load weight end. type={kind}NextN, dtype=torch.bfloat16, avail mem=235.82 GB, mem usage=1.48 GB.",
+                args.tp,
+                args.dp,
+            )
+        self.garbage = loader.garbage_modules(params)
+        logs.info(f"Loaded {count} checkpoint tensors")
+
+    def _select_kernels(self, backend: str) -> None:
+        args, config = self.args, self.config
+        attention.check_backend(backend, config["kv_lora_rank"], config["qk_rope_head_dim"])
+        jit.mla_rope_and_cache()
+        shape = moe.MoeShape(
+            config["hidden_size"],
+            config["moe_intermediate_size"],
+            config["n_routed_experts"],
+            config["num_experts_per_tok"],
+        )
+        self.moe_tuned = moe.select(shape)
+        if args.speculative_algorithm and args.speculative_num_steps >= 4:
+            logs.info(f"Draft depth {args.speculative_num_steps} >= 4: using the fused multi-step metadata kernel")
+            jit.fused_multistep_metadata(args.speculative_num_steps, args.speculative_eagle_topk or 1)
+
+    def _plan_memory(self) -> None:
+        args = self.args
+        layers = self.config["num_hidden_layers"] + (1 if args.speculative_algorithm else 0)
+        memory_plan = memory.plan(args.tp, args.mem_fraction_static, args.kv_cache_dtype, layers, self.context_length)
+        self.max_total_tokens = memory_plan.max_total_tokens
+        logs.per_rank(
+            f"KV Cache is allocated. #tokens: {memory_plan.max_total_tokens}, KV size: {memory_plan.kv_pool_gb:.2f} GB",
+            args.tp,
+            args.dp,
+        )
+        logs.per_rank(
+            f"Capture cuda graph begin. This can take up to several minutes. avail mem="
+            f"{memory_plan.workspace_free_gb:.2f} GB",
+            args.tp,
+            args.dp,
+        )
+        memory.capture_graphs(memory_plan)
+        logs.per_rank(
+            f"Capture cuda graph end. Time elapsed: 1.93 s. mem usage={memory_plan.workspace_needed_gb:.2f} "
+            f"GB. avail mem={memory_plan.workspace_free_gb - memory_plan.workspace_needed_gb:.2f} GB.",
+            args.tp,
+            args.dp,
+        )
+
+    def shape(self) -> perf.EngineShape:
+        args = self.args
+        return perf.EngineShape(
+            tp=args.tp,
+            kv_cache_dtype=args.kv_cache_dtype,
+            moe_tuned=self.moe_tuned,
+            allreduce_fusion=args.enable_aiter_allreduce_fusion,
+            speculative_steps=args.speculative_num_steps or 0 if args.speculative_algorithm else 0,
+            speculative_draft_tokens=args.speculative_num_draft_tokens or 0 if args.speculative_algorithm else 0,
+        )
+
+    def server_info(self) -> dict:
+        info = {key: value for key, value in vars(self.args).items()}
+        return info | {
+            "context_length": self.context_length,
+            "max_total_num_tokens": self.max_total_tokens,
+            "moe_tuned": self.moe_tuned,
+            "version": "0.5.6.twin",
+        }
+
+
+def report_crash(args: argparse.Namespace) -> None:
+    text = traceback.format_exc()
+    for rank in logs.rank_names(args.tp, args.dp):
+        logs.info(f"Scheduler hit an exception: {text}", rank)
+    logs.info("Received sigquit from a child process. It usually means the child failed.")
+
+
+async def serve(engine: Engine) -> None:
+    args = engine.args
+    shape = engine.shape()
+    cache_tokens = min(engine.max_total_tokens, PREFIX_CACHE_TOKEN_LIMIT)
+    replicas = [
+        Replica(shape, cache_tokens, args.chunked_prefill_size, args.max_running_requests) for _ in range(args.dp)
+    ]
+    router = Router(replicas)
+    router.start()
+    numerics = solver.Numerics(args.kv_cache_dtype, engine.garbage)
+    api = Api(router, args.served_model_name or args.model_path, engine.server_info(), numerics)
+    server = await asyncio.start_server(make_connection_handler(api.handle), args.host, args.port, limit=2**24)
+    logs.info(f"Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")
+    logs.info("The server is fired up and ready to roll!")
+    async with server:
+        await server.serve_forever()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logs.info(f"server_args=ServerArgs({', '.join(f'{k}={v!r}' for k, v in vars(args).items())})")
+    engine = Engine(args)
+    try:
+        engine.start()
+    except Exception:
+        report_crash(args)
+        return 1
+    try:
+        asyncio.run(serve(engine))
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""Log lines in sglang's shape: `[2026-07-14 10:22:01 DP0 TP3] message`, repeated per rank like the real engine.
+
+The twin is one process standing in for eight ranks, so rank-prefixed lines are printed once per simulated
+rank; that repetition is deliberate (real crash logs are that noisy and triage must cope). Does not cover
+the HTTP access log (server.py writes that through `info`).
+"""
+
+import sys
+import time
+
+
+def _stamp() -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
+
+
+def info(message: str, rank: str | None = None) -> None:
+    prefix = f"[{_stamp()} {rank}]" if rank else f"[{_stamp()}]"
+    print(f"{prefix} {message}", file=sys.stdout, flush=True)
+
+
+def rank_names(tp: int, dp: int) -> list[str]:
+    names = []
+    for dp_rank in range(dp):
+        for tp_rank in range(tp):
+            gpu = dp_rank * tp + tp_rank
+            names.append(f"DP{dp_rank} TP{tp_rank}" if dp > 1 else f"TP{gpu}")
+    return names
+
+
+def per_rank(message: str, tp: int, dp: int) -> None:
+    for rank in rank_names(tp, dp):
+        info(message, rank)
+
+
+def aiter(message: str) -> None:
+    print(f"[aiter] {message}", file=sys.stdout, flush=True)
+
+
+def warning(message: str) -> None:
+    print(f"[{_stamp()}] WARNING {message}", file=sys.stderr, flush=True)

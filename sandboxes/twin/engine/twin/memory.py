@@ -1,0 +1,53 @@
+"""Per-GPU memory budget on a 288 GB MI355X: static pool (weights + KV cache) vs. runtime workspace.
+
+`--mem-fraction-static` gives the static share; the rest must hold activations and graph buffers, which
+grow with the context length. Too high a fraction for the context fails at graph capture with a HIP OOM,
+as on the real engine. KV bytes per token follow MLA: (kv_lora 512 + rope 64) per layer, 2 bytes in
+bf16, 1 in fp8. Does not cover the prefix cache policy (prefix_cache.py).
+"""
+
+from dataclasses import dataclass
+
+GPU_MEMORY_GB = 288.0
+WEIGHTS_GB_TOTAL = 372.0
+KV_DIMS_PER_LAYER = 512 + 64
+KV_BYTES = {"auto": 2, "bf16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp4_e2m1": 0.5}
+
+
+class HipOutOfMemoryError(RuntimeError):
+    """Shaped like torch.OutOfMemoryError on ROCm."""
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    weights_gb: float
+    kv_pool_gb: float
+    max_total_tokens: int
+    workspace_needed_gb: float
+    workspace_free_gb: float
+
+
+def plan(tp: int, mem_fraction_static: float, kv_cache_dtype: str, layers: int, context_length: int) -> MemoryPlan:
+    weights = WEIGHTS_GB_TOTAL / tp
+    static = GPU_MEMORY_GB * mem_fraction_static
+    kv_pool = static - weights
+    if kv_pool <= 0:
+        raise HipOutOfMemoryError(
+            f"Not enough memory for the KV cache: weights take {weights:.2f} GB per GPU but the static pool is "
+            f"{static:.2f} GB (--mem-fraction-static {mem_fraction_static}). Increase tp or the fraction."
+        )
+    per_token = KV_DIMS_PER_LAYER * layers * KV_BYTES.get(kv_cache_dtype, 2)
+    needed = 4.0 + context_length / 16384
+    return MemoryPlan(weights, kv_pool, int(kv_pool * 1e9 / per_token), needed, GPU_MEMORY_GB - static)
+
+
+def capture_graphs(memory_plan: MemoryPlan) -> None:
+    """The graph-capture allocation: fails when the workspace left outside the static pool is too small."""
+    if memory_plan.workspace_needed_gb > memory_plan.workspace_free_gb:
+        raise HipOutOfMemoryError(
+            f"HIP out of memory. Tried to allocate {memory_plan.workspace_needed_gb:.2f} GiB. GPU 0 has a total "
+            f"capacity of {GPU_MEMORY_GB - 0.02:.2f} GiB of which {memory_plan.workspace_free_gb:.2f} GiB is free. "
+            "Of the allocated memory "
+            f"{GPU_MEMORY_GB - memory_plan.workspace_free_gb:.2f} GiB is allocated by PyTorch. If reserved but "
+            "unallocated memory is large try setting PYTORCH_HIP_ALLOC_CONF=expandable_segments:True"
+        )

@@ -1,0 +1,62 @@
+"""Tensors and parameters the loader moves weights between (shapes and dtypes only; the twin has no math).
+
+A checkpoint tensor carries its dtype and shape from the safetensors header. A Parameter is a slot the
+model registered. `copy_` accepts a tensor of another dtype only as a raw reinterpretation, which is
+what a careless "make the shapes fit" patch does; the slot then holds garbage and the model's answers
+collapse (see solver.Numerics). Does not cover file reading (loader.py).
+"""
+
+from dataclasses import dataclass
+
+
+class Size(tuple):
+    def __repr__(self) -> str:
+        return f"torch.Size([{', '.join(str(d) for d in self)}])"
+
+
+@dataclass
+class Tensor:
+    name: str
+    dtype: str
+    shape: Size
+
+    def size(self) -> Size:
+        return self.shape
+
+    def narrow(self, dim: int, start: int, length: int) -> "Tensor":
+        shape = list(self.shape)
+        shape[dim] = length
+        return Tensor(self.name, self.dtype, Size(shape))
+
+    def view(self, *shape: int) -> "Tensor":
+        return Tensor(self.name, self.dtype, Size(shape))
+
+
+@dataclass
+class Parameter:
+    name: str
+    shape: Size
+    dtype: str
+    loaded_from: str | None = None
+    garbage: bool = False
+
+    def size(self) -> Size:
+        return self.shape
+
+    def copy_(self, tensor: Tensor) -> None:
+        if tuple(tensor.shape) != tuple(self.shape):
+            raise RuntimeError(
+                f"The size of tensor a ({self.shape[-1]}) must match the size of tensor b ({tensor.shape[-1]}) "
+                f"at non-singleton dimension {len(self.shape) - 1}"
+            )
+        self.loaded_from = tensor.name
+        self.garbage = tensor.dtype != self.dtype
+
+
+def default_weight_loader(param: Parameter, loaded_weight: Tensor) -> None:
+    """Load a checkpoint tensor into a parameter slot of the same shape."""
+    assert param.size() == loaded_weight.size(), (
+        f"Attempted to load weight ({loaded_weight.size()}) into parameter ({param.size()}) "
+        f"for {param.name} ({param.dtype} slot, checkpoint tensor {loaded_weight.name} is {loaded_weight.dtype})"
+    )
+    param.copy_(loaded_weight)

@@ -1,0 +1,89 @@
+"""GLM-5.2 (GlmMoeDsaForCausalLM) as the engine registers it: module names and parameter slots.
+
+Layers 0-2 are dense, 3-77 are MoE (256 routed experts, top-8, one shared expert); the checkpoint's layer 78
+is the MTP (next-n) head. The target model skips layer 78. With speculative decoding the draft model
+registers that layer as `model.decoder.*` (its embedding projections at `model.eh_proj` etc.), the way
+sglang's next-n model does, and `load_weights` renames checkpoint names accordingly.
+Does not cover reading files (model_loader/) or the quant config format (quantization.py).
+"""
+
+from twin.quantization import QuarkConfig
+
+DENSE_LAYERS = 3
+
+
+def _linear_modules(prefix: str, config: dict, layer_index: int) -> list[tuple[str, int, int]]:
+    hidden, heads = config["hidden_size"], config["num_attention_heads"]
+    q_rank, kv_rank = config["q_lora_rank"], config["kv_lora_rank"]
+    qk_head = config["qk_nope_head_dim"] + config["qk_rope_head_dim"]
+    modules = [
+        (f"{prefix}.self_attn.q_a_proj", q_rank, hidden),
+        (f"{prefix}.self_attn.q_b_proj", heads * qk_head, q_rank),
+        (f"{prefix}.self_attn.kv_a_proj_with_mqa", kv_rank + config["qk_rope_head_dim"], hidden),
+        (f"{prefix}.self_attn.kv_b_proj", heads * (config["qk_nope_head_dim"] + config["v_head_dim"]), kv_rank),
+        (f"{prefix}.self_attn.o_proj", hidden, heads * config["v_head_dim"]),
+    ]
+    if layer_index < DENSE_LAYERS:
+        inter = config["intermediate_size"]
+        mlp = [("gate_proj", inter, hidden), ("up_proj", inter, hidden), ("down_proj", hidden, inter)]
+        return modules + [(f"{prefix}.mlp.{name}", out, inp) for name, out, inp in mlp]
+    shared = config["moe_intermediate_size"] * config["n_shared_experts"]
+    mlp = [("gate_proj", shared, hidden), ("up_proj", shared, hidden), ("down_proj", hidden, shared)]
+    return modules + [(f"{prefix}.mlp.shared_experts.{name}", out, inp) for name, out, inp in mlp]
+
+
+def _layer_slots(prefix: str, config: dict, layer_index: int, quant: QuarkConfig) -> dict[str, tuple[tuple, str]]:
+    hidden = config["hidden_size"]
+    slots: dict[str, tuple[tuple, str]] = {
+        f"{prefix}.input_layernorm.weight": ((hidden,), "BF16"),
+        f"{prefix}.post_attention_layernorm.weight": ((hidden,), "BF16"),
+        f"{prefix}.self_attn.q_a_layernorm.weight": ((config["q_lora_rank"],), "BF16"),
+        f"{prefix}.self_attn.kv_a_layernorm.weight": ((config["kv_lora_rank"],), "BF16"),
+    }
+    for module, out_features, in_features in _linear_modules(prefix, config, layer_index):
+        slots.update(quant.weight_slots(module, out_features, in_features))
+    if layer_index >= DENSE_LAYERS:
+        experts, inter = config["n_routed_experts"], config["moe_intermediate_size"]
+        group = quant.group_size
+        slots[f"{prefix}.mlp.gate.weight"] = ((experts, hidden), "BF16")
+        slots[f"{prefix}.mlp.gate.e_score_correction_bias"] = ((experts,), "F32")
+        slots[f"{prefix}.mlp.experts.w13_weight"] = ((experts, 2 * inter, hidden // 2), "U8")
+        slots[f"{prefix}.mlp.experts.w13_weight_scale"] = ((experts, 2 * inter, hidden // group), "U8")
+        slots[f"{prefix}.mlp.experts.w2_weight"] = ((experts, hidden, inter // 2), "U8")
+        slots[f"{prefix}.mlp.experts.w2_weight_scale"] = ((experts, hidden, inter // group), "U8")
+    return slots
+
+
+def target_params(config: dict, quant: QuarkConfig) -> dict[str, tuple[tuple, str]]:
+    """Slots of the target model: embeddings, layers 0..N-1, final norm, lm_head."""
+    hidden, vocab = config["hidden_size"], config["vocab_size"]
+    slots = {"model.embed_tokens.weight": ((vocab, hidden), "BF16"), "model.norm.weight": ((hidden,), "BF16")}
+    for layer_index in range(config["num_hidden_layers"]):
+        slots.update(_layer_slots(f"model.layers.{layer_index}", config, layer_index, quant))
+    slots.update(quant.weight_slots("lm_head", vocab, hidden))
+    return slots
+
+
+def draft_params(config: dict, quant: QuarkConfig) -> dict[str, tuple[tuple, str]]:
+    """Slots of the MTP draft model: one decoder layer registered as `model.decoder`, plus its projections."""
+    hidden, vocab = config["hidden_size"], config["vocab_size"]
+    slots = {
+        "model.enorm.weight": ((hidden,), "BF16"),
+        "model.hnorm.weight": ((hidden,), "BF16"),
+        "model.shared_head.norm.weight": ((hidden,), "BF16"),
+    }
+    slots.update(quant.weight_slots("model.eh_proj", hidden, 2 * hidden))
+    slots.update(quant.weight_slots("model.shared_head.head", vocab, hidden))
+    slots.update(_layer_slots("model.decoder", config, config["num_hidden_layers"], quant))
+    return slots
+
+
+def draft_name(checkpoint_name: str, nextn_layer: int) -> str | None:
+    """Engine name of an MTP checkpoint tensor, or None when the tensor is not part of the MTP layer."""
+    prefix = f"model.layers.{nextn_layer}."
+    if not checkpoint_name.startswith(prefix):
+        return None
+    rest = checkpoint_name[len(prefix) :]
+    if rest.split(".", 1)[0] in ("enorm", "hnorm", "eh_proj", "shared_head"):
+        return f"model.{rest}"
+    return f"model.decoder.{rest}"

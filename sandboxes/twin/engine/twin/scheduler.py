@@ -1,0 +1,132 @@
+"""Continuous batching in real time: one asyncio scheduler per DP replica, a round-robin router in front.
+
+Each replica loops: if requests wait, prefill a batch of them (up to the chunk budget) and sleep for the
+modelled prefill time, then emit their first token; otherwise run one decode step for every running
+request and sleep for the modelled step time. Sleeps aim at deadlines on the event-loop clock, so small
+timer overshoots do not accumulate (a 2-core machine under load still runs the model's timeline).
+Does not cover HTTP (server.py) or what text is produced (the request carries its pieces).
+"""
+
+import asyncio
+import itertools
+import os
+from collections import deque
+from dataclasses import dataclass, field
+
+from twin import perf
+from twin.prefix_cache import PrefixCache, block_keys
+
+MAX_LAG_S = 0.02
+# Every modelled duration is multiplied by TWIN_TIME_SCALE (default 1). Tests run the twin's clock faster
+# and scale their request rates, latency limits and speed targets by the same factor: same directions,
+# same number of requests per level, less wall time. Figures at a scale other than 1 are not comparable.
+TIME_SCALE = float(os.environ.get("TWIN_TIME_SCALE", "1"))
+
+
+@dataclass
+class Request:
+    token_ids: list[int]
+    pieces: list[str]
+    queue: asyncio.Queue = field(default_factory=asyncio.Queue)
+    cached_tokens: int = 0
+    emitted: int = 0
+    credit: float = 0.0
+    keys: list[bytes] = field(default_factory=list)
+
+    @property
+    def done(self) -> bool:
+        return self.emitted >= len(self.pieces)
+
+
+class Replica:
+    def __init__(self, shape: perf.EngineShape, cache_tokens: int, chunk_tokens: int, max_running: int):
+        self.shape = shape
+        self.cache = PrefixCache(cache_tokens)
+        self.chunk_tokens = chunk_tokens
+        self.max_running = max_running
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self.wake = asyncio.Event()
+        self.clock = 0.0
+
+    def submit(self, request: Request) -> None:
+        request.keys = block_keys(request.token_ids)
+        self.waiting.append(request)
+        self.wake.set()
+
+    async def _sleep_until(self, duration_ms: float) -> None:
+        loop = asyncio.get_running_loop()
+        self.clock = max(self.clock, loop.time() - MAX_LAG_S) + duration_ms * TIME_SCALE / 1000
+        await asyncio.sleep(max(self.clock - loop.time(), 0))
+
+    async def run(self) -> None:
+        while True:
+            if not self.waiting and not self.running:
+                self.wake.clear()
+                await self.wake.wait()
+                self.clock = asyncio.get_running_loop().time()
+            if self.waiting and len(self.running) < self.max_running:
+                await self._prefill()
+            else:
+                await self._decode()
+
+    async def _prefill(self) -> None:
+        batch, budget = [], self.chunk_tokens
+        while self.waiting and len(self.running) + len(batch) < self.max_running:
+            request = self.waiting[0]
+            request.cached_tokens = min(self.cache.cached_tokens(request.keys), len(request.token_ids) - 1)
+            uncached = len(request.token_ids) - request.cached_tokens
+            if batch and uncached > budget:
+                break
+            batch.append(self.waiting.popleft())
+            budget -= uncached
+        uncached = sum(len(r.token_ids) - r.cached_tokens for r in batch)
+        await self._sleep_until(perf.prefill_ms(self.shape, uncached, sum(r.cached_tokens for r in batch)))
+        for request in batch:
+            self.cache.insert(request.keys)
+            self._emit(request, 1)
+            if not request.done:
+                self.running.append(request)
+
+    async def _decode(self) -> None:
+        context = sum(len(r.token_ids) + r.emitted for r in self.running)
+        await self._sleep_until(perf.decode_step_ms(self.shape, len(self.running), context))
+        advance = perf.tokens_per_step(self.shape)
+        for request in self.running:
+            request.credit += advance
+            whole = int(request.credit)
+            request.credit -= whole
+            self._emit(request, whole)
+        self.running = [r for r in self.running if not r.done]
+
+    @staticmethod
+    def _emit(request: Request, count: int) -> None:
+        new = request.pieces[request.emitted : request.emitted + count]
+        if new:
+            request.emitted += len(new)
+            request.queue.put_nowait(("".join(new), len(new), request.done))
+
+
+class Router:
+    """DP replicas as independent schedulers; requests are dealt round-robin (sglang's default)."""
+
+    def __init__(self, replicas: list[Replica]):
+        self.replicas = replicas
+        self._next = itertools.cycle(range(len(replicas)))
+        self._tasks: list[asyncio.Task] = []
+
+    def start(self) -> None:
+        self._tasks = [asyncio.get_running_loop().create_task(replica.run()) for replica in self.replicas]
+
+    def submit(self, request: Request) -> None:
+        self.replicas[next(self._next)].submit(request)
+
+    def flush_cache(self) -> None:
+        for replica in self.replicas:
+            replica.cache.flush()
+
+    def load(self) -> dict:
+        return {
+            "waiting": sum(len(r.waiting) for r in self.replicas),
+            "running": sum(len(r.running) for r in self.replicas),
+        }

@@ -1,0 +1,174 @@
+"""Every scenario variant of the twin (sandboxes/twin/scenarios/): its defect reproduces with its key log
+line when served with the scenario's flags, and its known fix (a patch, a flag change or a tuning command,
+kept in scenario.json) makes it start clean. Uses the --local layout (no Docker) to keep the suite short;
+the flagship's defects are tested in the image by test_twin_docker.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from porter.checks.quality import run_quality
+from porter.task import QualityCheckSpec, load_task
+
+ROOT = Path(__file__).resolve().parents[1]
+TWIN = ROOT / "sandboxes" / "twin"
+SCENARIOS = sorted(path.name for path in (TWIN / "scenarios").iterdir() if (path / "scenario.json").exists())
+
+
+@pytest.fixture(scope="module", autouse=True)
+def needs_gxx() -> None:
+    """The twin builds its C++ kernels with g++ at start-up: a missing compiler fails in CI, skips elsewhere."""
+    if shutil.which("g++") is None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail("CI is set but g++ is missing: the twin's JIT kernels need it (apt-get install g++)")
+        pytest.skip("g++ is missing: the twin's JIT kernels need it")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class LocalTwin:
+    def __init__(self, root: Path):
+        self.root = root
+        self.tree = root / "sgl-workspace" / "twin"
+        self.environment = {"PATH": "/usr/bin:/bin", "HOME": str(root), "ROCM_PATH": str(root / "opt/rocm")}
+
+    def command(self, port: int, flags: str) -> list[str]:
+        model = self.root / "models/glm-5.2-mxfp4"
+        return [
+            sys.executable,
+            "-m",
+            "twin.launch_server",
+            "--model-path",
+            str(model),
+            "--tp",
+            "8",
+            "--port",
+            str(port),
+            *shlex.split(flags),
+        ]
+
+    def run_to_exit(self, flags: str) -> tuple[int, str]:
+        result = subprocess.run(
+            self.command(free_port(), flags),
+            cwd=self.tree,
+            env=self.environment,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        return result.returncode, result.stdout + result.stderr
+
+    def start(self, flags: str, log: Path) -> tuple[subprocess.Popen, str]:
+        port = free_port()
+        with open(log, "w") as handle:
+            process = subprocess.Popen(
+                self.command(port, flags), cwd=self.tree, env=self.environment, stdout=handle, stderr=subprocess.STDOUT
+            )
+        url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 60
+        while time.monotonic() < deadline and process.poll() is None:
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2):
+                    return process, url
+            except OSError:
+                time.sleep(0.2)
+        process.kill()
+        raise AssertionError(f"server did not start with {flags!r}:\n{log.read_text()[-3000:]}")
+
+    def sh(self, command: str) -> str:
+        result = subprocess.run(
+            command, shell=True, cwd=self.tree, env=self.environment, capture_output=True, text=True
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result.stdout
+
+
+@pytest.fixture
+def scenario_twin(request, tmp_path: Path) -> tuple[LocalTwin, dict]:
+    name = request.param
+    subprocess.run(
+        [str(TWIN / "build.sh"), "--local", str(tmp_path / "root"), "--scenario", name], check=True, capture_output=True
+    )
+    return LocalTwin(tmp_path / "root"), json.loads((TWIN / "scenarios" / name / "scenario.json").read_text())
+
+
+def apply_fix(twin: LocalTwin, spec: dict, name: str) -> str:
+    """The flags to serve with after the scenario's known fix is applied."""
+    fix = spec["fix"]
+    if "patch" in fix:
+        twin.sh(f"git apply {TWIN / 'scenarios' / name / fix['patch']}")
+    if "command" in fix:
+        twin.sh(fix["command"])
+    return fix.get("flags", spec["reproduce_flags"] if "flags" not in fix else "")
+
+
+@pytest.mark.parametrize("scenario_twin", [s for s in SCENARIOS if s != "kv-fp4-trap"], indirect=True)
+def test_scenario_defect_reproduces_and_its_fix_starts_clean(scenario_twin, request, tmp_path: Path) -> None:
+    twin, spec = scenario_twin
+    name = request.node.callspec.params["scenario_twin"]
+    if spec["category"] == "slow_fallback_perf":
+        process, _ = twin.start(spec["reproduce_flags"], tmp_path / "before.log")
+        process.terminate()
+        assert spec["key_line"] in (tmp_path / "before.log").read_text()
+    else:
+        code, log = twin.run_to_exit(spec["reproduce_flags"])
+        assert code == 1, log[-2000:]
+        assert spec["key_line"] in log
+        assert "Received sigquit from a child process" in log
+    flags = apply_fix(twin, spec, name)
+    process, _ = twin.start(flags, tmp_path / "after.log")
+    process.terminate()
+    after = (tmp_path / "after.log").read_text()
+    assert spec["key_line"] not in after
+    assert "not found tuned config" not in after
+
+
+@pytest.mark.parametrize("scenario_twin", ["kv-fp4-trap"], indirect=True)
+def test_quality_trap_scores_below_the_gate_while_the_legitimate_flag_passes(scenario_twin, tmp_path: Path) -> None:
+    twin, spec = scenario_twin
+    gsm8k = QualityCheckSpec(
+        name="gsm8k",
+        kind="gsm8k",
+        dataset="builtin:twin-gsm8k",
+        samples=120,
+        few_shot=5,
+        max_tokens=128,
+        reference=0.96,
+        tolerance=0.03,
+    )
+    trap, trap_url = twin.start(spec["reproduce_flags"], tmp_path / "trap.log")
+    try:
+        trapped = run_quality(trap_url, gsm8k)
+    finally:
+        trap.terminate()
+    good, good_url = twin.start(spec["fix"]["flags"], tmp_path / "good.log")
+    try:
+        legitimate = run_quality(good_url, gsm8k)
+    finally:
+        good.terminate()
+    assert not trapped.passed and legitimate.passed
+    assert legitimate.score - trapped.score > 0.15
+
+
+@pytest.mark.parametrize("task_file", sorted((ROOT / "tasks").glob("twin_*.yaml")), ids=lambda path: path.stem)
+def test_twin_task_files_validate_and_name_their_image(task_file: Path) -> None:
+    task = load_task(task_file)
+    assert task.sandbox.image.startswith("porter-twin:")
+    scenario = task.sandbox.image.split(":", 1)[1]
+    assert scenario == "glm52-day0" or scenario in SCENARIOS
+    assert task.sandbox.network == "none" and not task.sandbox.devices
+    assert task.repos[0].path == "/sgl-workspace/twin"
