@@ -65,7 +65,7 @@ def run_one(task_path: Path, provider: str, engine: str | None, runs_dir: Path) 
         note = f"error: {type(exc).__name__}: {exc}"
     finally:
         if ctx is not None:
-            ctx.transcript.close()
+            runs.finish_outputs(ctx)
     return _entry(task.name, provider, ctx, time.monotonic() - started, note)
 
 

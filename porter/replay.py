@@ -73,8 +73,7 @@ def replay(path: str | Path, runs_dir: str | None = None, sandbox_kind: str | No
     except ReplayDivergence as divergence:
         report.divergences.append(str(divergence))
     finally:
-        runs.export_patches(ctx)
-        ctx.transcript.close()
+        runs.finish_outputs(ctx)
     recorded, replayed = read_transcript(transcript), read_transcript(ctx.run_dir / "transcript.jsonl")
     report.environment_changes = environment_changes(recorded, replayed)
     compare(report, recorded, replayed)

@@ -98,9 +98,6 @@ class TrackedRepo:
         self.repo.git.clean("-fd")
         return touched
 
-    def export_patches(self, state: RepoState, out_dir: Path) -> list[Path]:
-        return export_series(self.repo, state, out_dir)
-
 
 def export_series(repo: git.Repo, state: RepoState, out_dir: Path) -> list[Path]:
     """`git format-patch` of the run's accepted commits, numbered 0001-..., appliable with `git am` on the base."""

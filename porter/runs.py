@@ -18,6 +18,8 @@ import yaml
 from porter import __version__, agent, console
 from porter.models import ModelError, make_model, redact
 from porter.models.playbook import PlaybookModel
+from porter.pr import write_prs
+from porter.report import write_report
 from porter.repos import TrackedRepo
 from porter.run_context import RunContext
 from porter.sandbox import SandboxError, make_sandbox
@@ -84,11 +86,13 @@ def describe_environment(ctx: RunContext) -> dict:
     }
 
 
-def export_patches(ctx: RunContext) -> dict[str, list[Path]]:
-    return {
-        name: repo.export_patches(ctx.state.repos[name], ctx.run_dir / "patches" / name)
-        for name, repo in ctx.repos.items()
-    }
+def finish_outputs(ctx: RunContext) -> None:
+    """What every run leaves, however it ended: patch series, PR drafts, report; then the transcript is closed."""
+    try:
+        write_prs(ctx.run_dir)
+        write_report(ctx.run_dir)
+    finally:
+        ctx.transcript.close()
 
 
 def agent_model(task: Task, run_dir: Path | None = None):
@@ -130,7 +134,6 @@ def run_task(task: Task, task_path: str, resume_dir: str | None = None) -> int:
         )
         return 130
     finally:
-        export_patches(ctx)
-        ctx.transcript.close()
+        finish_outputs(ctx)
     console.show_summary(ctx)
     return 0 if ctx.state.solved else 1

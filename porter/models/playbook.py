@@ -227,31 +227,41 @@ class Playbook:
         return Action("bash", {"command": command}, why, ("exclude", "find"))
 
     def _memory_rule(self, finding: dict) -> Action | None:
-        return self._step_flag(finding, lower=True)
+        """Out of memory: lower the memory tunable the log names, else the task's static-memory fraction
+        (a tunable named like mem-fraction-static or gpu-memory-utilization)."""
+        named = self._step_flag(finding, lower=True)
+        if named:
+            return named
+        memory_flags = [flag for flag in self.task.serve.tunables if "mem" in flag]
+        return self._step_flag({"flags": memory_flags}, lower=True) if memory_flags else None
 
     def _switch_flag_rule(self, finding: dict) -> Action | None:
         return self._step_flag(finding, lower=False)
 
     def _step_flag(self, finding: dict, lower: bool) -> Action | None:
-        """Move a tunable the log names to its next value (the next lower one for memory)."""
-        text = json.dumps(finding)
+        """Move a tunable the log names (by flag or by value) to another allowed value: the next lower one for
+        memory, else the first allowed value the failure does not mention."""
+        text = json.dumps(finding).lower()
+        # The excerpt counts too, except the arguments dump, which names every flag and proves nothing.
+        excerpt = "\n".join(line for line in self.last.text.lower().splitlines() if "server_args" not in line)
         flags = self.status.get("flags") or {}
         for flag, values in self.task.serve.tunables.items():
-            if flag not in text and flag.replace("-", "_") not in text:
-                continue
             current = flags.get(flag)
-            options = [v for v in values if v != current and v is not None]
+            named = flag in text or flag.replace("-", "_") in text
+            mentioned = [v for v in values if isinstance(v, str) and len(v) >= 4 and v.lower() in text + excerpt]
+            if not named and not mentioned:
+                continue
+            options = [v for v in values if v != current and v is not None and v not in mentioned]
             if lower:
-                options = sorted(
-                    (v for v in options if isinstance(v, int | float) and v < (current or 1)), reverse=True
+                ceiling = (
+                    current
+                    if isinstance(current, int | float)
+                    else max((v for v in values if isinstance(v, int | float)), default=0)
                 )
+                options = sorted((v for v in options if isinstance(v, int | float) and v < ceiling), reverse=True)
             if options:
-                return Action(
-                    "set_flags",
-                    {"flags": {flag: options[0]}},
-                    f"the log names {flag}; try {options[0]}",
-                    ("flag", "done"),
-                )
+                why = f"the failure names {flag} ({', '.join(map(str, mentioned)) or 'the flag'}); try {options[0]}"
+                return Action("set_flags", {"flags": {flag: options[0]}}, why, ("flag", "done"))
         return None
 
     # ------------------------------------------------------------ multi-step rules
@@ -305,23 +315,18 @@ class Playbook:
             self._crash_finding().get("facts") or {}
         )
         for line in _file_lines(self.last.text):
-            for pattern in re.findall(r"[\"']([\w.*]+)[\"']", line):
-                if pattern.startswith(checkpoint_prefix + ".") and _matches(checkpoint_name, pattern):
-                    alias = engine_prefix + pattern[len(checkpoint_prefix) :]
-                    added = line.replace(pattern, alias)
-                    if not added.lstrip().startswith("-") and not added.rstrip().endswith(","):
-                        added = added.rstrip() + ","  # a JSON or flow-list entry placed before another
-                    new = added + "\n" + line
-                    why = (
-                        f"the quantization config keeps {pattern} unquantized, but the engine registers the module "
-                        f"as {engine_name}; exclude it under that name too ({alias})"
-                    )
-                    return Action(
-                        "edit_file",
-                        {"path": self.last.arguments["path"], "old": line, "new": new},
-                        why,
-                        ("exclude", "done"),
-                    )
+            new = exclude_alias_lines(line, checkpoint_prefix, engine_prefix, checkpoint_name)
+            if new:
+                why = (
+                    f"the quantization config keeps {checkpoint_prefix}.* modules unquantized, but the engine "
+                    f"registers this one as {engine_name}; exclude it under that name too"
+                )
+                return Action(
+                    "edit_file",
+                    {"path": self.last.arguments["path"], "old": line, "new": new},
+                    why,
+                    ("exclude", "done"),
+                )
         return self._after_failure()
 
     # ------------------------------------------------------------ measuring and searching
@@ -331,8 +336,13 @@ class Playbook:
         if self.status.get("server") != "healthy":
             return Action("serve", {}, "the server is not running; start it")
         measured = set(self.status.get("accepted_checks") or [])
-        pending = self.status.get("pending")
-        if pending:
+        if self.status.get("pending"):
+            if self.status.get("phase") == "bring-up":  # the accepted configuration never served: starting is the gain
+                return Action(
+                    "accept",
+                    {"summary": self._candidate_summary(), "why": self._candidate_why()},
+                    "the server starts now; porter checks quality and decides",
+                )
             kind = self._candidate_goal()
             return Action("run_check", {"kind": kind}, f"measure the pending change ({kind})")
         checks = self.task.checks
@@ -385,21 +395,33 @@ class Playbook:
         return None
 
     def _candidate_goal(self) -> str:
+        declared = [kind for kind in ("single_stream", "throughput") if getattr(self.task.checks, kind)]
         candidate = self._candidate()
-        goal = candidate.tag[1] if candidate else "single_stream"
-        return goal if goal in ("throughput", "single_stream") else "throughput"
+        goal = candidate.tag[1] if candidate else None
+        return goal if goal in declared else (declared[0] if declared else "quality")
+
+    def _changes_since_decision(self) -> list[Event]:
+        """The changes made since the last accept or revert: what an accept now would keep."""
+        changes: list[Event] = []
+        for event in self.history:
+            if event.name in ("accept", "revert"):
+                changes = []
+            elif event.name in ("set_flags", "edit_file", "apply_patch", "tune") and event.ok:
+                changes.append(event)
+        return changes
 
     def _candidate_summary(self) -> str:
-        candidate = self._candidate()
-        fixes = [e for e in self.history if e.tag and e.tag[1] == "done" and e.name in ("edit_file", "apply_patch")]
-        since = self.history.index(candidate) if candidate else 0
-        recent = [e for e in fixes if self.history.index(e) >= since]
-        if recent:
-            return _summary_of_fix(recent[-1])
-        if candidate and candidate.name == "tune":
-            return f"Add tuned config from {candidate.arguments['name']}"
-        flags = candidate.arguments.get("flags", {}) if candidate else {}
-        return "Serve with " + ", ".join(f"--{k} {v}" for k, v in flags.items())
+        changes = self._changes_since_decision()
+        fixes = [e for e in changes if e.name in ("edit_file", "apply_patch")]
+        if fixes:
+            return _summary_of_fix(fixes[-1])
+        tunes = [e for e in changes if e.name == "tune"]
+        if tunes:
+            return f"Add the tuned config written by {tunes[-1].arguments['name']}"
+        flags: dict = {}
+        for event in changes:
+            flags.update(event.arguments.get("flags") or {})
+        return "Serve with " + (", ".join(f"--{k} {v}" for k, v in flags.items()) or "the pending flags")
 
     def _candidate_why(self) -> str:
         since = self.history.index(self._candidate()) if self._candidate() else 0
@@ -427,6 +449,7 @@ CRASH_RULES = {
     "out_of_memory": Playbook._memory_rule,
     "unsupported_arch_or_kernel": Playbook._switch_flag_rule,
     "dtype_unsupported": Playbook._switch_flag_rule,
+    "compile_error": Playbook._switch_flag_rule,
 }
 
 
@@ -486,6 +509,18 @@ def renamed_module(facts: dict) -> tuple[str, str, str, str] | None:
             common += 1
         if common >= 2:
             return engine, other, ".".join(engine_parts[:-common]), ".".join(other_parts[:-common])
+    return None
+
+
+def exclude_alias_lines(line: str, checkpoint_prefix: str, engine_prefix: str, checkpoint_name: str) -> str | None:
+    """`line` of an exclude list preceded by the same entry under the engine's prefix (a JSON entry gets its
+    comma); None when the line holds no pattern that covers `checkpoint_name`."""
+    for pattern in re.findall(r"[\"']([\w.*]+)[\"']", line):
+        if pattern.startswith(checkpoint_prefix + ".") and _matches(checkpoint_name, pattern):
+            added = line.replace(pattern, engine_prefix + pattern[len(checkpoint_prefix) :])
+            if not added.lstrip().startswith("-") and not added.rstrip().endswith(","):
+                added = added.rstrip() + ","
+            return added + "\n" + line
     return None
 
 

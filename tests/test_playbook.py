@@ -1,0 +1,141 @@
+"""The playbook agent on the twin (real Docker): the default scenario end to end, each scenario its rules
+cover brought up, and a clean stop on the ones they do not. Also its rules as pure functions."""
+
+from __future__ import annotations
+
+import git
+import pytest
+import yaml
+from twin_tasks import ROOT, build_twin, fast_task_data, run_with, tool_results, write_task
+
+from porter.models.playbook import exclude_alias_lines, renamed_module, speculative_configs, topologies
+from porter.task import load_task
+
+
+@pytest.fixture(scope="module")
+def playbook_run(docker_client, tmp_path_factory):
+    build_twin()
+    tmp_path = tmp_path_factory.mktemp("playbook")
+    return run_with(write_task(tmp_path, fast_task_data()))
+
+
+@pytest.mark.docker
+def test_the_playbook_solves_the_default_twin_scenario(playbook_run):
+    state = playbook_run.state
+    assert state.solved, (state.finished, state.attempts)
+    repo = git.Repo(playbook_run.repos["twin"].path)
+    base = state.repos["twin"].base_commit
+    changed = sorted(path for commit in repo.iter_commits(f"{base}..HEAD") for path in commit.stats.files)
+    assert changed == [
+        "twin/configs/quant/glm5_mxfp4_quark.json",
+        "twin/configs/tuned_fmoe.csv",
+        "twin/csrc/fused_multistep_metadata.cpp",
+    ]
+    quant = (playbook_run.repos["twin"].path / "twin/configs/quant/glm5_mxfp4_quark.json").read_text()
+    assert '"model.decoder.mlp.shared_experts.*"' in quant
+    kernel = (playbook_run.repos["twin"].path / "twin/csrc/fused_multistep_metadata.cpp").read_text()
+    assert "#ifdef USE_ROCM\n#include <hip/hip_runtime.h>\n#else\n#include <cuda_runtime.h>\n#endif" in kernel
+    assert state.accepted_flags["kv-cache-dtype"] == "fp8_e4m3" and state.accepted_flags["dp"] == 2
+    assert len(list((playbook_run.run_dir / "patches" / "twin").glob("*.patch"))) == 3
+    assert (playbook_run.run_dir / "report.md").is_file() and (playbook_run.run_dir / "prs" / "twin.md").is_file()
+    assert state.tokens["input"] == 0 and state.cost_usd == 0  # no model was called
+
+
+def bring_up_task(tmp_path, scenario_task: str, **changes):
+    """A scenario task cut to its bring-up: quality only (50 / 30 questions), so the run ends once the
+    scenario's failure is fixed and quality holds."""
+    data = fast_task_data(ROOT / "tasks" / scenario_task)
+    data["checks"] = {"quality": data["checks"]["quality"]}
+    data["checks"]["quality"][0]["samples"] = 50
+    data["checks"]["quality"][1]["samples"] = 30
+    return write_task(tmp_path, data, **changes)
+
+
+COVERED = {
+    # scenario: (task file, flag the playbook must end on, its value: the first allowed one that starts)
+    "oom-mem-fraction": ("twin_oom_mem_fraction.yaml", "mem-fraction-static", 0.9),
+    "attn-backend-triton-gfx950": ("twin_attn_backend_triton_gfx950.yaml", "attention-backend", "aiter"),
+}
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("scenario", sorted(COVERED))
+def test_the_playbook_brings_up_each_scenario_its_rules_cover(docker_client, tmp_path, scenario):
+    task_file, flag, value = COVERED[scenario]
+    build_twin(scenario)
+    ctx = run_with(bring_up_task(tmp_path, task_file))
+    assert ctx.state.solved, (ctx.state.finished, [r["content"][:300] for r in tool_results(ctx.run_dir)])
+    assert ctx.state.accepted_flags[flag] == value
+
+
+@pytest.mark.docker
+def test_the_playbook_tunes_an_untuned_shape(docker_client, tmp_path):
+    build_twin("moe-fused-shared-untuned")
+    data = fast_task_data(ROOT / "tasks" / "twin_moe_fused_shared_untuned.yaml")
+    data["checks"]["quality"][0]["samples"] = 50
+    data["checks"]["quality"][1]["samples"] = 30
+    del data["checks"]["single_stream"]
+    data["serve"]["tunables"] = {}  # the tuner is the only lever left: baseline, tune, measure, keep
+    ctx = run_with(write_task(tmp_path, data))
+    tunes = [r for r in tool_results(ctx.run_dir) if r["name"] == "tune"]
+    assert len(tunes) == 1 and "moe-fp4-fused-shared" in tunes[0]["content"]
+    kept = [a for a in ctx.state.attempts if a["outcome"] == "kept"]
+    assert len(kept) == 1 and "throughput" in kept[0]["evidence"], ctx.state.attempts
+    repo = git.Repo(ctx.repos["twin"].path)
+    assert list(repo.head.commit.stats.files) == ["twin/configs/tuned_fmoe.csv"]
+    assert "no candidate is left" in ctx.state.finished
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("scenario", ["ckpt-name-keyerror", "fp8-fnuz-gfx950"])
+def test_the_playbook_stops_cleanly_where_no_rule_applies(docker_client, tmp_path, scenario):
+    build_twin(scenario)
+    ctx = run_with(bring_up_task(tmp_path, f"twin_{scenario.replace('-', '_')}.yaml"))
+    assert not ctx.state.solved
+    assert ctx.state.finished and ("no playbook rule" in ctx.state.finished or "did not remove" in ctx.state.finished)
+    assert not ctx.repos["twin"].is_dirty()
+    assert ctx.state.repos["twin"].accepted == []
+
+
+# ---------------------------------------------------------------- rules as functions
+
+
+def test_renamed_module_finds_both_prefixes():
+    facts = {
+        "parameter": "model.decoder.mlp.shared_experts.gate_proj.weight",
+        "module_prefixes": [
+            "model.decoder.mlp.shared_experts.gate_proj.weight",
+            "model.layers.78.mlp.shared_experts.gate_proj.weight",
+        ],
+    }
+    assert renamed_module(facts) == (
+        "model.decoder.mlp.shared_experts.gate_proj.weight",
+        "model.layers.78.mlp.shared_experts.gate_proj.weight",
+        "model.decoder",
+        "model.layers.78",
+    )
+    assert renamed_module({"parameter": "a.b", "module_prefixes": ["x.y"]}) is None
+
+
+def test_exclude_edit_keeps_the_json_valid():
+    line = '    "model.layers.78.mlp.shared_experts.*"'
+    added = exclude_alias_lines(
+        line, "model.layers.78", "model.decoder", "model.layers.78.mlp.shared_experts.gate_proj.weight"
+    )
+    document = '{"exclude": [\n    "*.mlp.gate",\n' + added + "\n]}"
+    assert yaml.safe_load(document)["exclude"] == [
+        "*.mlp.gate",
+        "model.decoder.mlp.shared_experts.*",
+        "model.layers.78.mlp.shared_experts.*",
+    ]
+
+
+def test_flag_searches_follow_the_tunables():
+    task = load_task(ROOT / "tasks" / "glm52_mi355x.yaml", environ={})
+    assert speculative_configs(task.serve.tunables)[-1] == {
+        "speculative-algorithm": "EAGLE",
+        "speculative-num-steps": 5,
+        "speculative-eagle-topk": 1,
+        "speculative-num-draft-tokens": 6,
+    }
+    assert topologies(task.serve.tunables, 8) == [{"tp": 8, "dp": None}, {"tp": 4, "dp": 2}, {"tp": 2, "dp": 4}]

@@ -1,0 +1,93 @@
+"""Task files and runs on the twin for the loop, playbook and output tests.
+
+`fast_twin_task` is tasks/twin_glm52.yaml with the twin's clock running twice as fast (TWIN_TIME_SCALE=0.5
+in the sandbox's env) and every rate, latency limit and speed target scaled to match, so each check sees
+the same number of requests in half the wall time; the defects, the fixes and the directions are the
+flagship's. Quality sets are cut to 100 / 50 questions.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from porter import agent, runs
+from porter.models import ScriptedModel, redact
+from porter.task import load_task
+from porter.transcript import read_transcript
+
+ROOT = Path(__file__).resolve().parents[1]
+TIME_SCALE = 0.5
+
+
+def build_twin(scenario: str = "glm52-day0") -> str:
+    subprocess.run(
+        [str(ROOT / "sandboxes" / "twin" / "build.sh"), "--scenario", scenario], check=True, capture_output=True
+    )
+    return f"porter-twin:{scenario}"
+
+
+def fast_task_data(source: Path = ROOT / "tasks" / "twin_glm52.yaml") -> dict:
+    data = yaml.safe_load(source.read_text())
+    data["sandbox"].setdefault("env", {})["TWIN_TIME_SCALE"] = str(TIME_SCALE)
+    checks = data["checks"]
+    checks["quality"][0]["samples"] = 100
+    checks["quality"][1]["samples"] = 50
+    throughput = checks["throughput"]
+    throughput["workload"].update(duration_s=throughput["workload"]["duration_s"] * TIME_SCALE, warmup_s=1)
+    throughput["rps"] = [rate / TIME_SCALE for rate in throughput["rps"] if rate >= 2]
+    throughput["slo"]["ttft_s"] *= TIME_SCALE
+    throughput["target_total_tok_s_per_node"] /= TIME_SCALE
+    checks["single_stream"]["target_output_tok_s"] /= TIME_SCALE
+    checks["single_stream"]["num_requests"] = 2
+    return data
+
+
+def write_task(tmp_path: Path, data: dict, **changes) -> Path:
+    """Write `data` (with dotted-path `changes`) as tmp_path/task.yaml, runs under tmp_path/runs."""
+    data = json.loads(json.dumps(data))
+    data["outputs"] = {"runs_dir": str(tmp_path / "runs")}
+    for dotted, value in changes.items():
+        *parents, last = dotted.split(".")
+        node = data
+        for part in parents:
+            node = node[part]
+        node[last] = value
+    path = tmp_path / "task.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def fast_twin_task(tmp_path: Path, **changes) -> Path:
+    return write_task(tmp_path, fast_task_data(), **changes)
+
+
+def run_with(task_path: Path, model=None):
+    """Run the loop on a task (the task's own agent unless `model` is given); the container is removed after."""
+    task = load_task(task_path)
+    ctx = runs.open_run(task, str(task_path))
+    try:
+        agent.run_loop(ctx, model or runs.agent_model(task, ctx.run_dir), redact)
+    finally:
+        runs.finish_outputs(ctx)
+        ctx.sandbox.stop(remove=True)
+    return ctx
+
+
+def run_scripted(task_path: Path, script: list[dict]):
+    return run_with(task_path, ScriptedModel(script))
+
+
+def call(tool: str, **arguments) -> dict:
+    return {"tool_calls": [{"name": tool, "arguments": arguments}]}
+
+
+def tool_results(run_dir: Path) -> list[dict]:
+    return [r for r in read_transcript(run_dir / "transcript.jsonl") if r["kind"] == "tool_result"]
+
+
+def facts(record: dict) -> dict:
+    return json.loads(record["content"].rstrip().rsplit("\n", 1)[-1])
