@@ -106,7 +106,7 @@ def write_plots(run_dir: Path, task: Task, state: RunState, metrics: list[dict])
     sweeps = [m for m in kept_measurements(state, metrics) if m["check"] == "throughput"]
     if sweeps and task.checks.throughput:
         written.append(_sweep_plot(plots_dir, task, sweeps))
-    if metrics:
+    if any(m["check"] in ("throughput", "single_stream") for m in metrics):
         written.append(_objective_plot(plots_dir, metrics))
     return written
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import subprocess
 from typing import Any
 
@@ -239,12 +240,30 @@ def set_flags(ctx: RunContext, flags: dict) -> Result:
 def serve_tool(ctx: RunContext) -> Result:
     launch = ctx.relaunch()
     record = accepting.record_serve(ctx, launch)
+    if not launch.healthy:
+        record = {**record, "flag_mentions": flag_mentions(launch.log_path, list(ctx.task.serve.tunables))}
     if launch.healthy:
         warnings = [f"{f.category}: {f.key_line}" for f in (launch.triage.findings if launch.triage else [])]
         summary = f"healthy in {launch.seconds:.1f} s. Warnings in the log: {warnings or 'none'}"
     else:
         summary = f"the server did not start ({record['crash_class']}).\n{launch.triage.excerpt}"
     return summary, record
+
+
+def flag_mentions(log_path, flags: list[str], per_flag: int = 3) -> dict[str, list[str]]:
+    """Log lines that name a tunable ("Attention backend: triton"), a few per flag; the arguments dump, which
+    names every flag, is left out. Read as a stream: real logs are large."""
+    patterns = {flag: re.compile(rf"\b{flag.replace('-', '[-_ ]')}\b", re.IGNORECASE) for flag in flags}
+    found: dict[str, list[str]] = {}
+    with open(log_path, encoding="utf-8", errors="replace") as log:
+        for line in log:
+            if "server_args" in line.lower():
+                continue
+            for flag, pattern in patterns.items():
+                lines = found.setdefault(flag, [])
+                if len(lines) < per_flag and pattern.search(line):
+                    lines.append(line.strip()[:300])
+    return {flag: lines for flag, lines in found.items() if lines}
 
 
 def run_check(ctx: RunContext, kind: str) -> Result:

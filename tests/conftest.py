@@ -1,4 +1,5 @@
-"""Fixtures shared by the test modules: a Docker client that fails in CI and skips elsewhere without an engine."""
+"""Fixtures shared by the test modules: a Docker client that fails in CI and skips elsewhere without an engine,
+and one playbook run of the default twin task that the playbook and output tests both read."""
 
 from __future__ import annotations
 
@@ -24,3 +25,12 @@ def docker_client() -> docker.DockerClient:
             pytest.fail(f"CI is set but no Docker engine answers: {exc}")
         pytest.skip(f"no Docker engine answers ({exc}); with CI=true this is a failure")
     return client
+
+
+@pytest.fixture(scope="session")
+def playbook_run(docker_client, tmp_path_factory):
+    """The offline playbook on the (time-scaled) default twin task, run once per session."""
+    from twin_tasks import build_twin, fast_task_data, run_with, write_task
+
+    build_twin()
+    return run_with(write_task(tmp_path_factory.mktemp("playbook"), fast_task_data()))

@@ -12,13 +12,6 @@ from porter.models.playbook import exclude_alias_lines, renamed_module, speculat
 from porter.task import load_task
 
 
-@pytest.fixture(scope="module")
-def playbook_run(docker_client, tmp_path_factory):
-    build_twin()
-    tmp_path = tmp_path_factory.mktemp("playbook")
-    return run_with(write_task(tmp_path, fast_task_data()))
-
-
 @pytest.mark.docker
 def test_the_playbook_solves_the_default_twin_scenario(playbook_run):
     state = playbook_run.state
@@ -87,7 +80,7 @@ def test_the_playbook_tunes_an_untuned_shape(docker_client, tmp_path):
 
 
 @pytest.mark.docker
-@pytest.mark.parametrize("scenario", ["ckpt-name-keyerror", "fp8-fnuz-gfx950"])
+@pytest.mark.parametrize("scenario", ["ckpt-name-keyerror", "fp8-fnuz-gfx950", "nv-bf16-macro"])
 def test_the_playbook_stops_cleanly_where_no_rule_applies(docker_client, tmp_path, scenario):
     build_twin(scenario)
     ctx = run_with(bring_up_task(tmp_path, f"twin_{scenario.replace('-', '_')}.yaml"))

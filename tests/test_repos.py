@@ -7,7 +7,7 @@ import subprocess
 import git
 import pytest
 
-from porter.repos import TrackedRepo, commit_message
+from porter.repos import TrackedRepo, commit_message, export_series
 
 
 @pytest.fixture
@@ -78,7 +78,7 @@ def test_patch_series_applies_with_git_am_on_a_fresh_copy(upstream, tmp_path):
     for index, text in enumerate(["a", "b"]):
         (upstream / f"fix{index}.txt").write_text(text + "\n")
         tracked.accept(state, f"Fix {index}\n\nbody")
-    patches = tracked.export_patches(state, tmp_path / "patches")
+    patches = export_series(tracked.repo, state, tmp_path / "patches")
     assert [p.name[:4] for p in patches] == ["0001", "0002"]
     subprocess.run(["git", "checkout", "-q", base], cwd=fresh, check=True)
     env = {

@@ -239,19 +239,18 @@ class Playbook:
         return self._step_flag(finding, lower=False)
 
     def _step_flag(self, finding: dict, lower: bool) -> Action | None:
-        """Move a tunable the log names (by flag or by value) to another allowed value: the next lower one for
-        memory, else the first allowed value the failure does not mention."""
-        text = json.dumps(finding).lower()
-        # The excerpt counts too, except the arguments dump, which names every flag and proves nothing.
-        excerpt = "\n".join(line for line in self.last.text.lower().splitlines() if "server_args" not in line)
+        """Move a tunable the failure names, or one the engine reports having chosen itself ("Attention backend:
+        triton" with the flag unset), to another allowed value: the next lower one for memory, else the first
+        allowed value that is neither set nor in use."""
+        finding_text = json.dumps(finding).lower()
         flags = self.status.get("flags") or {}
         for flag, values in self.task.serve.tunables.items():
             current = flags.get(flag)
-            named = flag in text or flag.replace("-", "_") in text
-            mentioned = [v for v in values if isinstance(v, str) and len(v) >= 4 and v.lower() in text + excerpt]
-            if not named and not mentioned:
+            mentions = (self.last.facts.get("flag_mentions") or {}).get(flag, [])
+            in_use = [v for v in values_in_use(values, mentions) if v != current]  # the engine chose it, not us
+            if flag not in finding_text and flag.replace("-", "_") not in finding_text and not in_use:
                 continue
-            options = [v for v in values if v != current and v is not None and v not in mentioned]
+            options = [v for v in values if v != current and v is not None and v not in in_use]
             if lower:
                 ceiling = (
                     current
@@ -260,8 +259,8 @@ class Playbook:
                 )
                 options = sorted((v for v in options if isinstance(v, int | float) and v < ceiling), reverse=True)
             if options:
-                why = f"the failure names {flag} ({', '.join(map(str, mentioned)) or 'the flag'}); try {options[0]}"
-                return Action("set_flags", {"flags": {flag: options[0]}}, why, ("flag", "done"))
+                why = f"the failure names {flag}" + (f" (in use: {in_use[0]})" if in_use else "")
+                return Action("set_flags", {"flags": {flag: options[0]}}, f"{why}; try {options[0]}", ("flag", "done"))
         return None
 
     # ------------------------------------------------------------ multi-step rules
@@ -522,6 +521,12 @@ def exclude_alias_lines(line: str, checkpoint_prefix: str, engine_prefix: str, c
                 added = added.rstrip() + ","
             return added + "\n" + line
     return None
+
+
+def values_in_use(values: list[FlagValue], lines: list[str]) -> list[FlagValue]:
+    """Allowed values that the log lines naming a flag report ("Attention backend: triton")."""
+    text = "\n".join(lines).lower()
+    return [v for v in values if isinstance(v, str) and re.search(rf"\b{re.escape(v.lower())}\b", text)]
 
 
 def _matches(name: str, pattern: str) -> bool:

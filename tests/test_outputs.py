@@ -1,0 +1,106 @@
+"""What a run leaves, on a real playbook run of the twin: report with plots, PR drafts and a pushed branch,
+replay (reproducing, and diverging when the engine changed), the eval leaderboard and the replay corpus."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import git
+import pytest
+import yaml
+from twin_tasks import ROOT, build_twin, call, fast_twin_task, run_scripted
+
+from porter.evaluate import evaluate
+from porter.replay import replay
+from porter.report import write_report
+
+pytestmark = pytest.mark.docker
+CORPUS = ROOT / "transcripts"
+
+
+def test_report_has_targets_timeline_command_and_plots(playbook_run):
+    path = write_report(playbook_run.run_dir)
+    text = path.read_text()
+    for heading in ("## Targets", "## Timeline", "## Final serve command", "## Plots"):
+        assert heading in text
+    assert "twin figures, not hardware results" in text
+    assert "--tp 4 --dp 2" in text and "--kv-cache-dtype fp8_e4m3" in text
+    assert text.count("| kept |") == len([a for a in playbook_run.state.attempts if a["outcome"] == "kept"])
+    for plot in ("throughput_ttft_vs_rps.png", "objective.png"):
+        data = (playbook_run.run_dir / "plots" / plot).read_bytes()
+        assert data.startswith(b"\x89PNG") and len(data) > 10_000
+
+
+def test_pr_describes_each_fix_and_pushes_the_branch(playbook_run, tmp_path):
+    bare = tmp_path / "upstream.git"
+    git.Repo.init(bare, bare=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "porter.cli", "pr", str(playbook_run.run_dir), "--push", str(bare)],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    text = (playbook_run.run_dir / "prs" / "twin.md").read_text()
+    for heading in ("## Problem", "## Root cause and fix", "## Evidence", "## How to reproduce"):
+        assert heading in text
+    assert "shape_mismatch" in text and "missing_rocm_guard" in text and "git am" in text
+    assert "95% CI" in text
+    branch = playbook_run.state.repos["twin"].branch
+    pushed = git.Repo(bare).commit(branch)
+    assert pushed.hexsha == playbook_run.state.repos["twin"].accepted[-1]
+
+
+def test_replay_reports_divergence_when_the_engine_changed(docker_client, tmp_path):
+    build_twin()
+    build_twin("oom-mem-fraction")
+    ctx = run_scripted(fast_twin_task(tmp_path / "recorded"), [call("serve"), call("finish", reason="up")])
+    task = yaml.safe_load((ctx.run_dir / "task.yaml").read_text())
+    task["sandbox"]["image"] = "porter-twin:oom-mem-fraction"  # same recording, an engine that now runs out of memory
+    task["serve"]["flags"]["mem-fraction-static"] = 0.95
+    (ctx.run_dir / "task.yaml").write_text(yaml.safe_dump(task, sort_keys=False))
+    report = replay(ctx.run_dir, runs_dir=str(tmp_path / "replays"))
+    assert not report.reproduced
+    assert any("healthy was True, now False" in d or "diverged at step 2" in d for d in report.divergences)
+    assert any(change.startswith("sandbox:") for change in report.environment_changes)
+    missing = subprocess.run(
+        [sys.executable, "-m", "porter.cli", "replay", str(tmp_path)], capture_output=True, text=True
+    )
+    assert missing.returncode == 2 and "no transcript.jsonl here" in missing.stderr
+
+
+def test_eval_writes_a_leaderboard(docker_client, tmp_path, monkeypatch):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for scenario in ("oom-mem-fraction", "ckpt-name-keyerror"):
+        build_twin(scenario)
+        data = yaml.safe_load((ROOT / "tasks" / f"twin_{scenario.replace('-', '_')}.yaml").read_text())
+        data["checks"] = {"quality": data["checks"]["quality"]}
+        for check, samples in zip(data["checks"]["quality"], (50, 30), strict=True):
+            check["samples"] = samples
+        (corpus / f"{scenario}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    monkeypatch.chdir(tmp_path)
+    out_dir = evaluate(corpus, ["playbook"], workers=2)
+    board = json.loads((out_dir / "leaderboard.json").read_text())
+    solved = {entry["name"]: entry["solved"] for entry in board["entries"]}
+    assert solved == {"twin-oom-mem-fraction": True, "twin-ckpt-name-keyerror": False}
+    assert board["totals"]["playbook"]["runs"] == 2 and board["totals"]["playbook"]["cost_usd"] == 0
+    assert "| playbook | 1/2 |" in (out_dir / "leaderboard.md").read_text()
+
+
+@pytest.mark.parametrize("recording", sorted(p.name for p in CORPUS.iterdir() if (p / "transcript.jsonl").is_file()))
+def test_the_corpus_replays_without_divergence(docker_client, tmp_path, recording):
+    image = yaml.safe_load((CORPUS / recording / "task.yaml").read_text())["sandbox"]["image"]
+    build_twin(image.split(":", 1)[1])
+    report = replay(CORPUS / recording, runs_dir=str(tmp_path / "replays"))
+    assert report.reproduced, report.render()
+    assert report.compared > 0
+
+
+def test_the_corpus_covers_every_twin_scenario():
+    recorded = {p.name for p in CORPUS.iterdir() if (p / "transcript.jsonl").is_file()}
+    scenarios = {p.name for p in (ROOT / "sandboxes" / "twin" / "scenarios").iterdir()} | {"glm52-day0"}
+    assert recorded == scenarios
+    assert Path(CORPUS / "README.md").is_file()

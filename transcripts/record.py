@@ -1,0 +1,71 @@
+"""Record the replay corpus: the playbook's run on the bring-up of every twin scenario.
+
+For each scenario: build its image, cut its task to the bring-up (quality checks only, 50 / 30 questions, so
+a run ends once the scenario's failure is handled and quality holds), run the playbook, and keep the run's
+resolved task.yaml and transcript.jsonl in transcripts/<scenario>/. Run from the repository root:
+
+    python3 transcripts/record.py [SCENARIO ...]
+
+Records are deterministic in what they decide (crash classes, kept or reverted, targets met); timings differ
+between machines and replay ignores them.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from porter import agent, runs
+from porter.models import redact
+from porter.task import load_task
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS = {
+    path.stem.removeprefix("twin_").replace("_", "-"): path for path in sorted((ROOT / "tasks").glob("twin_*.yaml"))
+}
+SCENARIOS["glm52-day0"] = SCENARIOS.pop("glm52")
+
+
+def bring_up(task_file: Path, runs_dir: Path) -> Path:
+    data = yaml.safe_load(task_file.read_text())
+    data["checks"] = {"quality": data["checks"]["quality"]}
+    data["checks"]["quality"][0]["samples"] = 50
+    data["checks"]["quality"][1]["samples"] = 30
+    data["outputs"] = {"runs_dir": str(runs_dir)}
+    path = runs_dir.parent / f"{task_file.stem}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def record(scenario: str, scratch: Path) -> Path:
+    subprocess.run([str(ROOT / "sandboxes" / "twin" / "build.sh"), "--scenario", scenario], check=True)
+    task_path = bring_up(SCENARIOS[scenario], scratch / scenario / "runs")
+    task = load_task(task_path)
+    ctx = runs.open_run(task, str(task_path))
+    try:
+        agent.run_loop(ctx, runs.agent_model(task, ctx.run_dir), redact)
+    finally:
+        runs.finish_outputs(ctx)
+        ctx.sandbox.stop(remove=True)
+    target = ROOT / "transcripts" / scenario
+    target.mkdir(exist_ok=True)
+    for name in ("task.yaml", "transcript.jsonl"):
+        shutil.copy(ctx.run_dir / name, target / name)
+    print(f"{scenario}: {ctx.state.finished} (solved: {ctx.state.solved}, steps {ctx.state.step})")
+    return target
+
+
+if __name__ == "__main__":
+    chosen = sys.argv[1:] or sorted(SCENARIOS)
+    unknown = sorted(set(chosen) - set(SCENARIOS))
+    if unknown:
+        sys.exit(f"unknown scenarios {unknown}; known: {sorted(SCENARIOS)}")
+    with tempfile.TemporaryDirectory() as scratch:
+        for name in chosen:
+            record(name, Path(scratch))
