@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from porter.models import Message, Model, Usage, observation_digest, observation_excerpt
+from porter.models import Message, Model, Usage, messages_since_last_reply, observation_digest, observation_excerpt
 from porter.run_context import RunContext
 from porter.state import all_targets_met, target_report
 from porter.tools import TOOL_SPECS, Finished, dispatch
@@ -115,7 +115,7 @@ def run_loop(
 def step(ctx: RunContext, model: Model, messages: list[Message]) -> None:
     state = ctx.state
     state.step += 1
-    new = messages[last_assistant_index(messages) + 1 :]
+    new = messages_since_last_reply(messages)
     ctx.transcript.record(
         "model_request",
         step=state.step,
@@ -164,20 +164,11 @@ def account(ctx: RunContext, usage: Usage) -> None:
         ctx.state.cost_usd += usage.cost_usd
 
 
-def last_assistant_index(messages: list[Message]) -> int:
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index].role == "assistant":
-            return index
-    return -1
-
-
 def close_dangling_calls(messages: list[Message]) -> list[Message]:
     """After an interruption every tool call still needs a result, or providers reject the conversation."""
     answered = {m.tool_call_id for m in messages if m.role == "tool"}
-    index = last_assistant_index(messages)
-    if index < 0:
-        return messages
-    for call in messages[index].tool_calls:
+    assistants = [m for m in messages if m.role == "assistant"]
+    for call in assistants[-1].tool_calls if assistants else []:
         if call.id not in answered:
             messages.append(
                 Message(

@@ -130,11 +130,7 @@ def _sweep_plot(plots_dir: Path, task: Task, sweeps: list[dict]) -> Path:
     for axis in (left, right):
         axis.grid(alpha=0.3)
         axis.legend(fontsize=7)
-    figure.tight_layout()
-    path = plots_dir / "throughput_ttft_vs_rps.png"
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return _save(figure, plots_dir / "throughput_ttft_vs_rps.png")
 
 
 def _objective_plot(plots_dir: Path, metrics: list[dict]) -> Path:
@@ -147,8 +143,11 @@ def _objective_plot(plots_dir: Path, metrics: list[dict]) -> Path:
     axis.set(xlabel="step", ylabel="tok/s", title="objective over the run")
     axis.grid(alpha=0.3)
     axis.legend(fontsize=8)
+    return _save(figure, plots_dir / "objective.png")
+
+
+def _save(figure, path: Path) -> Path:
     figure.tight_layout()
-    path = plots_dir / "objective.png"
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path

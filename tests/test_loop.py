@@ -22,12 +22,9 @@ import git
 import pytest
 import yaml
 from fake_provider import Action, FakeProvider
-from twin_tasks import ROOT, build_twin, call, facts, fast_twin_task, run_scripted, tool_results
+from twin_tasks import ROOT, build_twin, call, facts, fast_twin_task, run_scripted, run_with, tool_results
 
-from porter import agent, runs
-from porter.models import redact
 from porter.replay import replay
-from porter.task import load_task
 from porter.transcript import read_state, read_transcript
 
 FIXES = ROOT / "sandboxes" / "twin" / "fixes"
@@ -168,13 +165,7 @@ def test_provider_errors_mid_run_are_retried_and_the_key_never_leaks(twin_image,
                 "agent.api_key_env": "PORTER_TEST_KEY",
             },
         )
-        task = load_task(task_path)
-        ctx = runs.open_run(task, str(task_path))
-        try:
-            agent.run_loop(ctx, runs.agent_model(task, ctx.run_dir), redact)
-        finally:
-            runs.finish_outputs(ctx)
-            ctx.sandbox.stop(remove=True)
+        ctx = run_with(task_path)
         assert len(fake.requests) == 4  # the 429 and the 500 were retried, then the run went on
     assert ctx.state.finished == "healthy is enough here"
     assert facts(tool_results(ctx.run_dir)[0])["healthy"] is True

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from twin_tasks import ROOT, build_twin, fast_task_data, run_with, tool_results, write_task
 
-from porter.models.playbook import exclude_alias_lines, renamed_module, speculative_configs, topologies
+from porter.models.remedies import exclude_alias_lines, renamed_module, speculative_configs, topologies
 from porter.task import load_task
 
 

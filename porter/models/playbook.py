@@ -13,11 +13,11 @@ facts (file, header, module names, shapes, flags), never an engine's file names 
   topology then KV dtype and the rest for throughput), measure, and let porter keep or revert.
 When no rule applies it says why and finishes, or hands the run to the LLM named after `+`.
 Multi-step rules carry their stage in the reply text (`[playbook:rule:stage]`), so a resumed run continues.
+The remedies themselves (names, aliases, searches) are pure functions in remedies.py.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import re
 from dataclasses import dataclass, field
@@ -25,19 +25,16 @@ from itertools import count
 from pathlib import PurePosixPath
 
 from porter.models.base import Message, Model, Reply, ToolCall, ToolSpec, Usage
-from porter.task import FlagValue, Task, TuneSpec
+from porter.models.remedies import (
+    HIP_HEADERS,
+    exclude_alias_lines,
+    flag_candidates,
+    renamed_module,
+    tuning_command_for,
+    values_in_use,
+)
+from porter.task import Task
 
-HIP_HEADERS = {
-    "cuda_runtime.h": "hip/hip_runtime.h",
-    "cuda_runtime_api.h": "hip/hip_runtime_api.h",
-    "cuda.h": "hip/hip_runtime.h",
-    "cuda_fp16.h": "hip/hip_fp16.h",
-    "cuda_bf16.h": "hip/hip_bf16.h",
-    "cuda_fp8.h": "hip/hip_fp8.h",
-    "cooperative_groups.h": "hip/hip_cooperative_groups.h",
-    "curand_kernel.h": "hiprand/hiprand_kernel.h",
-    "cub/cub.cuh": "hipcub/hipcub.hpp",
-}
 TAG = re.compile(r"\[playbook:([a-z_]+):([a-z_]+)\]")
 
 
@@ -452,20 +449,6 @@ CRASH_RULES = {
 }
 
 
-def tuning_command_for(task: Task, shape: list[str], exclude: set) -> TuneSpec | None:
-    """The task's tuning command that names most of the shape's dimensions (at least three of them)."""
-    dimensions = [value for value in shape if value.isdigit() and int(value) > 1]
-    best, best_score = None, 2
-    for spec in task.tune:
-        if spec.name in exclude:
-            continue
-        text = f"{spec.command} {spec.description}"
-        score = sum(bool(re.search(rf"(?<![\d.]){value}(?![\d.])", text)) for value in dimensions)
-        if score > best_score:
-            best, best_score = spec, score
-    return best
-
-
 def _summary_of_fix(event: Event) -> str:
     """A commit subject a reviewer can act on, from what the fix changed."""
     name = PurePosixPath(event.arguments.get("path", "")).name
@@ -487,101 +470,3 @@ def _file_lines(read_file_text: str) -> list[str]:
         if match:
             lines.append(match.group(1))
     return lines
-
-
-def renamed_module(facts: dict) -> tuple[str, str, str, str] | None:
-    """(engine name, checkpoint name, engine prefix, checkpoint prefix) when the log shows one module under
-    two prefixes: `model.decoder.mlp.shared_experts.gate_proj.weight` vs
-    `model.layers.78.mlp.shared_experts.gate_proj.weight` -> prefixes `model.decoder` / `model.layers.78`."""
-    engine = facts.get("parameter")
-    if not engine:
-        return None
-    for other in facts.get("module_prefixes") or []:
-        if other == engine:
-            continue
-        engine_parts, other_parts = engine.split("."), other.split(".")
-        common = 0
-        while (
-            common < min(len(engine_parts), len(other_parts)) - 1
-            and engine_parts[-1 - common] == other_parts[-1 - common]
-        ):
-            common += 1
-        if common >= 2:
-            return engine, other, ".".join(engine_parts[:-common]), ".".join(other_parts[:-common])
-    return None
-
-
-def exclude_alias_lines(line: str, checkpoint_prefix: str, engine_prefix: str, checkpoint_name: str) -> str | None:
-    """`line` of an exclude list preceded by the same entry under the engine's prefix (a JSON entry gets its
-    comma); None when the line holds no pattern that covers `checkpoint_name`."""
-    for pattern in re.findall(r"[\"']([\w.*]+)[\"']", line):
-        if pattern.startswith(checkpoint_prefix + ".") and _matches(checkpoint_name, pattern):
-            added = line.replace(pattern, engine_prefix + pattern[len(checkpoint_prefix) :])
-            if not added.lstrip().startswith("-") and not added.rstrip().endswith(","):
-                added = added.rstrip() + ","
-            return added + "\n" + line
-    return None
-
-
-def values_in_use(values: list[FlagValue], lines: list[str]) -> list[FlagValue]:
-    """Allowed values that the log lines naming a flag report ("Attention backend: triton")."""
-    text = "\n".join(lines).lower()
-    return [v for v in values if isinstance(v, str) and re.search(rf"\b{re.escape(v.lower())}\b", text)]
-
-
-def _matches(name: str, pattern: str) -> bool:
-    return fnmatch.fnmatchcase(name, pattern) or name.startswith(pattern.rstrip("*").rstrip("."))
-
-
-def flag_candidates(task: Task, unmet: set[str]) -> list[tuple[str, dict[str, FlagValue]]]:
-    """Flag changes worth measuring, in order: speculative decoding for single-stream speed; topology,
-    then KV dtype and the remaining tunables for throughput."""
-    tunables = task.serve.tunables
-    candidates: list[tuple[str, dict[str, FlagValue]]] = []
-    if "single" in unmet:
-        candidates += [("single_stream", config) for config in speculative_configs(tunables)]
-    if "throughput" in unmet:
-        candidates += [("throughput", split) for split in topologies(tunables, task.hardware.count)]
-    goal = "throughput" if "throughput" in unmet else "single_stream"
-    handled = {"tp", "dp", "tp-size", "dp-size"} | {k for k in tunables if k.startswith("speculative-")}
-    for flag, values in tunables.items():
-        if flag in handled:
-            continue
-        baseline = task.serve.flags.get(flag)
-        candidates += [(goal, {flag: value}) for value in values if value != baseline and value is not None]
-    return candidates
-
-
-def speculative_configs(tunables: dict[str, list[FlagValue]]) -> list[dict[str, FlagValue]]:
-    """One config per allowed draft depth, shallow first: algorithm, depth, the smallest top-k, and the
-    smallest draft-token count above the depth."""
-    algorithms = [v for v in tunables.get("speculative-algorithm", []) if v]
-    steps = sorted(v for v in tunables.get("speculative-num-steps", []) if v)
-    if not algorithms or not steps:
-        return []
-    topk = min((v for v in tunables.get("speculative-eagle-topk", []) if v), default=None)
-    drafts = sorted(v for v in tunables.get("speculative-num-draft-tokens", []) if v)
-    configs = []
-    for depth in steps:
-        draft = next((d for d in drafts if d >= depth + 1), drafts[-1] if drafts else None)
-        config: dict[str, FlagValue] = {"speculative-algorithm": algorithms[0], "speculative-num-steps": depth}
-        if topk is not None:
-            config["speculative-eagle-topk"] = topk
-        if draft is not None:
-            config["speculative-num-draft-tokens"] = draft
-        configs.append(config)
-    return configs
-
-
-def topologies(tunables: dict[str, list[FlagValue]], gpus: int) -> list[dict[str, FlagValue]]:
-    """TP x DP splits that use every GPU, widest TP first (the baseline), then more data parallelism."""
-    tp_name = "tp" if "tp" in tunables else "tp-size"
-    dp_name = "dp" if "dp" in tunables else "dp-size"
-    if tp_name not in tunables or dp_name not in tunables:
-        return []
-    splits = []
-    for tp in sorted((v for v in tunables[tp_name] if v), reverse=True):
-        for dp in tunables[dp_name]:
-            if tp * (dp or 1) == gpus:
-                splits.append({tp_name: tp, dp_name: dp})
-    return splits
