@@ -11,8 +11,11 @@ import datetime as dt
 import json
 import os
 import signal
+import subprocess
 from pathlib import Path
 
+import docker
+import docker.errors
 import yaml
 
 from porter import __version__, agent, console
@@ -47,6 +50,8 @@ def open_run(task: Task, task_path: str, resume_dir: str | None = None) -> RunCo
         (run_dir / "task.yaml").write_text(yaml.safe_dump(task.model_dump(mode="json"), sort_keys=False))
         state = RunState(run_id, str(task_path), dict(task.serve.flags), dict(task.serve.flags))
     transcript = Transcript(run_dir / "transcript.jsonl", redact)
+    if task.sandbox.kind == "local" and task.sandbox.local_setup and not (run_dir / "root").exists():
+        prepare_local_root(task, run_dir / "root")
     sandbox = make_sandbox(task, run_dir, run_id)
     sandbox.start()
     repos = {}
@@ -70,6 +75,42 @@ def open_run(task: Task, task_path: str, resume_dir: str | None = None) -> RunCo
         (run_dir / "environment.json").write_text(json.dumps(environment, indent=1))
         transcript.record("run_start", run_id=run_id, task=task.name, environment=environment)
     return ctx
+
+
+def prepare_local_root(task: Task, root: Path) -> None:
+    command = [word.replace("{root}", str(root)) for word in task.sandbox.local_setup]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SandboxError(
+            f"sandbox.local_setup failed (exit {done.returncode}): {' '.join(command)}\n{done.stderr.strip()[-2000:]}"
+        )
+
+
+def docker_answers(task: Task) -> bool:
+    try:
+        client = (
+            docker.DockerClient(base_url=task.sandbox.docker_host)
+            if task.sandbox.docker_host
+            else (docker.from_env(timeout=10))
+        )
+        client.ping()
+    except docker.errors.DockerException:
+        return False
+    return True
+
+
+def choose_sandbox(task: Task) -> None:
+    """Docker when an engine answers; else the local sandbox, when the task says how to lay one out."""
+    if task.sandbox.kind != "docker" or docker_answers(task):
+        return
+    where = task.sandbox.docker_host or "the local Docker socket"
+    if not task.sandbox.local_setup:
+        raise SandboxError(
+            f"no Docker engine answers at {where}; start one (scripts/setup.sh does) "
+            "or run a task that has sandbox.local_setup with --sandbox local"
+        )
+    console.console.print(f"porter: no Docker engine answers at {where}; using the local sandbox (no isolation)")
+    task.sandbox.kind = "local"
 
 
 def describe_environment(ctx: RunContext) -> dict:
@@ -114,6 +155,7 @@ def _interrupt(signum, frame) -> None:
 def run_task(task: Task, task_path: str, resume_dir: str | None = None) -> int:
     """`porter run`: 0 when every target is met, 1 when the run ended without, 130 on Ctrl-C."""
     try:
+        choose_sandbox(task)
         model = agent_model(task, Path(resume_dir) if resume_dir else None)
         ctx = open_run(task, task_path, resume_dir)
     except (ModelError, SandboxError, ValueError, FileNotFoundError) as exc:

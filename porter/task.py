@@ -84,6 +84,12 @@ class SandboxSpec(Spec):
     network: Literal["none", "bridge", "host"] = Field("none", description="none: no route out of the sandbox.")
     workdir: str = Field("/", description="Default working directory inside the sandbox.")
     docker_host: str | None = Field(None, description="Docker engine URL (e.g. ssh://node7); default: local.")
+    local_setup: list[str] = Field(
+        default_factory=list,
+        description="Host command (argv) that lays out the local sandbox's root ({root}) before its first start; "
+        "a relative first word is relative to the task file. With it, a docker task also runs where no "
+        "Docker engine answers (commands reach sandbox paths through $PORTER_SANDBOX_ROOT).",
+    )
 
     @model_validator(mode="after")
     def _image_or_dockerfile(self) -> SandboxSpec:
@@ -388,6 +394,9 @@ def _resolve_paths(data: dict, base: Path) -> None:
         for key in ("dockerfile", "context"):
             if isinstance(sandbox.get(key), str):
                 sandbox[key] = str((base / sandbox[key]).resolve())
+        setup = sandbox.get("local_setup")
+        if isinstance(setup, list) and setup and isinstance(setup[0], str) and "/" in setup[0]:
+            setup[0] = str((base / setup[0]).resolve())
         for mount in sandbox.get("mounts") or []:
             if isinstance(mount, dict) and isinstance(mount.get("host"), str):
                 mount["host"] = str((base / mount["host"]).resolve())

@@ -1,0 +1,49 @@
+"""Without a Docker engine: a twin task falls back to the local sandbox (laid out by its local_setup) and the
+playbook still brings the scenario up; a task that cannot run locally says so and names the fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import yaml
+from twin_tasks import ROOT
+
+NO_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/porter-test.sock"}
+
+
+def porter(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "porter.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=600,
+    )
+
+
+def test_without_docker_a_twin_task_runs_in_the_local_sandbox(tmp_path):
+    data = yaml.safe_load((ROOT / "tasks" / "twin_oom_mem_fraction.yaml").read_text())
+    data["checks"] = {"quality": data["checks"]["quality"]}
+    for check, samples in zip(data["checks"]["quality"], (50, 30), strict=True):
+        check["samples"] = samples
+    data["sandbox"]["local_setup"][0] = str(ROOT / "sandboxes" / "twin" / "build.sh")
+    data["outputs"] = {"runs_dir": str(tmp_path / "runs")}
+    (tmp_path / "task.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    result = porter("run", str(tmp_path / "task.yaml"), env=NO_ENGINE)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "using the local sandbox" in result.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    state = json.loads((run_dir / "state.json").read_text())
+    assert state["solved"] and state["accepted_flags"]["mem-fraction-static"] == 0.9
+    assert yaml.safe_load((run_dir / "task.yaml").read_text())["sandbox"]["kind"] == "local"
+    assert (run_dir / "root" / "sgl-workspace" / "twin" / ".git").is_dir()
+
+
+def test_a_task_that_cannot_run_locally_names_the_problem(tmp_path):
+    result = porter("run", str(ROOT / "tasks" / "glm52_mi355x.yaml"), env={**NO_ENGINE, "ANTHROPIC_API_KEY": "x" * 20})
+    assert result.returncode == 2
+    assert "no Docker engine answers at the local Docker socket" in result.stderr
+    assert "Traceback" not in result.stderr
