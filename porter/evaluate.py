@@ -66,6 +66,7 @@ def run_one(task_path: Path, provider: str, engine: str | None, runs_dir: Path) 
     finally:
         if ctx is not None:
             runs.finish_outputs(ctx)
+            ctx.sandbox.stop(remove=True)
     return _entry(task.name, provider, ctx, time.monotonic() - started, note)
 
 

@@ -74,6 +74,7 @@ def replay(path: str | Path, runs_dir: str | None = None, sandbox_kind: str | No
         report.divergences.append(str(divergence))
     finally:
         runs.finish_outputs(ctx)
+        ctx.sandbox.stop(remove=True)  # a replay's sandbox is throwaway; its run directory keeps everything
     recorded, replayed = read_transcript(transcript), read_transcript(ctx.run_dir / "transcript.jsonl")
     report.environment_changes = environment_changes(recorded, replayed)
     compare(report, recorded, replayed)

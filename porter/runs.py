@@ -177,5 +177,6 @@ def run_task(task: Task, task_path: str, resume_dir: str | None = None) -> int:
         return 130
     finally:
         finish_outputs(ctx)
+    ctx.sandbox.stop()  # kept (stopped) for inspection or --resume; `porter sandbox prune` removes it
     console.show_summary(ctx)
     return 0 if ctx.state.solved else 1
