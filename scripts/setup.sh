@@ -18,6 +18,7 @@ log() { printf '== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
 log "python package"
 python3 -m pip install -q -e '.[test]' 2>&1 | grep -v -e '^WARNING' -e 'Running pip as' || true
 python3 -c 'import porter' || { echo "setup.sh: installing the porter package failed" >&2; exit 1; }
+if command -v pyenv >/dev/null; then pyenv rehash; fi  # so the new `porter` command is on PATH at once
 
 missing=()
 command -v docker >/dev/null && command -v dockerd >/dev/null || missing+=(docker.io)
