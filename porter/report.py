@@ -117,7 +117,7 @@ def _sweep_plot(plots_dir: Path, task: Task, sweeps: list[dict]) -> Path:
     for measurement in sweeps:
         result = measurement["result"]
         levels = result.get("levels") or []
-        label = _flags_label(task, measurement["flags"])
+        label = f"step {measurement['step']}: {_flags_label(task, measurement['flags'])}"
         rps = [level["rps"] for level in levels]
         left.plot(rps, [level.get("total_throughput") for level in levels], marker="o", label=label)
         ttft_key = f"p{slo.percentile:g}_ttft_ms"
@@ -129,30 +129,43 @@ def _sweep_plot(plots_dir: Path, task: Task, sweeps: list[dict]) -> Path:
     right.set(xlabel="offered RPS", ylabel=f"p{slo.percentile:g} TTFT (s)", title="TTFT vs offered load (knee dotted)")
     for axis in (left, right):
         axis.grid(alpha=0.3)
-        axis.legend(fontsize=7)
+    # One legend under both plots: flag sets are long, and inside an axis they would hide the curves.
+    handles, labels = right.get_legend_handles_labels()
+    figure.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), fontsize=8, frameon=False)
     return _save(figure, plots_dir / "throughput_ttft_vs_rps.png")
 
 
 def _objective_plot(plots_dir: Path, metrics: list[dict]) -> Path:
-    figure, axis = plt.subplots(figsize=(8, 4))
+    """Each headline figure over the steps, one panel each (their scales differ by orders of magnitude)."""
+    series = []
     for check, field in (("throughput", "total_tok_s_per_node"), ("single_stream", "output_tok_s")):
         points = [(m["step"], m["result"].get(field)) for m in metrics if m["check"] == check]
         points = [(step, value) for step, value in points if value is not None]
         if points:
-            axis.plot(*zip(*points, strict=True), marker="o", label=f"{check} {field}")
-    axis.set(xlabel="step", ylabel="tok/s", title="objective over the run")
-    axis.grid(alpha=0.3)
-    axis.legend(fontsize=8)
+            series.append((check, field, points))
+    figure, axes = plt.subplots(1, len(series), figsize=(6 * len(series), 4), squeeze=False)
+    for axis, (check, field, points) in zip(axes[0], series, strict=True):
+        axis.plot(*zip(*points, strict=True), marker="o")
+        axis.set(xlabel="step", ylabel=field, title=f"{check} over the run")
+        axis.grid(alpha=0.3)
     return _save(figure, plots_dir / "objective.png")
 
 
 def _save(figure, path: Path) -> Path:
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(figure)
     return path
 
 
 def _flags_label(task: Task, flags: dict) -> str:
+    """The flags that differ from the task's baseline, shortened for a legend (spec 5/1/6 for EAGLE 5/1/6)."""
     changed = {k: v for k, v in flags.items() if task.serve.flags.get(k) != v}
-    return ", ".join(f"{k}={v}" for k, v in changed.items()) or "baseline flags"
+    steps = changed.pop("speculative-num-steps", None)
+    topk = changed.pop("speculative-eagle-topk", None)
+    drafts = changed.pop("speculative-num-draft-tokens", None)
+    algorithm = changed.pop("speculative-algorithm", None) or flags.get("speculative-algorithm")
+    words = [f"{k}={v}" for k, v in changed.items()]
+    if steps or drafts:
+        words.append(f"{algorithm or 'spec'} {steps}/{topk}/{drafts}")
+    return ", ".join(words) or "baseline flags"

@@ -454,11 +454,10 @@ def _summary_of_fix(event: Event) -> str:
     name = PurePosixPath(event.arguments.get("path", "")).name
     rule = event.tag[0] if event.tag else "fix"
     if rule == "guard":
-        header = re.search(r"#include <([^>]+)>\n#else", event.arguments.get("new", ""))
-        return f"Guard the CUDA-only include for ROCm in {name}" + (f" (use <{header.group(1)}>)" if header else "")
+        return f"Guard the CUDA-only include in {name} for ROCm"
     if rule == "exclude":
         added = re.search(r"[\"']([\w.*]+)[\"']", event.arguments.get("new", ""))
-        return f"Keep {added.group(1) if added else 'the renamed module'} unquantized ({name})"
+        return f"Keep {added.group(1) if added else 'the renamed module'} unquantized"
     return f"Fix {name}"
 
 
