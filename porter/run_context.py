@@ -128,7 +128,7 @@ class RunContext:
                 raise ToolError("the task declares no quality check")
             for spec in checks.quality:
                 results[f"quality:{spec.name}"] = run_quality(base_url, spec).to_dict()
-        fingerprint = self.fingerprint()
+        fingerprint = self.server_fingerprint  # require_server checked it is the tree's as it is now
         evidence = self.state.pending if self.is_pending() else self.state.accepted
         pending = self.is_pending()
         with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as metrics:

@@ -74,7 +74,7 @@ def launch(sandbox: Sandbox, task: Task, flags: dict[str, FlagValue], log_path: 
         if not process.alive():
             seconds = time.monotonic() - started
             code = process.exit_code()
-            return Launch(False, seconds, log_path, command, exit_code=code, triage=_crash_triage(log_path))
+            return Launch(False, seconds, log_path, command, exit_code=code, triage=triage_file(log_path))
         if time.monotonic() > deadline:
             process.stop(grace_s=10)
             seconds = time.monotonic() - started
@@ -83,12 +83,6 @@ def launch(sandbox: Sandbox, task: Task, flags: dict[str, FlagValue], log_path: 
                     f"\n[porter] startup timeout: {health_url} did not answer 200 within "
                     f"{task.serve.startup_timeout_s:.0f} s; the server was stopped\n"
                 )
-            return Launch(False, seconds, log_path, command, triage=_crash_triage(log_path, timed_out=True))
+            # triage reads the line just written as startup_timeout, like an engine's own start-up timeout
+            return Launch(False, seconds, log_path, command, triage=triage_file(log_path))
         time.sleep(POLL_INTERVAL_S)
-
-
-def _crash_triage(log_path: Path, timed_out: bool = False) -> Triage:
-    triage = triage_file(log_path)
-    if timed_out and triage.category in ("ok", "other", "slow_fallback_perf"):
-        triage.category = "startup_timeout"
-    return triage

@@ -7,7 +7,6 @@ achieved prefix-cache hit rate is the asked one. Twin figures are the twin's, no
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from helpers import free_port
 
 from porter.checks.quality import run_quality
 from porter.checks.throughput import run_single_stream, run_throughput
@@ -22,12 +22,6 @@ from porter.task import QualityCheckSpec, SingleStreamSpec, ThroughputCheckSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYOUT = ROOT / "sandboxes" / "twin" / "layout.py"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ under its root. Docker-only behaviour (options, network, a dead container) is in
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import time
 import tracemalloc
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import git
 import pytest
+from helpers import free_port
 
 from porter.sandbox import SANDBOXES, LocalSandbox, Process, Sandbox, SandboxError, make_sandbox
 from porter.sandbox.docker_options import container_options
@@ -31,12 +31,6 @@ RUN mkdir -p /opt/demo && printf 'print("hello")\\n' > /opt/demo/main.py && \\
     mkdir -p /opt/upstream && cd /opt/upstream && printf 'x = 1\\n' > lib.py && git init -q && git add -A && \\
     git -c user.name=up -c user.email=up@example.org commit -qm 'upstream release'
 """
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def task_dict(kind: str, build_dir: Path, port: int = 30000) -> dict:

@@ -4,9 +4,6 @@ built-in eval sets, and the performance model's directions (pure functions, no w
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 TWIN = ROOT / "sandboxes" / "twin"
@@ -25,19 +23,7 @@ from twin import perf, solver, tokenizer  # noqa: E402
 DATA = ROOT / "porter" / "checks" / "data"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def needs_gxx() -> None:
-    """The twin builds its C++ kernels with g++ at start-up: a missing compiler fails in CI, skips elsewhere."""
-    if shutil.which("g++") is None:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail("CI is set but g++ is missing: the twin's JIT kernels need it (apt-get install g++)")
-        pytest.skip("g++ is missing: the twin's JIT kernels need it")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+pytestmark = pytest.mark.usefixtures("needs_gxx")
 
 
 def post(url: str, payload: dict, timeout: float = 30) -> dict:

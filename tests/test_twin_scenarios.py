@@ -6,10 +6,7 @@ the flagship's defects are tested in the image by test_twin_docker.py."""
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from helpers import free_port
 
 from porter.checks.quality import run_quality
 from porter.task import QualityCheckSpec, load_task
@@ -26,19 +24,7 @@ TWIN = ROOT / "sandboxes" / "twin"
 SCENARIOS = sorted(path.name for path in (TWIN / "scenarios").iterdir() if (path / "scenario.json").exists())
 
 
-@pytest.fixture(scope="module", autouse=True)
-def needs_gxx() -> None:
-    """The twin builds its C++ kernels with g++ at start-up: a missing compiler fails in CI, skips elsewhere."""
-    if shutil.which("g++") is None:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail("CI is set but g++ is missing: the twin's JIT kernels need it (apt-get install g++)")
-        pytest.skip("g++ is missing: the twin's JIT kernels need it")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+pytestmark = pytest.mark.usefixtures("needs_gxx")
 
 
 class LocalTwin:
