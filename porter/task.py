@@ -332,9 +332,15 @@ def load_task(path: str | Path, environ: dict[str, str] | None = None) -> Task:
     path = Path(path)
     environ = os.environ if environ is None else environ
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
         raise TaskError(path, [(None, "", f"cannot read the task file: {exc.strerror or exc}")]) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        problem = f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}): is this a task YAML file?"
+        raise TaskError(path, [(line, "", problem)]) from None
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:

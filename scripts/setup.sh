@@ -15,8 +15,11 @@ done
 
 log() { printf '== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
 
-log "python package"
-python3 -m pip install -q -e '.[test]' 2>&1 | grep -v -e '^WARNING' -e 'Running pip as' || true
+log "python packages (requirements.lock)"
+# The lock pins every dependency with hashes (scripts/lock.sh refreshes it); the package itself goes on top
+# without letting pip resolve anything again.
+python3 -m pip install -q --require-hashes -r requirements.lock 2>&1 | grep -v -e '^WARNING' -e 'Running pip as' || true
+python3 -m pip install -q --no-deps -e . 2>&1 | grep -v -e '^WARNING' -e 'Running pip as' || true
 python3 -c 'import porter' || { echo "setup.sh: installing the porter package failed" >&2; exit 1; }
 if command -v pyenv >/dev/null; then pyenv rehash; fi  # so the new `porter` command is on PATH at once
 

@@ -205,3 +205,23 @@ def test_task_models_forbid_extra_fields():
     data["agent"] = {"provider": "openai", "limits": {"max_steps": 3, "max_dollars": 1}}
     with pytest.raises(Exception, match="max_dollars"):
         Task.model_validate(data)
+
+
+@pytest.mark.parametrize(
+    ("content", "line"),
+    [
+        (b"name: caf\xe9\n", 1),  # Latin-1 text
+        (b"name: demo\nmodel: {id: m}\n\xff\xfe\x00\x01binary", 3),
+        (bytes(range(256)) * 4, 2),  # NUL..DEL are valid UTF-8; byte 10 is a newline, 0x80 is not
+    ],
+)
+def test_non_utf8_task_file_gets_one_line(tmp_path, content, line):
+    path = tmp_path / "task.yaml"
+    path.write_bytes(content)
+    result = subprocess.run(
+        [sys.executable, "-m", "porter.cli", "validate", str(path)], capture_output=True, text=True, errors="replace"
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert f"{path}:{line}: not UTF-8 text" in result.stderr

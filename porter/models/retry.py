@@ -1,4 +1,4 @@
-"""Retries for provider calls: one table of SDK errors, one tenacity helper.
+"""Retries for provider calls: errors classified by kind, one tenacity helper.
 
 Covers which errors of the `anthropic` and `openai` SDKs are worth retrying (rate limits, 5xx,
 connection errors, timeouts) and which are not (bad request, auth, permissions, not found, spend
@@ -7,10 +7,11 @@ capped) and the ModelError raised when a call cannot succeed. Does not cover bui
 requests: the adapters pass in a zero-argument callable. The SDK clients are created with
 `max_retries=0` so this is the only retry layer.
 
-The table is keyed by exception class NAME: both SDKs share most names, and an error is looked up
-along its class's MRO, so a subclass an SDK adds later still gets its parent's policy. The tests
-require every APIError subclass an installed SDK exports to be listed here by name, so a new
-one (say, another spend limit dressed as a 429) is classified on purpose, not by accident.
+An error is classified by what it is, not by what it is called: its class hierarchy gives its kind
+(connection, timeout, response validation, HTTP status) and a status error is decided by its HTTP
+status code. Both SDKs share the base names, so a subclass an SDK adds in a later release (a new 503
+flavour, a new 400 for some organisation setting) gets its kind's policy with no change here. Only
+classes whose status misleads (spend limits dressed as a 429) are named.
 """
 
 from __future__ import annotations
@@ -55,78 +56,68 @@ _BAD_REQUEST = (
     "if it names temperature, remove agent.temperature from the task"
 )
 
-ERROR_TABLE: dict[str, ErrorPolicy] = {
-    # generic bases: only reached by errors no more specific entry matches
-    "APIError": _stop("the provider returned an error porter does not recognise"),
-    "APIStatusError": _stop("the provider answered with an unexpected HTTP status"),  # 5xx/408/409 retried below
+# Non-status kinds, by the SDKs' shared base-class names (nearest on the MRO wins).
+KIND_POLICY: dict[str, ErrorPolicy] = {
+    "APITimeoutError": _retry("no answer within the request timeout"),
+    "APIConnectionError": _retry("could not connect to {base_url}: check the URL and that the server is up"),
     "APIResponseValidationError": _stop(
         "the reply does not follow the API schema: is {base_url} really an endpoint of this API?"
     ),
     "APIWebhookValidationError": _stop("a webhook payload failed validation (porter does not use webhooks)"),
-    # network
-    "APIConnectionError": _retry("could not connect to {base_url}: check the URL and that the server is up"),
-    "APITimeoutError": _retry("no answer within the request timeout"),
-    # 4xx that will fail the same way again
-    "BadRequestError": _stop(_BAD_REQUEST),
-    "AuthenticationError": _stop(_AUTH),
-    "OAuthError": _stop(_AUTH),
-    "PermissionDeniedError": _stop("the key in {key_env} has no access to model {model}: check agent.model"),
-    "NotFoundError": _stop("model {model} or the endpoint {base_url} does not exist: check agent.model and base_url"),
-    "UnprocessableEntityError": _stop(_BAD_REQUEST),
-    "ContentTooLargeError": _stop(_TOO_LARGE),
-    "RequestTooLargeError": _stop(_TOO_LARGE),
-    "RequestBodyTooLargeAfterDecodingError": _stop(_TOO_LARGE),
-    "RequestHeaderFieldsTooLargeError": _stop(_TOO_LARGE),
-    "PreconditionFailedError": _stop(_BAD_REQUEST),
-    "HTTPNotImplementedError": _stop("the endpoint does not implement this API call (501): check {base_url}"),
-    "RequestBodyEncodingInvalidError": _stop(_BAD_REQUEST),
-    "RequestBodyEncodingUnsupportedError": _stop(_BAD_REQUEST),
-    "PaymentRequiredError": _stop(_BILLING),
-    "LinkedOrganizationSpendLimitReachedError": _stop(_BILLING),
-    "LinkedOrganizationBillingUnavailableError": _stop(_BILLING),
-    # 429: rate limits pass, spend limits do not
-    "RateLimitError": _retry("rate limited by the provider"),
-    "RampLimitExceededError": _retry("the account's rate limit is still ramping up"),
+    "APIError": _stop("the provider returned an error porter does not recognise"),
+}
+# HTTP status -> policy for every APIStatusError; 5xx not listed are transient, other 4xx are final.
+STATUS_POLICY: dict[int, ErrorPolicy] = {
+    400: _stop(_BAD_REQUEST),
+    401: _stop(_AUTH),
+    402: _stop(_BILLING),
+    403: _stop("the key in {key_env} has no access to model {model}: check agent.model"),
+    404: _stop("model {model} or the endpoint {base_url} does not exist: check agent.model and base_url"),
+    408: _retry(_TRANSIENT),
+    409: _retry(_TRANSIENT),
+    412: _stop(_BAD_REQUEST),
+    413: _stop(_TOO_LARGE),
+    422: _stop(_BAD_REQUEST),
+    429: _retry("rate limited by the provider"),
+    431: _stop(_TOO_LARGE),
+    499: _retry(_TRANSIENT),
+    501: _stop("the endpoint does not implement this API call (501): check {base_url}"),
+    529: _retry("the provider is overloaded"),
+}
+# The only names: classes whose status misleads. A spend limit answers 429 but waiting will not lift it.
+MISLEADING_STATUS: dict[str, ErrorPolicy] = {
     "ContractSpendLimitReachedError": _stop(_BILLING),
     "EnforcedSpendLimitReachedError": _stop(_BILLING),
-    # transient server side
-    "ConflictError": _retry(_TRANSIENT),
-    "RequestTimeoutError": _retry(_TRANSIENT),
-    "ClientClosedRequestError": _retry(_TRANSIENT),
-    "InternalServerError": _retry(_TRANSIENT),
-    "OverloadedError": _retry("the provider is overloaded"),
-    "ServiceUnavailableError": _retry(_TRANSIENT),
-    "GatewayTimeoutError": _retry(_TRANSIENT),
-    "DeadlineExceededError": _retry(_TRANSIENT),
-    "CMEKKeyUnreachableError": _retry(_TRANSIENT),
-    "CMEKContextUnavailableError": _retry(_TRANSIENT),
-    # account and organisation settings
-    "CMEKKeyDisabledError": _stop(_ORG),
-    "CMEKKeyNetworkBlockedError": _stop(_ORG),
-    "OrganizationOnHoldError": _stop(_ORG),
-    "OrganizationTypeNotSupportedError": _stop(_ORG),
-    "ParentOrganizationRequiredError": _stop(_ORG),
-    "WorkspaceHumanReviewDisabledError": _stop(_ORG),
-    "SandboxEgressRestrictedError": _stop(_ORG),
-    "ClaudeCodeVersionTooOldError": _stop(_ORG),
-    "ClaudeCodeKeyCreatorNotMemberError": _stop(_ORG),
 }
-GENERIC_ENTRIES = ("APIError", "APIStatusError")
-RETRYABLE_STATUS = {408, 409, 429}  # plus every 5xx
+
+
+def status_policy(status: int | None) -> ErrorPolicy:
+    if status in STATUS_POLICY:
+        return STATUS_POLICY[status]
+    if status is not None and status >= 500:
+        return _retry(_TRANSIENT)
+    return _stop(f"the provider answered with an unexpected HTTP status ({status or 'none'})")
+
+
+def policy_for_class(cls: type, status: int | None = None) -> ErrorPolicy | None:
+    """The policy of an error class (and, for status errors, the HTTP status it carried), or None
+    for classes that are not the SDKs' API errors."""
+    for base in cls.__mro__:
+        name = base.__name__
+        if name in MISLEADING_STATUS:
+            return MISLEADING_STATUS[name]
+        if name == "APIStatusError":
+            class_status = getattr(cls, "status_code", None)
+            return status_policy(status or (class_status if isinstance(class_status, int) else None))
+        if name in KIND_POLICY:
+            return KIND_POLICY[name]
+    return None
 
 
 def policy_for(error: BaseException) -> ErrorPolicy | None:
-    """The table entry of `error` (nearest class on its MRO), or None for errors that are not the SDKs'."""
-    for cls in type(error).__mro__:
-        policy = ERROR_TABLE.get(cls.__name__)
-        if policy is None:
-            continue
-        if cls.__name__ == "APIStatusError":
-            status = getattr(error, "status_code", 0) or 0
-            if status >= 500 or status in RETRYABLE_STATUS:
-                return _retry(_TRANSIENT)
-        return policy
-    return None
+    """The policy of `error` by its kind and HTTP status, or None for errors that are not the SDKs'."""
+    status = getattr(error, "status_code", None)
+    return policy_for_class(type(error), status if isinstance(status, int) else None)
 
 
 def is_retryable(error: BaseException) -> bool:
