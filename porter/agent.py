@@ -49,7 +49,7 @@ def system_prompt(ctx: RunContext) -> str:
         gpu_count=task.hardware.count * task.hardware.nodes,
         gpu=task.hardware.gpu,
         targets=targets,
-        repos=", ".join(f"{r.name} at {r.path}" for r in task.repos) or "none",
+        repos=", ".join(f"{r.name} at {r.path}" for r in task.patchable_repos()) or "none",
         command=task.serve.command,
         tunables=task.serve.tunables or "none",
         tune="; ".join(f"{t.name}: {t.description.strip()}" for t in task.tune) or "none",

@@ -42,10 +42,10 @@ class RunContext:
 
     def repo_of(self, sandbox_path: str) -> str:
         path = PurePosixPath(sandbox_path)
-        for spec in self.task.repos:
+        for spec in self.task.patchable_repos():
             if path == PurePosixPath(spec.path) or PurePosixPath(spec.path) in path.parents:
                 return spec.name
-        declared = ", ".join(f"{spec.name} at {spec.path}" for spec in self.task.repos)
+        declared = ", ".join(f"{spec.name} at {spec.path}" for spec in self.task.patchable_repos())
         raise ToolError(f"{sandbox_path} is outside the repos porter may change ({declared}); use a path inside one")
 
     def host_path(self, sandbox_path: str) -> Path:
@@ -54,7 +54,12 @@ class RunContext:
         relative = PurePosixPath(sandbox_path).relative_to(self.task.repo(name).path)
         if ".." in relative.parts:
             raise ToolError(f"{sandbox_path}: `..` is not allowed in paths")
-        return self.repo_dir(name) / relative
+        root = self.repo_dir(name).resolve()
+        host = root / relative
+        # The model overlay's weight files are links to the read-only checkpoint: never written through.
+        if not host.resolve().is_relative_to(root):
+            raise ToolError(f"{sandbox_path} is a symbolic link out of repo {name!r} (a weight file?); not editable")
+        return host
 
     def repo_dir(self, name: str) -> Path:
         if name not in self.repos:

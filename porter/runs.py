@@ -55,7 +55,7 @@ def open_run(task: Task, task_path: str, resume_dir: str | None = None) -> RunCo
     sandbox = make_sandbox(task, run_dir, run_id)
     sandbox.start()
     repos = {}
-    for spec in task.repos:
+    for spec in task.patchable_repos():
         tracked = TrackedRepo(spec.name, sandbox.repo_dir(spec.name), run_id)
         state.repos[spec.name] = tracked.begin(state.repos.get(spec.name))
         repos[spec.name] = tracked

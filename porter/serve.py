@@ -40,7 +40,7 @@ class Launch:
 def render_command(task: Task, flags: dict[str, FlagValue]) -> str:
     """The serve command for these flags; the template's {placeholders} are the task's own values."""
     values = {
-        "model_path": shlex.quote(task.model.path),
+        "model_path": shlex.quote(task.model.container_path),
         "host": task.serve.host,
         "port": str(task.serve.port),
         "flags": shlex.join(render_flags(flags)),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
 import yaml
@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 FlagValue = str | int | float | bool | None
 PositiveFloat = Annotated[float, Field(gt=0)]
+# The model overlay is one of the run's repos under this name (its branch, patches/ and prs/ folders).
+OVERLAY_REPO = "model"
 
 
 class TaskError(Exception):
@@ -42,10 +44,50 @@ class Spec(BaseModel):
 
 
 class ModelSpec(Spec):
-    id: str = Field(min_length=1, description="Model id as published, e.g. zai-org/GLM-5.2-MXFP4.")
-    path: str = Field(min_length=1, description="Host path of the weights (mounted into the sandbox).")
+    id: str = Field(min_length=1, description="Hub repository of the checkpoint, e.g. zai-org/GLM-5.2-MXFP4.")
+    path: str = Field(
+        min_length=1,
+        description="Host path of the weights; with `in_image: true`, their path inside the sandbox image.",
+    )
+    mount: str | None = Field(
+        None,
+        description="Path of the checkpoint inside the sandbox, what {model_path} renders; default /models/<basename>.",
+    )
+    in_image: bool = Field(False, description="The weights ship inside the image (the twin): nothing is mounted.")
+    overlay: bool = Field(
+        True,
+        description="Make the checkpoint's small files (config, tokenizer, remote code) a patchable git tree, repo "
+        f"`{OVERLAY_REPO}`, at `mount` with the weight files linked read-only (never copied).",
+    )
     quantization: str | None = Field(None, description="Checkpoint quantization, e.g. mxfp4 (quark).")
     dtype: str = Field("bfloat16", description="Activation dtype the engine runs with.")
+
+    @field_validator("mount")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/"):
+            raise ValueError(f"must be an absolute path inside the sandbox, got {value!r}")
+        return value.rstrip("/") or "/" if value else value
+
+    @model_validator(mode="after")
+    def _overlay_does_not_hide_its_source(self) -> ModelSpec:
+        if self.in_image and self.overlay and self.container_path == self.path.rstrip("/"):
+            raise ValueError(
+                f"the overlay mounted at {self.container_path} would hide the image's checkpoint there; "
+                "set model.mount to another path (or overlay: false)"
+            )
+        return self
+
+    @property
+    def container_path(self) -> str:
+        """Where the engine finds the checkpoint inside the sandbox: what {model_path} renders."""
+        if self.in_image and not self.overlay:
+            return self.path.rstrip("/") or "/"
+        return self.mount or f"/models/{PurePosixPath(self.path.rstrip('/')).name}"
+
+    @property
+    def hub_url(self) -> str:
+        return f"https://huggingface.co/{self.id}"
 
 
 class HardwareSpec(Spec):
@@ -114,7 +156,7 @@ class RepoSpec(Spec):
 
 class ServeSpec(Spec):
     command: str = Field(
-        description="Command template; {model_path}, {host}, {port} and {flags} are filled in by porter."
+        description="Command template; {model_path} (the container path), {host}, {port} and {flags} are filled in."
     )
     host: str = Field("0.0.0.0", description="Address the server binds inside the sandbox.")
     port: int = Field(30000, ge=1, le=65535, description="Port the server listens on inside the sandbox.")
@@ -294,11 +336,31 @@ class Task(Spec):
         _reject_duplicates([tune.name for tune in value], "tune command")
         return value
 
-    def repo(self, name: str) -> RepoSpec:
+    @model_validator(mode="after")
+    def _overlay_is_its_own_repo(self) -> Task:
+        if not self.model.overlay:
+            return self
         for repo in self.repos:
+            if repo.name == OVERLAY_REPO or repo.path == self.model.container_path:
+                raise ValueError(
+                    f"repo {repo.name!r} at {repo.path} collides with the model overlay (repo {OVERLAY_REPO!r} at "
+                    f"{self.model.container_path}); rename it or set model.overlay: false"
+                )
+        return self
+
+    def patchable_repos(self) -> list[RepoSpec]:
+        """The trees the agent may change: the declared engine repos, then the model overlay when it is on."""
+        if not self.model.overlay:
+            return list(self.repos)
+        overlay = RepoSpec(name=OVERLAY_REPO, path=self.model.container_path, upstream=self.model.hub_url)
+        return [*self.repos, overlay]
+
+    def repo(self, name: str) -> RepoSpec:
+        repos = self.patchable_repos()
+        for repo in repos:
             if repo.name == name:
                 return repo
-        raise KeyError(f"no repo named {name!r}; the task declares {[r.name for r in self.repos]}")
+        raise KeyError(f"no repo named {name!r}; the task declares {[r.name for r in repos]}")
 
 
 def _reject_duplicates(names: list[str], what: str) -> None:

@@ -30,7 +30,7 @@ def ctx(tmp_path):
     task = Task.model_validate(
         {
             "name": "accept-rules",
-            "model": {"id": "m", "path": "/m"},
+            "model": {"id": "m", "path": "/m", "in_image": True, "overlay": False},
             "hardware": {"gpu": "MI355X", "count": 8},
             "sandbox": {"kind": "local"},
             "repos": [{"name": "engine", "path": str(source)}],

@@ -39,7 +39,7 @@ def task_dict(kind: str, build_dir: Path, port: int = 30000) -> dict:
         sandbox["dockerfile"] = str(build_dir / "Dockerfile")
     return {
         "name": f"sandbox-test-{kind}",
-        "model": {"id": "test/model", "path": "/models/test"},
+        "model": {"id": "test/model", "path": "/models/test", "in_image": True, "overlay": False},
         "hardware": {"gpu": "none", "count": 1},
         "sandbox": sandbox,
         "repos": [{"name": "demo", "path": "/opt/demo"}, {"name": "upstream", "path": "/opt/upstream"}],

@@ -27,7 +27,7 @@ def small_task(name: str, network: str = "none", image: str = BASE_IMAGE, repos:
     return Task.model_validate(
         {
             "name": name,
-            "model": {"id": "test/model", "path": "/models/test"},
+            "model": {"id": "test/model", "path": "/models/test", "in_image": True, "overlay": False},
             "hardware": {"gpu": "none", "count": 1},
             "sandbox": {"kind": "docker", "image": image, "network": network, "env": {"ONLY": "this"}},
             "repos": repos or [],
@@ -60,7 +60,8 @@ def test_glm52_task_gives_the_rocm_options(tmp_path):
     }
     mounts = {mount["Target"]: (mount["Source"], mount["ReadOnly"]) for mount in options["mounts"]}
     assert mounts == {
-        "/models/GLM-5.2-MXFP4": ("/data/models/GLM-5.2-MXFP4", True),
+        "/porter/weights": ("/data/models/GLM-5.2-MXFP4", True),
+        "/models/GLM-5.2-MXFP4": (str(tmp_path / "repos/model"), False),
         "/root/.cache": ("/data/porter-cache", False),
         "/sgl-workspace/sglang": (str(tmp_path / "repos/sglang"), False),
         "/sgl-workspace/aiter": (str(tmp_path / "repos/aiter"), False),

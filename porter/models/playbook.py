@@ -217,7 +217,7 @@ class Playbook:
         if names is None:
             return None
         checkpoint_prefix = names[3]
-        roots = " ".join(repo.path for repo in self.task.repos)
+        roots = " ".join(repo.path for repo in self.task.patchable_repos())
         patterns = "--include=*.json --include=*.yaml --include=*.yml"
         command = f"grep -rlF {patterns} -- '{checkpoint_prefix}.' {roots} | head -5"
         why = f"find the quantization config that names {checkpoint_prefix}.* (the checkpoint's prefix)"

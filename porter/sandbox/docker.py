@@ -41,8 +41,9 @@ from porter.sandbox.docker_options import (
     repo_host_dir,
 )
 from porter.sandbox.docker_process import DockerProcess
+from porter.sandbox.model_overlay import WEIGHTS_MOUNT, build_from_dir, build_from_tar
 from porter.sandbox.repos import ensure_baseline, extract_tree
-from porter.task import Task
+from porter.task import OVERLAY_REPO, Task
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ class DockerSandbox:
         self.container = None
         self.exec_log = self.run_dir / "logs" / "exec.log"
         self.output_limit = DEFAULT_OUTPUT_LIMIT  # bytes of output an ExecResult keeps (head + tail)
-        roots = {repo.path: repo_host_dir(self.run_dir, repo.name) for repo in task.repos}
+        roots = {repo.path: repo_host_dir(self.run_dir, repo.name) for repo in task.patchable_repos()}
         self.paths = HostPaths({**roots, SCRATCH_DIR: self.run_dir / "scratch"})
 
     # ------------------------------------------------------------------ lifecycle
@@ -173,17 +174,24 @@ class DockerSandbox:
         return name
 
     def _prepare_repos(self, image: str) -> None:
-        """Copy each declared repo out of the image once; later starts reuse the host tree (and its patches)."""
+        """Copy each declared repo out of the image once; later starts reuse the host tree (and its patches).
+
+        The model overlay is built once too: from the host weights directory, or from the image's copy.
+        """
         missing = [repo for repo in self.task.repos if not repo_host_dir(self.run_dir, repo.name).exists()]
-        if missing:
+        overlay = repo_host_dir(self.run_dir, OVERLAY_REPO)
+        model = self.task.model
+        if model.overlay and not model.in_image and not overlay.exists():
+            build_from_dir(Path(model.path), overlay, link_base=WEIGHTS_MOUNT)
+        from_image = model.overlay and model.in_image and not overlay.exists()
+        if missing or from_image:
             helper = self.client.containers.create(image, entrypoint=["true"], labels={MANAGED_LABEL: "1"})
             try:
                 for repo in missing:
-                    try:
-                        chunks, _ = helper.get_archive(repo.path)
-                    except docker.errors.NotFound:
-                        raise SandboxError(f"repo {repo.name!r}: {repo.path} does not exist in image {image}") from None
+                    chunks = _archive(helper, image, repo.path, f"repo {repo.name!r}")
                     extract_tree(chunks, repo_host_dir(self.run_dir, repo.name))
+                if from_image:
+                    build_from_tar(_archive(helper, image, model.path, "model.path"), overlay, link_base=model.path)
             finally:
                 helper.remove(force=True)
         for repo in self.task.repos:
@@ -352,6 +360,14 @@ class DockerSandbox:
         network_name = INTERNAL_NETWORK if network == "none" else "bridge"
         address = settings["Networks"][network_name]["IPAddress"]
         return f"http://{address}:{port}"
+
+
+def _archive(helper, image: str, path: str, what: str):
+    """Tar stream of `path` in a (created, not started) container of the image."""
+    try:
+        return helper.get_archive(path)[0]
+    except docker.errors.NotFound:
+        raise SandboxError(f"{what}: {path} does not exist in image {image}") from None
 
 
 def _pump(stream, sink) -> None:

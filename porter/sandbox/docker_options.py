@@ -1,9 +1,10 @@
 """How a task becomes `docker create` arguments, as pure functions that can be checked without an engine.
 
 Covers the container name and labels, the image name, devices and the other ROCm options (taken
-from the task, nothing hard-coded), mounts (the task's, the repos' host trees, the scratch dir),
-environment (with secrets refused) and the network mode. Also the host-side checks that turn a
-missing device or mount source into a clear error before docker sees it. Does not talk to the
+from the task, nothing hard-coded), mounts (the task's, the weights read-only, the host trees of the
+repos and of the model overlay, the scratch dir), environment (with secrets refused) and the network
+mode. Also the host-side checks that turn a missing device, weights directory or mount source into a
+clear error before docker sees it. Does not talk to the
 engine: docker.py does.
 
 Network `none` is served by a porter-managed `--internal` bridge network with inter-container
@@ -21,6 +22,7 @@ from pathlib import Path
 from docker.types import Mount
 
 from porter.sandbox.base import SCRATCH_DIR, SandboxError, refuse_secrets
+from porter.sandbox.model_overlay import WEIGHTS_MOUNT
 from porter.task import Task
 
 INTERNAL_NETWORK = "porter-internal"
@@ -89,10 +91,20 @@ def _mounts(task: Task, run_dir: Path) -> list[Mount]:
         Mount(target=mount.container, source=mount.host, type="bind", read_only=mount.read_only)
         for mount in task.sandbox.mounts
     ]
-    for repo in task.repos:
+    mounts += _model_mounts(task)
+    for repo in task.patchable_repos():
         mounts.append(Mount(target=repo.path, source=str(repo_host_dir(run_dir, repo.name)), type="bind"))
     mounts.append(Mount(target=SCRATCH_DIR, source=str(run_dir / "scratch"), type="bind"))
     return mounts
+
+
+def _model_mounts(task: Task) -> list[Mount]:
+    """The host weights, read-only: behind the overlay's links when it is on, else at the container path."""
+    model = task.model
+    if model.in_image:
+        return []
+    target = WEIGHTS_MOUNT if model.overlay else model.container_path
+    return [Mount(target=target, source=model.path, type="bind", read_only=True)]
 
 
 def _network_options(task: Task) -> dict:
@@ -113,6 +125,11 @@ def check_host_resources(task: Task) -> None:
                 f"device {host_path} does not exist on this host (task {task.name!r}, sandbox.devices); "
                 f"this task needs the GPU node it was written for, or remove the device from the task"
             )
+    if not task.model.in_image and not Path(task.model.path).is_dir():
+        raise SandboxError(
+            f"model.path {task.model.path} is not a directory on this host (task {task.name!r}); download the "
+            f"checkpoint there (see the README's real-run section) or fix the path"
+        )
     for mount in task.sandbox.mounts:
         if not Path(mount.host).exists():
             raise SandboxError(

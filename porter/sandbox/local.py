@@ -3,9 +3,10 @@
 A sandbox path P is `<run_dir>/root/P` on the host. On start each declared repo is copied into the
 root: from `<run_dir>/root/<repo.path>` when it is already there (a resumed run, or a tree placed
 by the caller), else from the host directory `repo.path` itself (copied, never patched in place);
-a repo found in neither place is an error naming both. Commands run with `bash -c` in their own
-session, cwd mapped into the root, and an environment of only the task's `sandbox.env`, PATH, HOME,
-LANG and `PORTER_SANDBOX_ROOT=<root>` (commands that need sandbox paths prefix them with it).
+a repo found in neither place is an error naming both. The checkpoint appears at its container path:
+the model overlay built from the weights directory, or (overlay off) a link to it. Commands run with
+`bash -c` in their own session, cwd mapped into the root, and an environment of only the task's
+`sandbox.env`, PATH, HOME, LANG and `PORTER_SANDBOX_ROOT=<root>` (commands that need sandbox paths prefix them with it).
 Does not cover containers (docker.py) or resource limits: a local command can do what the user can.
 """
 
@@ -29,6 +30,7 @@ from porter.sandbox.base import (
     SandboxError,
     refuse_secrets,
 )
+from porter.sandbox.model_overlay import build_from_dir
 from porter.sandbox.repos import ensure_baseline
 from porter.task import Task
 
@@ -47,7 +49,7 @@ class LocalSandbox:
         self.root = self.run_dir / "root"
         self.exec_log = self.run_dir / "logs" / "exec.log"
         self.output_limit = DEFAULT_OUTPUT_LIMIT  # bytes of output an ExecResult keeps (head + tail)
-        roots = {repo.path: self.host_path(repo.path) for repo in task.repos}
+        roots = {repo.path: self.host_path(repo.path) for repo in task.patchable_repos()}
         self.paths = HostPaths({**roots, SCRATCH_DIR: self.host_path(SCRATCH_DIR)})
         self.processes: list[LocalProcess] = []
         refuse_secrets(task.sandbox.env, task)
@@ -72,6 +74,21 @@ class LocalSandbox:
                     )
                 shutil.copytree(repo.path, tree, symlinks=True)
             ensure_baseline(tree)
+        self._place_model()
+
+    def _place_model(self) -> None:
+        """The checkpoint at its container path: the overlay (links into the original), or a link to it."""
+        model = self.task.model
+        target = self.host_path(model.container_path)
+        if target.exists() or target.is_symlink():
+            return
+        source = self.host_path(model.path) if model.in_image else Path(model.path)
+        if model.overlay:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            build_from_dir(source, target, link_base=str(source))
+        elif not model.in_image:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(source)
 
     def environment(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         refuse_secrets(extra or {}, self.task)

@@ -12,7 +12,7 @@ import io
 import os
 import shutil
 import tarfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import git
@@ -54,16 +54,20 @@ def _owned_by_us(member: tarfile.TarInfo, destination: str) -> tarfile.TarInfo:
     return member.replace(uid=os.getuid(), gid=os.getgid(), uname="", gname="", deep=False)
 
 
-def extract_tree(chunks: Iterable[bytes], destination: Path) -> None:
+def extract_tree(
+    chunks: Iterable[bytes], destination: Path, skip: Callable[[tarfile.TarInfo], bool] | None = None
+) -> None:
     """Unpack a tar stream whose single top-level entry is a directory into `destination`.
 
     Extracts next to it first and renames at the end, so an interrupted copy never looks complete.
+    Members for which `skip` says True are not written (the model overlay leaves the weights out).
     """
     partial = destination.with_name(f".{destination.name}.partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     with tarfile.open(fileobj=io.BufferedReader(_ChunkReader(chunks), 1 << 20), mode="r|") as archive:
-        archive.extractall(partial, filter=_owned_by_us)
+        keep = _owned_by_us if skip is None else (lambda m, d: None if skip(m) else _owned_by_us(m, d))
+        archive.extractall(partial, filter=keep)
     entries = list(partial.iterdir())
     if len(entries) != 1 or not entries[0].is_dir():
         shutil.rmtree(partial, ignore_errors=True)
