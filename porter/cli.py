@@ -40,12 +40,25 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the resolved task as JSON instead of YAML.")
 def validate(task: str, as_json: bool) -> None:
     """Check TASK (a task YAML file) and print it resolved (defaults filled, ${VAR} expanded)."""
+    from porter.serve import render_command
+
     spec = _load(task)
+    try:
+        command = render_command(spec, spec.serve.flags)
+    except ValueError as exc:
+        _fail(f"{task}: {exc}")
     if as_json:
         click.echo(spec.model_dump_json(indent=2))
     else:
         click.echo(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False, width=110), nl=False)
     click.echo(f"# {Path(task)}: valid", err=True)
+    # What the engine will actually be given (in the sandbox's paths), and the sandbox it runs in; as YAML
+    # comments, so the output still parses.
+    click.echo(f"# serve command: {command}", err=as_json)
+    if spec.sandbox.kind == "docker":
+        from porter.sandbox.docker_options import docker_run_words
+
+        click.echo(f"# docker options: {' '.join(docker_run_words(spec))}", err=as_json)
 
 
 @main.command()

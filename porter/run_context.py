@@ -13,7 +13,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+import aiohttp
+
 from porter import serve
+from porter.checks.loadgen import CheckError
 from porter.checks.quality import run_quality
 from porter.checks.throughput import run_single_stream, run_throughput
 from porter.repos import TrackedRepo
@@ -114,8 +117,25 @@ class RunContext:
     # ------------------------------------------------------------ checks
 
     def run_check(self, kind: str) -> dict[str, dict]:
-        """Run a check from the host; results keyed "throughput", "single_stream" or "quality:<name>"."""
+        """Run a check from the host; results keyed "throughput", "single_stream" or "quality:<name>".
+
+        Whatever stops a check (a missing dataset, the server dying mid-sweep, a client error) becomes a
+        ToolError the agent reads; nothing measured by a check that did not finish is recorded.
+        """
         base_url = self.require_server()
+        try:
+            results = self._measure(kind, base_url)
+        except (TimeoutError, CheckError, aiohttp.ClientError, OSError) as exc:
+            server = self.server.process if self.server else None
+            died = (
+                f" The server exited (code {server.exit_code()}) meanwhile: call serve."
+                if server and not server.alive()
+                else ""
+            )
+            raise ToolError(f"the {kind} check did not complete: {type(exc).__name__}: {exc}.{died}") from None
+        return self._record(results)
+
+    def _measure(self, kind: str, base_url: str) -> dict[str, dict]:
         checks = self.task.checks
         results: dict[str, dict] = {}
         if kind == "throughput":
@@ -133,6 +153,9 @@ class RunContext:
                 raise ToolError("the task declares no quality check")
             for spec in checks.quality:
                 results[f"quality:{spec.name}"] = run_quality(base_url, spec).to_dict()
+        return results
+
+    def _record(self, results: dict[str, dict]) -> dict[str, dict]:
         fingerprint = self.server_fingerprint  # require_server checked it is the tree's as it is now
         evidence = self.state.pending if self.is_pending() else self.state.accepted
         pending = self.is_pending()

@@ -44,12 +44,12 @@ def run_id(request) -> str:
 def test_glm52_task_gives_the_rocm_options(tmp_path):
     task = load_task(REPO_ROOT / "tasks/glm52_mi355x.yaml", environ={})
     options = container_options(task, "run-7", tmp_path)
-    assert options["image"] == "lmsysorg/sglang:v0.5.6-rocm700-mi35x"
+    assert options["image"] == "lmsysorg/sglang-rocm:v0.5.20-rocm720-mi35x-20260919"
     assert options["devices"] == ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"]
     assert options["group_add"] == ["video", "render"]
     assert (options["ipc_mode"], options["shm_size"]) == ("host", "64g")
     assert options["security_opt"] == ["seccomp=unconfined"] and options["cap_add"] == ["SYS_PTRACE"]
-    assert options["network_mode"] == "host" and "ports" not in options
+    assert options["network"] == "porter-internal" and "network_mode" not in options
     assert options["environment"] == task.sandbox.env
     assert options["working_dir"] == "/sgl-workspace"
     assert options["labels"] == {

@@ -62,7 +62,7 @@ def test_glm52_task_is_the_story():
     task = load_task(ROOT / "tasks" / "glm52_mi355x.yaml", environ={})
     assert task.hardware.gpu == "MI355X" and task.hardware.count == 8
     assert "/dev/kfd" in task.sandbox.devices and "/dev/dri" in task.sandbox.devices
-    assert task.serve.flags["tp"] == 8
+    assert task.serve.flags["tp-size"] == 8
     assert set(task.serve.tunables["kv-cache-dtype"]) == {"auto", "fp8_e4m3"}
     assert 5 in task.serve.tunables["speculative-num-steps"]
     assert 6 in task.serve.tunables["speculative-num-draft-tokens"]
@@ -187,6 +187,12 @@ def test_cli_validate_ok_and_bad_exit_codes(tmp_path):
     )
     assert ok.returncode == 0, ok.stderr
     assert yaml.safe_load(ok.stdout)["name"] == "glm52-mi355x"
+    # the engine is given the checkpoint's path inside the container (the overlay's mount), never the host's
+    serve_line = next(line for line in ok.stdout.splitlines() if line.startswith("# serve command: "))
+    assert "python3 -m sglang.launch_server --model-path /models/GLM-5.2-MXFP4 " in serve_line
+    assert "--tp-size 8" in serve_line and "/data/models" not in serve_line
+    assert "-v RUN_DIR/repos/model:/models/GLM-5.2-MXFP4" in ok.stdout
+    assert "-v /data/models/GLM-5.2-MXFP4:/porter/weights:ro" in ok.stdout
     bad = subprocess.run(
         [sys.executable, "-m", "porter.cli", "validate", str(write(tmp_path, "name: [unclosed"))],
         capture_output=True,

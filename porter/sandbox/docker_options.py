@@ -81,6 +81,24 @@ def container_options(task: Task, run_id: str, run_dir: Path) -> dict:
     return options
 
 
+def docker_run_words(task: Task, run_dir: Path = Path("RUN_DIR")) -> list[str]:
+    """The options of the task's sandbox as `docker run` would spell them, for people reading `porter validate`."""
+    options = container_options(task, "RUN_ID", run_dir)
+    words = [f"--device {device.split(':', 1)[0]}" for device in options["devices"]]
+    words += [f"--group-add {group}" for group in options["group_add"]]
+    for key, flag in (("ipc_mode", "--ipc"), ("shm_size", "--shm-size"), ("network_mode", "--network")):
+        if key in options:
+            words.append(f"{flag} {options[key]}")
+    if "network" in options:
+        words.append(f"--network {options['network']} (internal: no route out)")
+    words += [f"--security-opt {option}" for option in options["security_opt"]]
+    words += [f"--cap-add {cap}" for cap in options["cap_add"]]
+    for mount in options["mounts"]:
+        words.append(f"-v {mount['Source']}:{mount['Target']}" + (":ro" if mount["ReadOnly"] else ""))
+    words += [f"-e {name}" for name in options["environment"]]
+    return words
+
+
 def _device_rule(device: str) -> str:
     # docker's short form: HOST[:CONTAINER[:PERMISSIONS]]; a bare path maps to itself.
     return device if ":" in device else f"{device}:{device}:rwm"

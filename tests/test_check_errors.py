@@ -1,0 +1,82 @@
+"""A check that cannot finish reaches the agent as a tool error it can read, and the run goes on.
+
+A real local sandbox serves a real HTTP server that is not an LLM server (python's http.server: /
+answers 200, POSTs answer 501), so the serve tool succeeds and each check then fails for a real reason:
+a dataset that is not there, a server that refuses the client's requests, a server that has died.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import free_port
+
+from porter import runs, tools
+from porter.task import Task
+
+
+def plain_http_task(tmp_path, dataset: str) -> Task:
+    return Task.model_validate(
+        {
+            "name": "check-errors",
+            "model": {"id": "m", "path": "/m", "in_image": True, "overlay": False},
+            "hardware": {"gpu": "MI355X", "count": 8},
+            "sandbox": {"kind": "local"},
+            "serve": {
+                "command": "exec python3 -m http.server {port} --bind 127.0.0.1",
+                "port": free_port(),
+                "health_path": "/",
+                "startup_timeout_s": 30,
+            },
+            "checks": {
+                "quality": [{"name": "gsm8k", "kind": "gsm8k", "dataset": dataset, "minimum": 0.5, "samples": 2}],
+                "single_stream": {"input_tokens": 8, "output_tokens": 4, "num_requests": 1, "target_output_tok_s": 1},
+            },
+            "outputs": {"runs_dir": str(tmp_path / "runs")},
+        }
+    )
+
+
+@pytest.fixture
+def served(tmp_path):
+    def start(dataset: str):
+        ctx = runs.open_run(plain_http_task(tmp_path, dataset), "task.yaml")
+        ok, text = tools.dispatch(ctx, "serve", {})
+        assert ok and "healthy" in text, text
+        return ctx
+
+    made = []
+    yield lambda dataset="builtin:twin-gsm8k": made.append(start(dataset)) or made[-1]
+    for ctx in made:
+        ctx.stop_server()
+        ctx.transcript.close()
+
+
+def last_json(text: str) -> dict:
+    return json.loads(text.strip().splitlines()[-1])
+
+
+def test_a_missing_dataset_is_named_to_the_agent(served, tmp_path):
+    ctx = served(str(tmp_path / "evals" / "gsm8k.jsonl"))
+    ok, text = tools.dispatch(ctx, "run_check", {"kind": "quality"})
+    assert not ok
+    assert f"dataset file {tmp_path / 'evals' / 'gsm8k.jsonl'} does not exist" in text
+    assert last_json(text)["ok"] is False
+    assert not (ctx.run_dir / "metrics.jsonl").exists()  # nothing half-measured is recorded
+
+
+def test_a_server_refusing_the_client_is_a_tool_error(served):
+    ctx = served()
+    ok, text = tools.dispatch(ctx, "run_check", {"kind": "single_stream"})
+    assert not ok and "the single_stream check did not complete" in text
+    assert "Traceback" not in text
+
+
+def test_a_server_that_died_says_serve_again(served):
+    ctx = served()
+    ctx.server.process.stop(grace_s=1)
+    ok, text = tools.dispatch(ctx, "run_check", {"kind": "quality"})
+    assert not ok and "call serve again" in text
+    ok, text = tools.dispatch(ctx, "serve", {})  # the run goes on: the next tool call works
+    assert ok, text
