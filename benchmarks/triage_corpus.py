@@ -28,10 +28,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from porter.triage import triage_file, triage_text  # noqa: E402
-from porter.triage.corpus import in_text, load_cases, same_line  # noqa: E402
+from porter.triage.corpus import crashlogs_dir, in_text, load_cases, same_line  # noqa: E402
 from porter.triage.noise import bury, noise_lines  # noqa: E402
 
-DEFAULT_CRASHLOGS = Path(__file__).resolve().parents[1].parent / "shared" / "crashlogs"
+DEFAULT_CRASHLOGS = crashlogs_dir()
 
 
 def evaluate(case: dict, noise_lines_count: int) -> dict:

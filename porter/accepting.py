@@ -44,6 +44,7 @@ def finding_dict(finding) -> dict:
         "category": finding.category,
         "key_line": finding.key_line,
         "implicated": finding.implicated,
+        "confidence": finding.confidence,
         "facts": finding.facts,
     }
 

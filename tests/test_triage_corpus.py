@@ -1,14 +1,12 @@
 """Triage on the labelled real crash logs in ../shared/crashlogs (read in place, never copied here)."""
 
-from pathlib import Path
-
 import pytest
 
 from porter.triage import triage_text
-from porter.triage.corpus import in_text, load_cases, same_line
+from porter.triage.corpus import crashlogs_dir, in_text, load_cases, same_line
 from porter.triage.noise import bury
 
-CRASHLOGS = Path(__file__).resolve().parents[1].parent / "shared" / "crashlogs"
+CRASHLOGS = crashlogs_dir()
 CASES = load_cases(CRASHLOGS) if CRASHLOGS.is_dir() else []
 needs_corpus = pytest.mark.skipif(not CASES, reason=f"no labelled crash logs at {CRASHLOGS}")
 
@@ -21,16 +19,22 @@ def test_category_accuracy_on_the_corpus_is_at_least_90_percent():
 
 
 @needs_corpus
+def test_our_key_line_is_the_labelled_one_for_at_least_90_percent():
+    wrong = [case["file"] for case in CASES if not same_line(case["key_line"], triage_text(case["log"]).key_line)]
+    assert len(wrong) <= 0.1 * len(CASES), f"wrong: {wrong}"
+
+
+@needs_corpus
 @pytest.mark.parametrize("case", CASES, ids=[case["file"] for case in CASES])
-def test_key_lines_are_kept_plain_and_buried(case):
+def test_the_labelled_key_line_is_in_the_excerpt_plain_and_buried(case):
     plain = triage_text(case["log"])
     assert plain.key_line and plain.key_line in plain.excerpt
-    if in_text(case["key_line"], case["log"]) and plain.category == case["category"]:
-        assert same_line(case["key_line"], plain.key_line)
-        assert in_text(case["key_line"], plain.excerpt)
     buried = triage_text(bury(case["log"], count=10_000, seed=len(case["log"]))[0])
     assert (buried.category, buried.key_line) == (plain.category, plain.key_line)
     assert buried.key_line in buried.excerpt
+    if in_text(case["key_line"], case["log"]):  # a few labels quote a line the posted excerpt cut off
+        assert in_text(case["key_line"], plain.excerpt)
+        assert in_text(case["key_line"], buried.excerpt)
 
 
 @pytest.mark.parametrize(

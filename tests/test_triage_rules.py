@@ -10,7 +10,7 @@ CLASS_LINES = [
     ("missing_rocm_guard", "ImportError: /sgl/sgl_kernel/common_ops.so: undefined symbol: cudaStreamSynchronize"),
     ("missing_rocm_guard", "/sgl/csrc/allreduce.cu:57:9: error: use of undeclared identifier '__shfl_xor_sync'"),
     ("comm_error", "torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients. 1/8 joined."),
-    ("gpu_memory_fault", "HW Exception by GPU node-2 (Agent handle: 0x5633) reason :GPU Hang"),
+    ("other", "HW Exception by GPU node-2 (Agent handle: 0x5633) reason :GPU Hang"),  # a hang names no cause
     ("unsupported_arch_or_kernel", "RuntimeError: No available kernel. Aborting execution."),
     (
         "out_of_memory",
@@ -95,6 +95,50 @@ CLASS_LINES = [
         "slow_fallback_perf",
         "WARNING no tuned MoE config for model_dim=6144 inter_dim=2048 expert=256 topk=8; slow fallback kernel",
     ),
+    # status codes (status.py): the code decides the class, whatever the wording around it
+    (
+        "out_of_memory",
+        ":0:rocdevice.cpp :2982: 1 us: Device::acquireExclusiveGpuAccess: HSA_STATUS_ERROR_OUT_OF_RESOURCES",
+    ),
+    ("gpu_memory_fault", "Callback: Queue 0x7f aborting with error : HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: x"),
+    (
+        "gpu_memory_fault",
+        "RROR_MEMORY_APERTURE_VIOLATION: The agent attempted to access memory beyond the largest legal",
+    ),
+    ("dtype_unsupported", "RuntimeError: CUDA error: HIPBLAS_STATUS_NOT_SUPPORTED when calling `hipblasLtMatmul(...)`"),
+    ("dtype_unsupported", "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasGemmEx(handle)`"),
+    ("out_of_memory", "rocblas error: rocblas_status_memory_error in rocblas_gemm_ex"),
+    ("unsupported_arch_or_kernel", "hipModuleLaunchKernel failed ---> [HIP error](invalid resource handle)"),
+    ("unsupported_arch_or_kernel", "HSA_STATUS_ERROR_INVALID_ISA: The instruction set architecture is invalid."),
+    ("comm_error", "RuntimeError: NCCL Error 1: ncclUnhandledCudaError: Call to CUDA function failed."),
+    ("unsupported_arch_or_kernel", "No compatible code objects found for: gfx942, gfx950"),
+    (
+        "unsupported_arch_or_kernel",
+        "rocBLAS error: Cannot read /opt/rocm/lib/rocblas/library/Tensile.dat for GPU arch : gfx1200",
+    ),
+    # compiler and linker drivers speaking for themselves
+    ("compile_error", "clang++: error: invalid offload arch combinations: 'gfx90a' and 'gfx90a:xnack+'"),
+    ("compile_error", "ld.lld: error: unable to find library -lamdhip64"),
+    ("compile_error", "fatal error: error in backend: Cannot select: intrinsic %llvm.amdgcn.mfma.f32.32x32x16.fp8"),
+    ("compile_error", "[aiter] failed build jit [module_gemm_a8w8]"),
+    # quantised parameter names the loader cannot place
+    ("quant_config_mismatch", "ValueError: model.layers.0.mlp.down_proj.weight_scale not found in params_dict"),
+    ("missing_rocm_guard", "ImportError: cannot import name 'flash_attn_func' from 'flash_attn' (unknown location)"),
+    # kernel driver (dmesg) lines
+    ("gpu_memory_fault", "amdgpu 0000:83:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:40 vmid:3 pasid:32772)"),
+    ("gpu_memory_fault", "amdgpu 0000:83:00.0: amdgpu: VM_L2_PROTECTION_FAULT_STATUS:0x00301031"),
+    ("other", "[drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring comp_1.0.0 timeout, signaled seq=1, emitted seq=3"),
+    # start-up stall reports
+    ("startup_timeout", "the server is still starting after 1h45, last line: Capturing batches (bs=64)"),
+    ("startup_timeout", "(Worker_TP1) [aiter] waiting for baton release at /tmp/aiter_configs/x.csv.lock"),
+    ("startup_timeout", "INFO [shm_broadcast.py:466] No available shared memory broadcast block found in 60 seconds."),
+    ("comm_error", "worker_pool.cpp:294] Worker: Process failed for slice: transport retry counter exceeded"),
+    # a warning that falls back is about speed, not a crash
+    (
+        "slow_fallback_perf",
+        "UserWarning: Attempting to use hipBLASLt on an unsupported architecture! Overriding blas backend to hipblas",
+    ),
+    ("other", "what():  std::filesystem::remove: Permission denied: /root/.cache/x"),
 ]
 
 
@@ -145,6 +189,42 @@ def test_first_compiler_error_wins_over_the_build_tool_summary():
     )
     result = triage_text(log)
     assert (result.category, result.key_line_no, result.facts["file"]) == ("compile_error", 1, "a.cpp")
+
+
+def test_a_cuda_only_diagnostic_anywhere_makes_the_first_error_a_missing_guard():
+    log = (
+        "common.cuh:44:61: error: use of undeclared identifier '__hmax2'\n"
+        "kern.cu:1405:5: error: unknown type name 'cublasComputeType_t'\n"
+        "make: *** [Makefile:10: kern.o] Error 1\n"
+    )
+    result = triage_text(log)
+    assert (result.category, result.key_line_no) == ("missing_rocm_guard", 1)
+
+
+def test_the_cause_of_a_chained_exception_is_the_key_line():
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/engine/loader.py", line 10, in load\n'
+        "    load_jit()\n"
+        "ModuleNotFoundError: No module named 'kernels.jit.module_moe_asm'\n"
+        "\n"
+        "During handling of the above exception, another exception occurred:\n"
+        "\n"
+        "Traceback (most recent call last):\n"
+        '  File "/srv/engine/server.py", line 3, in main\n'
+        "    start()\n"
+        "RuntimeError: engine start failed\n"
+    )
+    result = triage_text(log)
+    assert (result.category, result.key_line_no) == ("unsupported_arch_or_kernel", 4)
+
+
+def test_each_finding_has_a_confidence_and_unknown_failures_say_they_are_unclassified():
+    known = triage_text("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB.\n")
+    unknown = triage_text("RuntimeError: the frobnicator refused to frob\n")
+    assert known.category == "out_of_memory" and known.findings[0].confidence >= 0.8
+    assert unknown.category == "other" and unknown.confidence < known.confidence
+    assert "unclassified" in unknown.excerpt and unknown.key_line == "RuntimeError: the frobnicator refused to frob"
 
 
 def test_shape_facts_carry_shapes_dtypes_and_module_prefixes():

@@ -10,10 +10,22 @@ benchmarks/triage_corpus.py and the corpus tests; the logs themselves are never 
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
+from porter.triage.lines import fold_key, split_prefix
+
 EXCERPT_NUMBER_COLUMN = re.compile(r"^\s*\d*[|>] ")
+EXCERPT_REPEAT_NOTE = re.compile(r"\s+\[x\d+(?: from \d+ ranks)?, last at line \d+\]$")
+
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def crashlogs_dir() -> Path:
+    """`../shared/crashlogs` beside the repository, or $PORTER_CRASHLOGS (a git worktree lives elsewhere)."""
+    return Path(os.environ.get("PORTER_CRASHLOGS") or REPO_ROOT.parent / "shared" / "crashlogs")
 
 
 def load_cases(folder: Path) -> list[dict]:
@@ -32,6 +44,8 @@ def same_line(expected: str, actual: str) -> bool:
         return False
     if len(actual) >= 20 and actual in expected:
         return True
+    if fold_key(split_prefix(expected)[1]) == fold_key(split_prefix(actual)[1]):
+        return True  # the same line from another rank or queue: only numbers and addresses differ
     position = 0
     for fragment in (part.strip() for part in expected.split("...")):
         if not fragment:
@@ -44,5 +58,9 @@ def same_line(expected: str, actual: str) -> bool:
 
 
 def in_text(expected: str, text: str) -> bool:
-    """The labelled line is one of these lines; an excerpt's `  123| ` number column is not part of a line."""
-    return any(same_line(expected, EXCERPT_NUMBER_COLUMN.sub("", line)) for line in text.splitlines())
+    """The labelled line is one of these lines; an excerpt's `  123| ` number column and `[x8 ...]` repeat note
+    are not part of a line."""
+    return any(
+        same_line(expected, EXCERPT_REPEAT_NOTE.sub("", EXCERPT_NUMBER_COLUMN.sub("", line)))
+        for line in text.splitlines()
+    )

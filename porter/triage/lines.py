@@ -56,6 +56,38 @@ TRIGGER_WORDS = (
     b"startup complete",  # uvicorn / vLLM healthy marker
     b"allback",
     b"all back",
+    b"_STATUS_",  # HSA / hipBLAS / rocBLAS status codes (status.py)
+    b"RROR_",  # a terminal-wrapped HSA_STATUS_ERROR_* code
+    b"code object",
+    b"arch",
+    b"mport",  # ImportError of a CUDA-only module
+    b"module named",
+    b"ransport",
+    b"ibv_",
+    b"rdma",
+    b"what():",
+    b"terminate called",
+    b"responding",
+    b"such file",
+    b"nreachable",
+    b"refused",
+    b"ermission denied",
+    b"HW Exception",
+    b"GPU Hang",
+    b"amdgpu",
+    b"UTCL2",
+    b"verriding",
+    b"still ",
+    b"stuck",
+    b"hang",
+    b"hung",
+    b"deadlock",
+    b"waiting for",
+    b"no progress",
+    b"not ready",
+    b"No available",
+    b"eys",  # unexpected / missing keys
+    b"not found in",
 )
 
 
@@ -77,6 +109,8 @@ PREFIX = re.compile(
     r"""^(?:
       >[ ]?                                                               # markdown quote
     | \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+(?:(?:stdout|stderr)\s+[FP]\s)?  # k8s / CI
+    | \d{4}-\d\d-\d\d[ ]\d\d:\d\d:\d\d(?:[.,]\d+)?\s+(?:\[[A-Za-z]+\]\s+)?               # stamp [Level]
+    | \d{1,3}%\|[^|\n]{0,200}\|[^\[\n]{0,40}\[[^\]\n]{0,60}\]                         # a tqdm bar left on the line
     | \((?P<worker>[\w.-]+(?:\s+pid=\d+)?(?:,\s*ip=[\d.]+)?)\)\s*          # (Worker_TP0 pid=12) (raylet)
     | \[(?P<rank>rank\d+)\]:\s?                                           # torchrun
     | (?P<level>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s+(?:\d\d-\d\d\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+)?

@@ -28,6 +28,7 @@ class Finding:
     key_line_no: int
     implicated: str | None
     facts: dict = field(default_factory=dict)
+    confidence: float = 0.3  # how far the key line alone decides the category (rules.Rule.confidence)
 
 
 @dataclass
@@ -42,6 +43,7 @@ class Triage:
     findings: list[Finding] = field(default_factory=list)  # the primary first, then other classes seen
     facts: dict = field(default_factory=dict)  # the primary finding's facts
     line_count: int = 0
+    confidence: float = 1.0  # of the primary finding; an `other` finding is unclassified and low
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -62,7 +64,20 @@ def candidate_events(scanner: Scanner) -> list[Event]:
         if ready is not None and event.line_no < ready and weak and event.category != "slow_fallback_perf":
             continue
         kept.append(event)
-    return sorted(kept, key=_rank, reverse=True)
+    return first_compiler_error_wins(sorted(kept, key=_rank, reverse=True))
+
+
+def first_compiler_error_wins(events: list[Event]) -> list[Event]:
+    """When the compiler's own diagnostics lead, the first `error:` is the key line (later errors are often its
+    consequences) and the build is a missing ROCm guard when any diagnostic names CUDA-only code."""
+    if not events or events[0].rule not in rules.COMPILER_RULES:
+        return events
+    diagnostics = sorted((event for event in events if event.rule in rules.COMPILER_RULES), key=lambda e: e.line_no)
+    if any(event.category == "missing_rocm_guard" for event in diagnostics):
+        for event in diagnostics:
+            event.category = "missing_rocm_guard"
+    rest = [event for event in events if event.rule not in rules.COMPILER_RULES]
+    return diagnostics + rest
 
 
 def implicated_of(event: Event, facts: dict) -> str | None:
@@ -95,7 +110,8 @@ def finding_for(category: str, events: list[Event], scanner: Scanner) -> tuple[F
     if scanner.arch and not merged.get("arch"):
         merged["arch"] = scanner.arch
     key_line = best.body[:KEY_LINE_LIMIT]
-    return Finding(category, key_line, best.line_no, implicated_of(best, merged), merged), best
+    finding = Finding(category, key_line, best.line_no, implicated_of(best, merged), merged, best.confidence)
+    return finding, best
 
 
 def signature_of(category: str, key_line: str, implicated: str | None) -> str:
@@ -119,6 +135,10 @@ def build_triage(scanner: Scanner, token_budget: int) -> Triage:
         return Triage("ok", "", 0, None, "ok", excerpt, estimate_tokens(excerpt), [], {}, scanner.line_count)
     primary, key_event = findings[0]
     header = [f"== triage: {primary.category} at line {primary.key_line_no} of {scanner.line_count} =="]
+    if primary.category == "other":
+        header.append("unclassified: no rule names this failure; the key line is the strongest evidence found")
+    else:
+        header.append(f"confidence: {primary.confidence:.1f} ({key_event.rule})")
     if primary.implicated:
         header.append(f"implicated: {primary.implicated}")
     for finding, event in findings[1:]:
@@ -140,4 +160,5 @@ def build_triage(scanner: Scanner, token_budget: int) -> Triage:
         findings=[finding for finding, _ in findings],
         facts=primary.facts,
         line_count=scanner.line_count,
+        confidence=primary.confidence,
     )

@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from porter.triage.status import status_class
+
 CATEGORIES = (
     "shape_mismatch",
     "quant_config_mismatch",
@@ -47,6 +49,12 @@ DTYPE = re.compile(
     r"(?i:\b(?:torch\.)?(?:float8_e\w+|float8\w*|fp8e\w+|fp8_e\w+|e4m3\w*|e5m2\w*|e8m0\w*|float4_e\w+|mxfp4|fp4\w*"
     r"|bfloat16|bf16|float16|fp16|half|int4|uint4|int8|uint8|dtype)\b)"
 )
+# A compiler or linker driver speaking for itself (no file:line): `clang++: error: ...`, `ld.lld: error: ...`,
+# `fatal error: error in backend: ...` (LLVM). collect2's summary is a wrapper (build_failed).
+COMPILER_DRIVER = re.compile(
+    r"^(?:\S*/)?(?:clang|clang\+\+|amdclang\+\+|amdclang|hipcc|hipcc\.pl|gcc|g\+\+|c\+\+|cc1plus|nvcc|ld|ld\.lld"
+    r"|ld\.gold|lld)(?:-\d+)?: (?:fatal )?error: (?P<message>.*)|fatal error: error in backend: (?P<backend>.*)"
+)
 UNSUPPORTED = re.compile(
     r"(?i:not supported|unsupported|not supports?\b|does not support|no support|not implemented|should be one of"
     r"|not available (?:on|for|in))"
@@ -61,6 +69,7 @@ class Rule:
     pattern: re.Pattern[str]
     needs: tuple[str, ...]  # lower-case words one of which a matching line must contain: skips the regex cheaply
     message_must_match: re.Pattern[str] | None = None  # searched in the match's `message` group
+    confidence: float = 0.8  # how far a match alone decides the class (the finding reports it)
 
     def matches(self, text: str, lowered: str) -> bool:
         if not any(word in lowered for word in self.needs):
@@ -71,11 +80,16 @@ class Rule:
         return self.message_must_match.search(match.groupdict().get("message") or text) is not None
 
 
-def _rule(name, category, score, needs: tuple[str, ...], pattern: str, message_must_match=None) -> Rule:
-    return Rule(name, category, score, re.compile(pattern), needs, message_must_match)
+def _rule(name, category, score, needs: tuple[str, ...], pattern: str, message_must_match=None, confidence=0.8) -> Rule:
+    return Rule(name, category, score, re.compile(pattern), needs, message_must_match, confidence)
 
 
-# Ordered by score; the first rule that matches a line decides its class.
+# Ordered by score; the first rule that matches a line decides its class. The score is the precedence when
+# findings compete (report.py): the compiler's own diagnostics (first `error:` wins, CUDA-only code makes it a
+# missing guard), then the lines that name a root cause (shapes, quantised names, budgets, dtypes, memory,
+# faults, code objects, collectives), then status codes by their confidence (status.py), then start-up
+# stalls and timeouts, then the wrappers that only say something failed (build tool, generic exceptions,
+# error lines, process death), and last the performance warnings.
 RULES: tuple[Rule, ...] = (
     _rule("cuda_only_in_rocm_build", "missing_rocm_guard", 100, ("error:",), COMPILER_DIAGNOSTIC.pattern, CUDA_ONLY),
     _rule(
@@ -86,7 +100,8 @@ RULES: tuple[Rule, ...] = (
         r"undefined (?:symbol|reference to)\W+(?P<message>\S*(?:cuda[A-Z]|cublas|curand|cufft|cusparse|nvrtc)\S*)",
         CUDA_ONLY,
     ),
-    _rule("compiler_error", "compile_error", 95, ("error:",), COMPILER_DIAGNOSTIC.pattern),
+    _rule("compiler_error", "compile_error", 95, ("error:",), COMPILER_DIAGNOSTIC.pattern, confidence=0.9),
+    _rule("compiler_driver_error", "compile_error", 95, ("error:", "error in backend"), COMPILER_DRIVER.pattern),
     _rule(
         "shape_mismatch",
         "shape_mismatch",
@@ -95,6 +110,7 @@ RULES: tuple[Rule, ...] = (
         r"(?i)size mismatch|shape mismatch|mismatch(?:ed)? (?:in )?shapes?\b|param_data\.shape|loaded_weight\.shape"
         r"|attempted to load weight \(|copying a param with shape|must match the size of tensor"
         r"|shapes? \S{0,40}\s*(?:vs\.?|!=|does not match|do not match|doesn't match)\s",
+        confidence=0.9,
     ),
     _rule(
         "negative_kv_budget",
@@ -108,18 +124,29 @@ RULES: tuple[Rule, ...] = (
         "triton_out_of_resources",
         "compile_error",
         91,
-        ("outofresources", "out of resource", "compil", "error building", "undefined", "llvm error", "linker"),
+        (
+            "outofresources",
+            "out of resource",
+            "compil",
+            "error building",
+            "undefined",
+            "llvm error",
+            "linker",
+            "backend",
+        ),
         r"OutOfResources|out of resource: (?:shared memory|registers)|CompilationError|CompileError"
         r"|Error building extension|undefined symbol|undefined reference to|LLVM ERROR|linker command failed"
-        r"|compilation (?:failed|terminated)|failed to compile",
+        r"|compilation (?:failed|terminated)|failed to compile|error in backend",
     ),
     _rule(
         "quantized_name_miss",
         "quant_config_mismatch",
         91,
-        ("keyerror", "has no attribute", "quant"),
+        ("keyerror", "has no attribute", "quant", "not found in", "key"),
         r"KeyError: '[\w.]*(?:scale|qweight|qzeros|scales|g_idx|zero_point|zeros|packed|blockscale|quant)\w*'"
         r"|has no attribute '\w*(?:weight|scale|qzeros|g_idx|zero_point)\w*'"
+        r"|\b[\w.]*(?:_scale|qweight|qzeros|scales|g_idx|zero_point|blockscale)\w*'? (?:is )?not found in "
+        r"|(?i:(?:unexpected|missing) keys?\b.{0,120}(?:_scale|qweight|qzeros|g_idx|zero_point|blockscale))"
         r"|(?i:unknown quantization method|quant(?:ization)?[ _]config\S* (?:not found|is missing|mismatch|does not))",
     ),
     _rule(
@@ -135,23 +162,46 @@ RULES: tuple[Rule, ...] = (
         90,
         ("memory", "oom"),
         r"(?i:out of memory)|OutOfMemoryError|hipErrorOutOfMemory|HIP_ERROR_OUT_OF_MEMORY|Cannot allocate memory"
-        r"|oom-kill|\bOOM\b|MemoryError",
+        r"|oom-kill|oom_kill|\bOOM\b|MemoryError",
+        confidence=0.9,
+    ),
+    _rule(
+        "cuda_only_import",
+        "missing_rocm_guard",
+        89,
+        ("import", "no module named"),
+        r"(?:ImportError|ModuleNotFoundError|No module named|cannot import name)\b.{0,160}"
+        r"\b(?:flash_attn\w*|flashinfer\w*|deep_gemm|cutlass\w*|nvidia\w*|pynvml|cupy\w*|vllm_flash_attn|fa_utils"
+        r"|cuda(?:_\w+)?|xformers|triton\.backends\.nvidia\w*)\b",
+        confidence=0.6,
     ),
     _rule(
         "memory_access_fault",
         "gpu_memory_fault",
         88,
-        ("memory access fault",),
-        r"Memory access fault by GPU|(?i:memory access fault)",
+        ("memory access fault", "page fault", "protection_fault", "utcl2", "gfxhub", "mmhub"),
+        r"Memory access fault by GPU|(?i:memory access fault)|(?i:amdgpu\b.{0,100}(?:page fault|retry fault))"
+        r"|\[(?:gfx|mm)hub\d*\] (?:\w+ )?page fault|VM_L2_PROTECTION_FAULT|Faulty UTCL2",
+        confidence=0.9,
     ),
     _rule(
         "no_code_object",
         "unsupported_arch_or_kernel",
         86,
-        ("nobinary", "kernel image", "device function", "devicefunction", "code object", "hipmoduleload"),
+        ("nobinary", "kernel image", "device function", "devicefunction", "code object", "hipmoduleload", "arch"),
         r"hipErrorNoBinaryForGpu|no kernel image is available|invalid device function|hipErrorInvalidDeviceFunction"
-        r"|(?i:no (?:compatible )?code object)|hipModuleLoad\S*.{0,120}(?:fail|not found|error)"
-        r"|fail(?:ed)? to (?:call )?hipModuleLoad",
+        r"|(?i:no (?:compatible )?code objects?)|hipModuleLoad\S*.{0,120}(?:fail|not found|error)"
+        r"|fail(?:ed)? to (?:call )?hipModuleLoad|(?i:for (?:gpu |the )?arch(?:itecture)?\s*:?\s*gfx\d)"
+        r"|(?i:(?:not compiled|no (?:kernels?|library|code) (?:built )?)for (?:this |the )?(?:arch|gfx|gpu))",
+    ),
+    _rule(
+        "gpu_hang",
+        "other",  # the labelled logs call a hang unexplained: the queue died, no class names why
+        86,
+        ("hw exception", "gpu hang", "gpu reset", "timedout", "ring "),
+        r"HW Exception by GPU|GPU Hang|(?i:amdgpu\b.{0,100}(?:GPU reset|ring \S+ timeout|job timed ?out))"
+        r"|amdgpu_job_timedout",
+        confidence=0.5,
     ),
     _rule(
         "collective_failure",
@@ -170,13 +220,17 @@ RULES: tuple[Rule, ...] = (
             "tcpstore",
             "rendezvous",
             "reduce",
+            "transport",
+            "ibv",
+            "rdma",
         ),
         r"NCCL error|RCCL error|nccl\w*Error|ncclInternalError|ncclSystemError|ncclUnhandledCudaError|ncclRemoteError"
         r"|unhandled (?:cuda|system) error|NCCL WARN"
         r"|(?i:collectives?\b.{0,60}(?:mismatch|differ|timeout|timed out|fail))"
         r"|(?i:mismatch between collectives)|Watchdog caught|(?i:process ?group\S* watchdog)|ProcessGroupNCCL"
         r"|DistBackendError|DistNetworkError|DistStoreError|TCPStore|(?i:rendezvous)|(?i:nccl communicator)"
-        r"|(?i:all_?reduce\S* .{0,40}(?:failed|error))",
+        r"|(?i:all_?reduce\S* .{0,40}(?:failed|error))"
+        r"|(?i:transport retry counter exceeded|IBV_WC_\w+_ERR|ibv_\w+\W.{0,40}fail|rdma\w*\b.{0,60}(?:error|fail))",
     ),
     _rule(
         "kernel_rejects_problem",
@@ -188,23 +242,34 @@ RULES: tuple[Rule, ...] = (
         r"|(?:not supported|unsupported|does not support).{0,60}\b(?:gemm|kernel|arch\w*|gfx\d\w*|device|gpu|platform)"
         r"|\bno support\b|requires cuda|not available on (?:rocm|hip|amd)|only supported on (?:cuda|nvidia)"
         r"|no (?:available|suitable|valid|matching) kernel|no (?:kernel )?instance found|IsSupportedArgument",
+        confidence=0.7,
     ),
     _rule(
         "other_memory_fault",
         "gpu_memory_fault",
         84,
-        (
-            "memory_fault",
-            "memory fault",
-            "illegal memory",
-            "illegaladdress",
-            "page fault",
-            "hw exception",
-            "hang",
-            "error_exception",
-        ),
+        ("memory_fault", "memory fault", "illegal memory", "illegaladdress", "page fault", "error_exception"),
         r"MEMORY_FAULT|Memory Fault|illegal memory access|hipErrorIllegalAddress|(?i:gpu page fault)"
-        r"|HW Exception by GPU|GPU Hang|HSA_STATUS_ERROR_EXCEPTION",
+        r"|HSA_STATUS_ERROR_EXCEPTION",
+    ),
+    _rule(
+        "startup_stall",
+        "startup_timeout",
+        72,
+        ("still", "stuck", "hang", "hung", "deadlock", "waiting for", "no available", "no progress", "not ready"),
+        r"(?i)\bstill (?:starting|loading|initiali[sz]ing|waiting|compiling|not (?:up|ready|healthy))\b"
+        r"|\b(?:stuck|hangs?|hung|hanging)\b.{0,40}\b(?:at|on|in|during|while|after|when)\b"
+        r"|\bdeadlock|waiting for (?:the )?(?:baton|lock|file lock)\b|no progress (?:for|in|after)\b"
+        r"|not ready after\b|no available shared memory broadcast block found in",
+        confidence=0.7,
+    ),
+    _rule(
+        "prebuilt_kernel_module_missing",
+        "unsupported_arch_or_kernel",
+        71,  # a kernel library that ships per-arch modules has none for this GPU: it JIT-builds or fails
+        ("no module named",),
+        r"(?i:No module named '[\w.]*\bjit\.module_\w*')",
+        confidence=0.4,
     ),
     _rule(
         "startup_timeout",
@@ -220,9 +285,11 @@ RULES: tuple[Rule, ...] = (
     _rule(
         "build_failed",
         "compile_error",
-        60,
-        ("ninja", "error: command"),
-        r"ninja: build stopped|(?i:error: command .{0,80}(?:hipcc|clang|g\+\+|gcc|nvcc))",
+        60,  # the build tool's summary or a wrapper around a build: the first compiler error beats it
+        ("ninja", "error: command", "build", "collect2"),
+        r"ninja: build stopped|(?i:error: command .{0,80}(?:hipcc|clang|g\+\+|gcc|nvcc))|collect2: error:"
+        r"|(?i:fail(?:ed)? (?:to )?build\b|build failed\b)",
+        confidence=0.6,
     ),
 )
 
@@ -230,16 +297,30 @@ SLOW_FALLBACK = _rule(
     "untuned_shape",
     "slow_fallback_perf",
     15,
-    ("tuned", "default", "optimal", "not found", "torch solution", "back", "slow"),
+    ("tuned", "default", "optimal", "not found", "torch solution", "back", "slow", "overrid"),
     r"not found tuned config|(?i:using default (?:moe )?config)|sub-?optimal|using [12]stage default"
     r"|Config file not found"
     r"|(?i:no tuned|untuned)|will use default config|using torch solution|(?i:fall(?:ing)? ?back to (?:the |a )?"
-    r"(?:slow|default|naive|reference|torch|triton))|(?i:slow (?:path|fallback))|fallback kernel",
+    r"(?:slow|default|naive|reference|torch|triton))|(?i:slow (?:path|fallback))|fallback kernel"
+    r"|(?i:overriding \S+ backend)",
+    confidence=0.7,
 )
+# Probing for other vendors' platforms fails on every ROCm host: that is not the failure.
+EXPECTED_ON_ROCM = re.compile(
+    r"(?i)\b(?:cuda|tpu|xpu|hpu|neuron) platform\b|\bnvml\b|libtpu|intel_extension_for_pytorch|habana"
+)
+# A warning that says it falls back is a performance finding, even when it gives "unsupported" as the reason.
+WARNING_LINE = re.compile(r"\b\w*Warning\b|\bWARN(?:ING)?\b|\bwarn(?:ing)?:")
 DISPATCH_TRACE = _rule("last_dispatched_kernel", "gpu_memory_fault", 20, ("shadername",), r"ShaderName\s*:\s*\S+")
 
 HIP_ERROR = re.compile(r"HIP error|hipError\w+|HSA_STATUS_ERROR_\w+|HSA_STATUS_\w+")
 ERROR_WORD = re.compile(r"\bERROR\b|\b\w*Error\b|\berror:|\bFAILED\b|\b[Ff]ailed\b|\bfatal\b|\b\w*Exception\b")
+# What a C++ program, a scheduler or a node manager says when something died without a Python exception.
+PLAIN_FAILURE = re.compile(
+    r"^what\(\):|terminate called after throwing|(?i:\bnot responding\b|no such file or directory|\bunreachable\b"
+    r"|connection refused|permission denied|segmentation fault)"
+)
+MISSING_MODULE = re.compile(r"No module named '[\w.]+'|cannot import name '\w+'")
 DEATH = re.compile(
     r"exit code|exit status|exitcode|\bKilled\b|\bAborted\b|core dumped|SIGABRT|SIGKILL|SIGSEGV|sigquit|died"
 )
@@ -256,6 +337,9 @@ KERNEL_HINT = re.compile(
     r"|finish build \[?(?P<built>[^\s\],]+)|start build \[?(?P<building>[^\s\],]+)"
     r"|\[fused_moe\] using (?P<moe>\w+ \w+)"
 )
+COMPILER_RULES = frozenset({"cuda_only_in_rocm_build", "compiler_error", "compiler_driver_error"})
+# Rule names switched off, for the leave-one-source-out benchmark only (benchmarks/triage_corpus.py).
+DISABLED: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -263,23 +347,55 @@ class Match:
     rule: str
     category: str
     score: int
+    confidence: float = 0.3
+
+
+def _status_match(text: str) -> Match | None:
+    found = None if "status_code" in DISABLED else status_class(text)
+    if found is None:
+        return None
+    _, category, confidence = found
+    return Match("status_code", category, 60 + round(30 * confidence), confidence)
+
+
+def _rule_match(text: str, lowered: str) -> Match | None:
+    for rule in RULES:
+        if rule.name not in DISABLED and rule.matches(text, lowered):
+            bonus = EXCEPTION_BONUS if EXCEPTION_LINE.match(text) else 0
+            return Match(rule.name, rule.category, rule.score + bonus, rule.confidence)
+    return None
+
+
+def _best(*matches: Match | None) -> Match | None:
+    found = [match for match in matches if match is not None]
+    return max(found, key=lambda match: match.score) if found else None
 
 
 def classify(body: str) -> Match | None:
     """The most specific class a (prefix-stripped) line shows, or None when it shows no problem."""
     text = body.strip()
     lowered = text.lower()
-    for rule in RULES:
-        if rule.matches(text, lowered):
-            return Match(rule.name, rule.category, rule.score + (EXCEPTION_BONUS if EXCEPTION_LINE.match(text) else 0))
-    if EXCEPTION_LINE.match(text) and not NOT_AN_ERROR.search(text):
+    found = _best(_rule_match(text, lowered), _status_match(text))
+    fallback = SLOW_FALLBACK.matches(text, lowered)
+    if fallback and found is not None and found.category in UNSUPPORTED_CLASSES and WARNING_LINE.search(text):
+        found = None  # "unsupported ..., falling back": a warning about speed, not a failure
+    if found is not None:
+        return found
+    if fallback:
+        return Match(SLOW_FALLBACK.name, SLOW_FALLBACK.category, SLOW_FALLBACK.score, SLOW_FALLBACK.confidence)
+    if EXPECTED_ON_ROCM.search(text):
+        return None
+    exception = EXCEPTION_LINE.match(text)
+    if exception and not exception["name"].endswith("Warning") and not NOT_AN_ERROR.search(text):
         return Match("exception", "other", GENERIC_EXCEPTION_SCORE)
-    if SLOW_FALLBACK.matches(text, lowered):
-        return Match(SLOW_FALLBACK.name, SLOW_FALLBACK.category, SLOW_FALLBACK.score)
     if DISPATCH_TRACE.matches(text, lowered):
         return Match(DISPATCH_TRACE.name, DISPATCH_TRACE.category, DISPATCH_TRACE.score)
     if NOT_AN_ERROR.search(text):
         return None
+    if PLAIN_FAILURE.search(text):
+        return Match("plain_failure", "other", 52 if text.startswith("what():") else 46)
+    if MISSING_MODULE.search(text):
+        return Match("missing_module", "other", 50)
     if HIP_ERROR.search(text):
         return Match("hip_runtime_error", "other", 45)
     if ERROR_WORD.search(text):
@@ -289,15 +405,19 @@ def classify(body: str) -> Match | None:
     return None
 
 
+UNSUPPORTED_CLASSES = ("unsupported_arch_or_kernel", "dtype_unsupported")
+
+
 def classify_exception(exception_line: str, last_source_line: str | None) -> Match:
     """Class of a traceback's final line; a bare `AssertionError` is read through the failing source line."""
     found = classify(exception_line)
-    if found and found.category != "other":
+    if found and (found.category != "other" or found.score > GENERIC_EXCEPTION_SCORE):
         return found
     if last_source_line:
         from_source = classify(last_source_line)
         if from_source and from_source.category != "other":
-            return Match(from_source.rule, from_source.category, from_source.score + EXCEPTION_BONUS)
+            score = from_source.score + EXCEPTION_BONUS
+            return Match(from_source.rule, from_source.category, score, from_source.confidence)
     return Match("exception", "other", GENERIC_EXCEPTION_SCORE)
 
 

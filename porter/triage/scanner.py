@@ -100,6 +100,7 @@ class Event:
     implicated: str | None = None
     variants: list[str] = field(default_factory=list)
     key: str = ""
+    confidence: float = 0.3
 
     @property
     def text(self) -> str:
@@ -361,7 +362,16 @@ class Scanner:
             return None
         before = context()
         event = Event(
-            match.rule, match.category, match.score, line_no, body, channel, before, last_line_no=line_no, key=key
+            match.rule,
+            match.category,
+            match.score,
+            line_no,
+            body,
+            channel,
+            before,
+            last_line_no=line_no,
+            key=key,
+            confidence=match.confidence,
         )
         event.ranks.update(ranks_in(channel, body)[:1])
         if match.category == "gpu_memory_fault" and self.kernel is not None:
