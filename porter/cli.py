@@ -68,9 +68,12 @@ def validate(task: str, as_json: bool) -> None:
 @click.option("--base-url", help="Override agent.base_url (an OpenAI-compatible endpoint).")
 @click.option("--sandbox", "sandbox_kind", type=click.Choice(["docker", "local"]), help="Override sandbox.kind.")
 @click.option("--resume", "resume_dir", type=click.Path(file_okay=False), help="Continue the run in RUN_DIR.")
-def run(task: str, provider, model_name, base_url, sandbox_kind, resume_dir) -> None:
+@click.option("--skip-preflight", is_flag=True, help="Start without `porter preflight` (which runs first by default).")
+def run(task: str, provider, model_name, base_url, sandbox_kind, resume_dir, skip_preflight: bool) -> None:
     """Run the porting loop on TASK until its targets are met or a limit is hit."""
     from porter import runs
+    from porter.preflight import preflight_main
+    from porter.sandbox import SandboxError
 
     spec = _load(str(Path(resume_dir) / "task.yaml")) if resume_dir else _load(task)
     overrides = {"provider": provider, "model": model_name, "base_url": base_url}
@@ -79,7 +82,27 @@ def run(task: str, provider, model_name, base_url, sandbox_kind, resume_dir) -> 
             setattr(spec.agent, field_name, value)
     if sandbox_kind:
         spec.sandbox.kind = sandbox_kind
+    if not skip_preflight:
+        try:
+            runs.choose_sandbox(spec)
+        except SandboxError as exc:
+            _fail(f"cannot start the run: {exc}")
+        if preflight_main(spec) != 0:
+            _fail("preflight failed (the table above says what to fix); --skip-preflight starts anyway")
     sys.exit(runs.run_task(spec, task, resume_dir))
+
+
+@main.command()
+@click.argument("task", type=click.Path(dir_okay=False))
+@click.option("--sandbox", "sandbox_kind", type=click.Choice(["docker", "local"]), help="Override sandbox.kind.")
+def preflight(task: str, sandbox_kind) -> None:
+    """Check TASK in minutes, before any model load: image, devices, weights, flags, tuners, datasets, port, key."""
+    from porter.preflight import preflight_main
+
+    spec = _load(task)
+    if sandbox_kind:
+        spec.sandbox.kind = sandbox_kind
+    sys.exit(preflight_main(spec))
 
 
 @main.command()
@@ -183,6 +206,25 @@ def pr(run_dir: str, remote) -> None:
         _fail(f"{run_dir}: the run kept no commit, so there is no PR to write", code=1)
     for path in written:
         click.echo(path)
+
+
+@main.group()
+def data() -> None:
+    """The public quality datasets the real tasks use."""
+
+
+@data.command(name="get")
+@click.argument("name", type=click.Choice(["gsm8k", "gpqa-diamond"]))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Folder (default: $PORTER_DATA/<set>).")
+def data_get(name: str, out_dir) -> None:
+    """Download NAME from the Hugging Face Hub as JSONL (+ .sha256); GPQA needs HF_TOKEN."""
+    from porter.eval_data import DataError, default_out, get
+
+    try:
+        path, digest, rows = get(name, Path(out_dir) if out_dir else default_out(name))
+    except DataError as exc:
+        _fail(str(exc))
+    click.echo(f"{path}: {rows} rows, sha256 {digest}")
 
 
 @main.group()

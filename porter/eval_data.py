@@ -1,0 +1,120 @@
+"""`porter data get gsm8k|gpqa-diamond --out DIR`: the public test sets, as the quality check reads them.
+
+Covers downloading from the Hugging Face Hub with the standard library and writing JSONL plus a
+`sha256sum`-style file next to it:
+- gsm8k: openai/gsm8k, config `main`, split `test` (1319 rows). The hub stores it as parquet only, so the
+  rows come as JSON from the hub's dataset viewer API (`/rows`, at most 100 a page), not through a
+  parquet reader; each row keeps `question` and `answer` (`... #### N`).
+- gpqa-diamond: Idavidrein/gpqa, file `gpqa_diamond.csv` (198 rows), a gated dataset: the user accepts its
+  terms on the hub and exports a token (HF_TOKEN); each row keeps `Question`, `Correct Answer` and
+  `Incorrect Answer 1..3`.
+Endpoints: HF_ENDPOINT (the hub, default https://huggingface.co) and PORTER_DATASETS_SERVER (the viewer
+API, default https://datasets-server.huggingface.co); tests point both at a local server. Does not cover
+scoring (checks/quality.py) or any other dataset.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+from porter.checks.quality import MC_FIELDS
+
+GSM8K = {"dataset": "openai/gsm8k", "config": "main", "split": "test", "fields": ("question", "answer")}
+GPQA = {"repo": "Idavidrein/gpqa", "file": "gpqa_diamond.csv"}
+GPQA_FIELDS = MC_FIELDS  # the columns the multiple-choice check reads, as GPQA's CSV names them
+OUTPUT_NAMES = {"gsm8k": "test.jsonl", "gpqa-diamond": "gpqa_diamond.jsonl"}
+TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+PAGE = 100  # the viewer API's largest page
+TIMEOUT_S = 60
+
+
+class DataError(Exception):
+    """A dataset that could not be fetched; the message says why and what to do."""
+
+
+def default_out(name: str) -> Path:
+    """Where the shipped real tasks look: $PORTER_DATA/gsm8k, $PORTER_DATA/gpqa (PORTER_DATA default /data/evals)."""
+    root = Path(os.environ.get("PORTER_DATA") or "/data/evals")
+    return root / ("gsm8k" if name == "gsm8k" else "gpqa")
+
+
+def get(name: str, out_dir: Path) -> tuple[Path, str, int]:
+    """Fetch `name` into out_dir; returns (file, sha256, rows)."""
+    if name not in OUTPUT_NAMES:
+        raise DataError(f"unknown dataset {name!r}; porter knows {sorted(OUTPUT_NAMES)}")
+    rows = _gsm8k_rows() if name == "gsm8k" else _gpqa_rows()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / OUTPUT_NAMES[name]
+    data = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode()
+    temporary = path.with_name(f".{path.name}.partial")
+    temporary.write_bytes(data)
+    temporary.replace(path)  # a reader never sees half a file
+    digest = hashlib.sha256(data).hexdigest()
+    path.with_name(path.name + ".sha256").write_text(f"{digest}  {path.name}\n")
+    return path, digest, len(rows)
+
+
+def _gsm8k_rows() -> list[dict]:
+    server = os.environ.get("PORTER_DATASETS_SERVER", "https://datasets-server.huggingface.co").rstrip("/")
+    rows: list[dict] = []
+    total = None
+    while total is None or len(rows) < total:
+        query = {k: GSM8K[k] for k in ("dataset", "config", "split")} | {"offset": len(rows), "length": PAGE}
+        page = json.loads(_fetch(f"{server}/rows?{urllib.parse.urlencode(query)}", token=_token(required=False)))
+        total = page["num_rows_total"]
+        if not page["rows"]:
+            raise DataError(f"{server} returned no rows at offset {len(rows)} of {total}")
+        for entry in page["rows"]:
+            if entry.get("truncated_cells"):
+                raise DataError(f"row {entry['row_idx']} came back truncated ({entry['truncated_cells']})")
+            rows.append({field: entry["row"][field] for field in GSM8K["fields"]})
+    return rows
+
+
+def _gpqa_rows() -> list[dict]:
+    hub = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    url = f"{hub}/datasets/{GPQA['repo']}/resolve/main/{GPQA['file']}"
+    text = _fetch(url, token=_token(required=True)).decode("utf-8")
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [field for field in GPQA_FIELDS if field not in (reader.fieldnames or [])]
+    if missing:
+        raise DataError(f"{url}: the CSV lacks the columns {missing}")
+    return [{field: row[field].strip() for field in GPQA_FIELDS} for row in reader]
+
+
+def _token(required: bool) -> str | None:
+    for name in TOKEN_VARIABLES:
+        if os.environ.get(name):
+            return os.environ[name]
+    if required:
+        raise DataError(
+            "GPQA is gated on the Hugging Face Hub and HF_TOKEN is not set: accept its terms at "
+            f"https://huggingface.co/datasets/{GPQA['repo']}, create a read token, and export it as HF_TOKEN"
+        )
+    return None
+
+
+def _fetch(url: str, token: str | None) -> bytes:
+    request = urllib.request.Request(url, headers={"User-Agent": "porter"})
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+            return response.read()
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            raise DataError(
+                f"GET {url}: HTTP {exc.code}; the token in HF_TOKEN has no access (accept the dataset's terms on "
+                "the hub with that account)"
+            ) from None
+        raise DataError(f"GET {url}: HTTP {exc.code} {exc.reason}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise DataError(f"GET {url} failed: {getattr(exc, 'reason', exc)}") from None
