@@ -120,11 +120,32 @@ def replay(run_or_transcript: str, sandbox_kind) -> None:
     sys.exit(0 if report.reproduced else 1)
 
 
+def _resources(_ctx, _param, values: tuple[str, ...]) -> dict[str, float]:
+    from porter.ray_cluster import parse_resource
+
+    try:
+        return dict(parse_resource(value) for value in values)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 @main.command(name="eval")
 @click.argument("corpus", type=click.Path(exists=True))
 @click.option("--models", help="Comma-separated agents to compare, e.g. playbook,anthropic:claude-sonnet-4-5.")
-@click.option("--workers", type=click.IntRange(1), default=1, show_default=True, help="Parallel sandboxes.")
-def evaluate(corpus: str, models, workers: int) -> None:
+@click.option("--workers", type=click.IntRange(1), default=1, show_default=True, help="Parallel sandboxes (local).")
+@click.option("--out", "out_root", default="evals", show_default=True, help="Folder for <utc time>/leaderboard.md.")
+@click.option(
+    "--ray", "ray_address", metavar="ADDRESS", help="Run each cell as a task of the Ray cluster at host:port."
+)
+@click.option(
+    "--ray-resource",
+    "resources",
+    multiple=True,
+    callback=_resources,
+    metavar="NAME=AMOUNT",
+    help="What each cell asks of a node (repeatable), e.g. mi355x_node=1. Default: GPU=<the task's hardware.count>.",
+)
+def evaluate(corpus: str, models, workers: int, out_root: str, ray_address, resources: dict) -> None:
     """Run every task of CORPUS for each model and write a leaderboard (markdown + JSON)."""
     from porter.evaluate import check_corpus
     from porter.evaluate import evaluate as evaluate_corpus
@@ -135,9 +156,31 @@ def evaluate(corpus: str, models, workers: int) -> None:
         _fail(str(exc))
     if problems:
         _fail("\n".join(problems))
-    out_dir = evaluate_corpus(corpus, (models or "playbook").split(","), workers)
+    providers = (models or "playbook").split(",")
+    if ray_address:
+        out_dir = _evaluate_on_ray(corpus, providers, ray_address, resources, out_root)
+    elif resources:
+        _fail("--ray-resource needs --ray ADDRESS")
+    else:
+        out_dir = evaluate_corpus(corpus, providers, workers, out_root)
     click.echo((out_dir / "leaderboard.md").read_text())
     click.echo(f"leaderboard: {out_dir / 'leaderboard.md'}")
+
+
+def _evaluate_on_ray(corpus: str, providers: list[str], address: str, resources: dict, out_root: str) -> Path:
+    from porter.eval_ray import Interrupted, evaluate_on_ray
+    from porter.ray_cluster import RayEvalError
+
+    try:
+        return evaluate_on_ray(
+            corpus, providers, address, resources, out_root, echo=lambda line: click.echo(line, err=True)
+        )
+    except RayEvalError as exc:
+        _fail(str(exc))
+    except TaskError as exc:
+        _fail(str(exc))
+    except Interrupted as exc:
+        _fail(str(exc), code=130)
 
 
 @main.command()

@@ -90,7 +90,21 @@ def _entry(name: str, provider: str, ctx, wall_s: float, note: str) -> Entry:
 
 def replay_one(recording: Path, runs_dir: Path) -> Entry:
     started = time.monotonic()
-    report = replay(recording, runs_dir=str(runs_dir))
+    try:
+        report = replay(recording, runs_dir=str(runs_dir))
+    except Exception as exc:  # noqa: BLE001 - as in run_one: a replay that cannot start is a failed row
+        return Entry(
+            recording.name,
+            "replay",
+            False,
+            0,
+            0,
+            0,
+            None,
+            round(time.monotonic() - started, 1),
+            "",
+            f"error: {type(exc).__name__}: {exc}",
+        )
     note = "reproduced" if report.reproduced else "; ".join(report.divergences[:2])
     return Entry(
         recording.name,
@@ -109,9 +123,8 @@ def replay_one(recording: Path, runs_dir: Path) -> Entry:
 def evaluate(corpus: str | Path, providers: list[str], workers: int = 1, out_root: str = "evals") -> Path:
     corpus = Path(corpus)
     tasks, recordings, engines = discover(corpus)
-    out_dir = Path(out_root) / dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    out_dir = new_out_dir(out_root)
     runs_dir = out_dir / "runs"
-    runs_dir.mkdir(parents=True)
     engine_for = cycle(engines or [None])
     with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = [
@@ -121,6 +134,19 @@ def evaluate(corpus: str | Path, providers: list[str], workers: int = 1, out_roo
         entries = [future.result() for future in futures]
     write_leaderboard(out_dir, entries)
     return out_dir
+
+
+def new_out_dir(out_root: str | Path) -> Path:
+    """A fresh `<out_root>/<utc time>/` with its `runs/`; a second eval in the same second gets `-2`, `-3`, ..."""
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    for suffix in ["", *(f"-{n}" for n in range(2, 1000))]:
+        out_dir = Path(out_root) / f"{stamp}{suffix}"
+        try:
+            (out_dir / "runs").mkdir(parents=True)
+            return out_dir
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{out_root}: 999 evals started in the same second")
 
 
 def write_leaderboard(out_dir: Path, entries: list[Entry]) -> None:

@@ -1,0 +1,243 @@
+"""`porter eval --ray` on a real Ray cluster that the tests start on this machine: a head with a custom resource
+(`porter_slot: 2`) and the dashboard (Ray's state API is served by it), as a subprocess in a session of its own,
+stopped by signalling that session only (never `ray stop`, which would stop any other Ray on the machine). The
+cells replay twin recordings from transcripts/ in Docker; the cluster is kept small (2 CPUs) for a shared VM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import docker
+import pytest
+from helpers import free_port
+from twin_tasks import ROOT, build_twin
+
+from porter import eval_ray
+
+pytestmark = pytest.mark.docker
+RECORDINGS = ("ckpt-name-keyerror", "nv-bf16-macro")  # each stops cleanly after its start-up crash: seconds
+CELLS = {f"porter-eval: {name} x replay" for name in RECORDINGS}
+EVAL_TIMEOUT_S = 600
+HEAD_START_TIMEOUT_S = 120
+
+
+def _session_pids(session: int) -> list[int]:
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the process ended while we looked
+        if int(fields[3]) == session:  # fields after the command: state, ppid, pgrp, session
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+def _stop_session(session: int) -> None:
+    """SIGTERM every process of the head's session, SIGKILL what is left after 20 s."""
+    for sig, wait_s in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 5.0)):
+        for pid in _session_pids(session):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait_s
+        while _session_pids(session) and time.monotonic() < deadline:
+            time.sleep(0.5)
+
+
+def _state_api_tasks(address: str) -> list:
+    from ray.util.state import list_tasks
+
+    return list_tasks(address=address, limit=1000, detail=True, raise_on_missing_output=False)
+
+
+@pytest.fixture(scope="module")
+def ray_head(tmp_path_factory, docker_client):
+    temp_dir = tmp_path_factory.mktemp("ray")  # short: Ray's unix sockets live under it (107-byte limit)
+    port = free_port()
+    command = [
+        *(sys.executable, "-c", "from ray.scripts.scripts import main; main()"),
+        *("start", "--head", "--block", f"--port={port}", "--num-cpus=2", '--resources={"porter_slot": 2}'),
+        *("--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={free_port()}"),
+        f"--dashboard-agent-listen-port={free_port()}",
+        f"--ray-client-server-port={free_port()}",
+        *(f"--temp-dir={temp_dir}", "--disable-usage-stats", "--object-store-memory=100000000"),
+    ]
+    log = (temp_dir / "head.log").open("w")
+    head = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    address = f"127.0.0.1:{port}"
+    try:
+        _wait_for_state_api(address, head, temp_dir / "head.log")
+        yield address
+    finally:
+        _stop_session(head.pid)
+        log.close()
+
+
+def _wait_for_state_api(address: str, head: subprocess.Popen, log: Path) -> None:
+    from ray.util.state.exception import RayStateApiException
+
+    deadline = time.monotonic() + HEAD_START_TIMEOUT_S
+    while True:
+        assert head.poll() is None, f"ray start exited {head.returncode}:\n{log.read_text()[-3000:]}"
+        try:
+            _state_api_tasks(address)
+            return
+        except (RayStateApiException, ConnectionError):
+            assert time.monotonic() < deadline, f"no state API at {address}:\n{log.read_text()[-3000:]}"
+            time.sleep(1)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("corpus")
+    for name in RECORDINGS:
+        build_twin(name)
+        (folder / name).mkdir()
+        for file in ("task.yaml", "transcript.jsonl"):
+            (folder / name / file).write_bytes((ROOT / "transcripts" / name / file).read_bytes())
+    return folder
+
+
+def _eval_command(corpus: Path, address: str, out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "porter.cli", "eval", str(corpus), "--ray", address, "--out", str(out), *extra]
+
+
+def _board(out: Path) -> dict:
+    (folder,) = out.iterdir()
+    return json.loads((folder / "leaderboard.json").read_text())
+
+
+def _cell_states(address: str, since: float) -> dict[str, list[str]]:
+    """The porter cells Ray has recorded since `since` (epoch s), name -> states in submission order."""
+    states: dict[str, list[str]] = {}
+    for task in sorted(_state_api_tasks(address), key=lambda t: t.creation_time_ms or 0):
+        if task.name in CELLS and (task.creation_time_ms or 0) >= since * 1000:
+            states.setdefault(task.name, []).append(task.state)
+    return states
+
+
+def _wait_for_states(address: str, since: float, done) -> dict[str, list[str]]:
+    """Ray reports task events a second or so late: poll until `done(states)` or 30 s."""
+    deadline = time.monotonic() + 30
+    while not done(states := _cell_states(address, since)) and time.monotonic() < deadline:
+        time.sleep(1)
+    return states
+
+
+def test_eval_on_ray_writes_both_entries_and_ray_lists_the_cells_finished(ray_head, corpus, tmp_path):
+    started = time.time()
+    result = subprocess.run(
+        _eval_command(corpus, ray_head, tmp_path / "evals", "--ray-resource", "porter_slot=1"),
+        capture_output=True,
+        text=True,
+        timeout=EVAL_TIMEOUT_S,
+    )
+    assert result.returncode == 0, result.stderr
+    board = _board(tmp_path / "evals")
+    assert {entry["name"]: entry["solved"] for entry in board["entries"]} == dict.fromkeys(RECORDINGS, True)
+    assert board["totals"]["replay"]["runs"] == 2
+    for entry in board["entries"]:  # the run directory came back from the node and was unpacked here
+        run_dir = Path(entry["run_dir"])
+        assert run_dir.parent == next((tmp_path / "evals").iterdir()) / "runs"
+        assert (run_dir / "transcript.jsonl").stat().st_size > 0 and (run_dir / "state.json").is_file()
+    assert "finished per node:" in result.stderr
+    states = _wait_for_states(ray_head, started, lambda s: s == {cell: ["FINISHED"] for cell in CELLS})
+    assert states == {cell: ["FINISHED"] for cell in CELLS}
+
+
+def test_a_cell_whose_worker_is_killed_is_run_again(ray_head, corpus, tmp_path, docker_client):
+    started = time.time()
+    driver = subprocess.Popen(
+        _eval_command(corpus, ray_head, tmp_path / "evals", "--ray-resource", "porter_slot=1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    victim = _kill_a_running_cell(ray_head, started, docker_client)
+    _stdout, stderr = driver.communicate(timeout=EVAL_TIMEOUT_S)
+    assert driver.returncode == 0, stderr
+    entries = {entry["name"]: entry for entry in _board(tmp_path / "evals")["entries"]}
+    assert set(entries) == set(RECORDINGS)
+    killed = entries[victim.removeprefix("porter-eval: ").removesuffix(" x replay")]
+    assert "attempt 1: WorkerCrashedError" in killed["note"] and killed["solved"], killed
+    states = _wait_for_states(ray_head, started, lambda s: s.get(victim) == ["FAILED", "FINISHED"])
+    assert states[victim] == ["FAILED", "FINISHED"]
+    assert _leftover_containers(docker_client) == []  # the killed attempt's sandbox was reaped
+
+
+def _kill_a_running_cell(address: str, since: float, client: docker.DockerClient) -> str:
+    """SIGKILL the worker of the first running cell whose sandbox container is up (so the reaper has work)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        up = _cell_containers(client)
+        for task in _state_api_tasks(address):
+            recording = task.name.removeprefix("porter-eval: ").removesuffix(" x replay")
+            fresh = (task.creation_time_ms or 0) >= since * 1000
+            if task.name in CELLS and task.state == "RUNNING" and fresh and any(recording in n for n in up):
+                os.kill(task.worker_pid, signal.SIGKILL)
+                return task.name
+        time.sleep(0.2)
+    raise AssertionError("no porter cell was seen running with its container within 120 s")
+
+
+def _cell_containers(client: docker.DockerClient) -> list[str]:
+    """Names of the containers of Ray cells: their repos are mounted from a porter-cell-* folder."""
+    containers = client.containers.list(all=True, filters={"label": "porter.managed=1"})
+    return [c.name for c in containers if any("/porter-cell-" in m["Source"] for m in c.attrs["Mounts"])]
+
+
+def _leftover_containers(client: docker.DockerClient) -> list[str]:
+    """Cell containers still there after up to 20 s (the surviving cell's own removal may be under way)."""
+    for _ in range(20):
+        if not (names := _cell_containers(client)):
+            break
+        time.sleep(1)
+    return names
+
+
+def test_a_cell_no_node_can_hold_fails_before_anything_runs(ray_head, corpus, tmp_path):
+    result = subprocess.run(_eval_command(corpus, ray_head, tmp_path / "evals"), capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "offers GPU=8" in result.stderr and "porter_slot=2" in result.stderr and "--ray-resource" in result.stderr
+    assert not (tmp_path / "evals").exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--ray-resource", "porter_slot=0"], "expected NAME=AMOUNT with a positive amount"),
+        (["--ray-resource", "porter_slot=1"], "--ray-resource needs --ray ADDRESS"),
+        (["--ray", "127.0.0.1:{port}"], "no Ray head answers at 127.0.0.1:"),
+    ],
+)
+def test_bad_ray_options_get_one_line(options, message, tmp_path):
+    corpus = ROOT / "transcripts"
+    options = [option.format(port=free_port()) for option in options]
+    command = [sys.executable, "-m", "porter.cli", "eval", str(corpus), "--out", str(tmp_path), *options]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_run_too_big_to_ship_leaves_its_repos_then_logs_on_the_node(tmp_path, monkeypatch):
+    run_dir = tmp_path / "node" / "twin-x-20260101T000000Z"
+    for folder, size in (("repos/twin", 4000), ("logs", 3000), ("plots", 10)):
+        (run_dir / folder).mkdir(parents=True)
+        (run_dir / folder / "data").write_bytes(os.urandom(size))  # random bytes: gzip cannot shrink them
+    (run_dir / "transcript.jsonl").write_text('{"seq": 1}\n')
+    monkeypatch.setattr(eval_ray, "MAX_ARCHIVE_BYTES", 5000)
+    archive, left = eval_ray.pack(run_dir)
+    assert left == ["repos/"]
+    (tmp_path / "runs").mkdir()
+    first, second = (eval_ray.unpack(archive, tmp_path / "runs") for _ in range(2))
+    assert second.name == f"{first.name}-2" and (second / "logs" / "data").stat().st_size == 3000
+    assert not (second / "repos").exists() and (second / "transcript.jsonl").read_text() == '{"seq": 1}\n'
+    monkeypatch.setattr(eval_ray, "MAX_ARCHIVE_BYTES", 2000)
+    assert eval_ray.pack(run_dir)[1] == ["repos/", "root/", "logs/"]
