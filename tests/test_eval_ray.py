@@ -15,6 +15,7 @@ from pathlib import Path
 
 import docker
 import pytest
+import yaml
 from helpers import free_port
 from twin_tasks import ROOT, build_twin
 
@@ -103,6 +104,12 @@ def corpus(tmp_path_factory) -> Path:
         (folder / name).mkdir()
         for file in ("task.yaml", "transcript.jsonl"):
             (folder / name / file).write_bytes((ROOT / "transcripts" / name / file).read_bytes())
+        # Recordings made before model.in_image existed: their checkpoint is in the twin image, as the twin
+        # tasks now say; setdefault leaves a re-recorded corpus as it is.
+        task = yaml.safe_load((folder / name / "task.yaml").read_text())
+        task["model"].setdefault("in_image", True)
+        task["model"].setdefault("overlay", False)
+        (folder / name / "task.yaml").write_text(yaml.safe_dump(task, sort_keys=False))
     return folder
 
 
@@ -190,8 +197,13 @@ def _kill_a_running_cell(address: str, since: float, client: docker.DockerClient
 
 def _cell_containers(client: docker.DockerClient) -> list[str]:
     """Names of the containers of Ray cells: their repos are mounted from a porter-cell-* folder."""
-    containers = client.containers.list(all=True, filters={"label": "porter.managed=1"})
-    return [c.name for c in containers if any("/porter-cell-" in m["Source"] for m in c.attrs["Mounts"])]
+    # sparse: one listing call, no per-container inspect that races with other users' containers going away
+    containers = client.containers.list(all=True, sparse=True, filters={"label": "porter.managed=1"})
+    return [
+        c.attrs["Names"][0].lstrip("/")
+        for c in containers
+        if any("/porter-cell-" in mount.get("Source", "") for mount in c.attrs.get("Mounts", []))
+    ]
 
 
 def _leftover_containers(client: docker.DockerClient) -> list[str]:
