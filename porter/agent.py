@@ -14,7 +14,7 @@ from collections.abc import Callable
 from porter.models import Message, Model, Usage, messages_since_last_reply, observation_digest, observation_excerpt
 from porter.run_context import RunContext
 from porter.state import all_targets_met, target_report
-from porter.tools import TOOL_SPECS, Finished, dispatch
+from porter.tools import Finished, ToolResult, dispatch, tool_specs
 from porter.transcript import write_state
 
 MAX_TOOL_RESULT_CHARS = 24_000  # what one observation may cost in context; triage keeps the cause inside it
@@ -123,7 +123,7 @@ def step(ctx: RunContext, model: Model, messages: list[Message]) -> None:
         excerpt=observation_excerpt(new),
         messages=len(messages),
     )
-    reply = model.step(messages, TOOL_SPECS)
+    reply = model.step(messages, tool_specs())
     account(ctx, reply.usage)
     ctx.transcript.record("model_reply", step=state.step, reply=reply.to_dict())
     messages.append(reply.to_message())
@@ -131,11 +131,11 @@ def step(ctx: RunContext, model: Model, messages: list[Message]) -> None:
         for call in reply.tool_calls:  # with a format error, these are the well-formed calls only
             ctx.transcript.record("tool_call", step=state.step, id=call.id, name=call.name, arguments=call.arguments)
             try:
-                ok, text = dispatch(ctx, call.name, call.arguments)
+                result = dispatch(ctx, call.name, call.arguments)
             except Finished as finished:
-                _record_result(ctx, messages, call, True, f"finishing: {finished.reason}")
+                _record_result(ctx, messages, call, ToolResult(True, f"finishing: {finished.reason}", None))
                 raise
-            _record_result(ctx, messages, call, ok, text)
+            _record_result(ctx, messages, call, result)
     finally:
         if reply.format_error:
             messages.append(Message("user", f"Your last reply could not be used as it was: {reply.format_error}"))
@@ -143,10 +143,12 @@ def step(ctx: RunContext, model: Model, messages: list[Message]) -> None:
             messages.append(Message("user", "Call a tool to make progress; call finish when you are done."))
 
 
-def _record_result(ctx: RunContext, messages: list[Message], call, ok: bool, text: str) -> None:
-    text = cap_text(text)
-    ctx.transcript.record("tool_result", step=ctx.state.step, id=call.id, name=call.name, ok=ok, content=text)
-    messages.append(Message("tool", text, tool_call_id=call.id, name=call.name))
+def _record_result(ctx: RunContext, messages: list[Message], call, result: ToolResult) -> None:
+    text = cap_text(result.text)
+    ctx.transcript.record(
+        "tool_result", step=ctx.state.step, id=call.id, name=call.name, ok=result.ok, content=text, facts=result.facts
+    )
+    messages.append(Message("tool", text, tool_call_id=call.id, name=call.name, facts=result.facts))
 
 
 def account(ctx: RunContext, usage: Usage) -> None:
@@ -182,7 +184,7 @@ def close_dangling_calls(messages: list[Message]) -> list[Message]:
 
 
 def cap_text(text: str, limit: int = MAX_TOOL_RESULT_CHARS) -> str:
-    """Head and tail of a long observation, with a count of what was left out; the last (facts) line is kept."""
+    """Head and tail of a long observation, with a count of what was left out."""
     if len(text) <= limit:
         return text
     head, tail = text[: limit // 2], text[-limit // 2 :]

@@ -106,7 +106,9 @@ def compare(report: ReplayReport, recorded: list[dict], replayed: list[dict]) ->
 
 
 def _facts(record: dict) -> dict:
-    last = (record.get("content") or "").rstrip().rsplit("\n", 1)[-1]
+    if isinstance(record.get("facts"), dict):
+        return record["facts"]
+    last = (record.get("content") or "").rstrip().rsplit("\n", 1)[-1]  # recorded before facts became a field
     try:
         facts = json.loads(last)
     except json.JSONDecodeError:

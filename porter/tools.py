@@ -1,10 +1,12 @@
-"""The tools the model may call: their JSON schemas and their handlers.
+"""The tools the model may call, each declared once (name, description, JSON schema, handler), and the dispatcher.
 
-Every handler returns text for the model: a short human summary, then (for the playbook and for replay)
-one JSON object on the last line with the facts. A tool that fails raises ToolError, which the
-dispatcher turns into text saying what failed and what to do instead; nothing here ends the run
-except `finish`. File tools only touch the declared repos, through the host copies of the trees.
-The accept rules live in accepting.py; checks run from the host, never from inside the sandbox.
+A handler returns a `Result`: the text the model reads, and the facts (a dict) that the playbook, replay and
+the transcript read; the facts never enter the text. The dispatcher checks the arguments against the tool's
+schema before the handler runs; a failure the tool declares (`ToolError`, a sandbox or check error, a file
+error) becomes text saying what failed and what to do instead; any other exception is porter's own bug: its
+traceback goes to `logs/porter-errors.log` in the run directory and the model is told an internal error
+happened, and the run goes on. Nothing here ends the run except `finish`. File tools only touch the declared
+repos, through the host copies of the trees. The accept rules live in accepting.py; checks run from the host.
 """
 
 from __future__ import annotations
@@ -13,15 +15,23 @@ import difflib
 import json
 import re
 import subprocess
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
+import jsonschema
+
 from porter import accepting, serve
+from porter.checks.loadgen import CheckError
 from porter.models import ToolSpec
 from porter.run_context import RunContext, ToolError
 from porter.sandbox import SandboxDied, SandboxError
 from porter.state import target_report
 
-Result = tuple[str, dict]  # a summary for the model, and the facts (JSON) for the playbook and replay
+Result = tuple[str, dict]  # what a handler returns: the text for the model, and the facts for programs
+# Failures a tool declares: their message is for the model. Anything else is a porter bug (logged with traceback).
+TOOL_FAILURES = (ToolError, SandboxError, CheckError, OSError, UnicodeError)
 
 
 class Finished(Exception):
@@ -30,85 +40,94 @@ class Finished(Exception):
         self.reason = reason
 
 
-def _schema(properties: dict[str, Any], required: list[str]) -> dict:
-    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+@dataclass(frozen=True)
+class Tool:
+    """One tool: what the model is told (name, description, schema) and what runs (handler)."""
+
+    name: str
+    description: str
+    parameters: dict
+    handler: Callable[..., Result]
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.name, self.description, self.parameters)
+
+
+@dataclass
+class ToolResult:
+    ok: bool
+    text: str  # what the model reads
+    facts: dict | None = field(default_factory=dict)  # for the playbook, replay and the transcript; never shown
+
+
+TOOLS: dict[str, Tool] = {}
+
+
+def tool(name: str, description: str, properties: dict[str, Any] | None = None, required: tuple[str, ...] = ()):
+    """Register the decorated handler as the tool `name`; its schema is an object of `properties`."""
+    schema = {"type": "object", "properties": properties or {}, "required": list(required)}
+    schema["additionalProperties"] = False
+
+    def register(handler: Callable[..., Result]) -> Callable[..., Result]:
+        jsonschema.Draft202012Validator.check_schema(schema)
+        TOOLS[name] = Tool(name, description, schema, handler)
+        return handler
+
+    return register
+
+
+def tool_specs() -> list[ToolSpec]:
+    return [item.spec() for item in TOOLS.values()]
+
+
+def dispatch(ctx: RunContext, name: str, arguments: dict) -> ToolResult:
+    """Run one tool call. Finished propagates; every other failure becomes a ToolResult with ok=False."""
+    item = TOOLS.get(name)
+    facts: dict = {}
+    if item is None:
+        ok, text = False, f"unknown tool {name!r}; the tools are {sorted(TOOLS)}"
+    elif problem := argument_problem(item, arguments):
+        ok, text = False, f"bad arguments for {name}: {problem}. Nothing was run; resend the call to match the schema."
+    else:
+        try:
+            text, facts = item.handler(ctx, **arguments)
+            ok = True
+        except Finished:
+            raise
+        except SandboxDied as died:
+            ok, text, facts = False, _recover(ctx, name, died), {"sandbox_died": True}
+        except TOOL_FAILURES as exc:
+            ok, text = False, f"{name} failed: {exc}"
+        except Exception as exc:  # noqa: BLE001 - a porter bug must not end the run; it is logged with traceback
+            ok, text, facts = False, _internal_error(ctx, name, arguments, exc), {"internal_error": type(exc).__name__}
+    facts = {"tool": name, "ok": ok, **facts, "status": run_status(ctx)}
+    # As JSON sees them, and a copy: the status holds live dicts a later call in the same turn would change.
+    return ToolResult(ok, text, json.loads(json.dumps(facts, default=str)))
+
+
+def argument_problem(item: Tool, arguments: Any) -> str | None:
+    """The first way `arguments` breaks the tool's schema, said with where (None when they fit)."""
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(item.parameters).iter_errors(arguments))
+    if error is None:
+        return None
+    where = "/".join(str(part) for part in error.absolute_path) or "the arguments"
+    return f"{where}: {error.message}"
+
+
+def _internal_error(ctx: RunContext, name: str, arguments: dict, exc: Exception) -> str:
+    log = ctx.run_dir / "logs" / "porter-errors.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a", encoding="utf-8") as out:
+        out.write(f"--- step {ctx.state.step}: {name} {arguments!r}\n{traceback.format_exc()}\n")
+    ctx.transcript.record("note", step=ctx.state.step, text=f"internal error in {name}: {exc!r}; see {log}")
+    return (
+        f"{name} failed with an internal error in porter ({type(exc).__name__}: {exc}); this is porter's bug, not "
+        "your call's. It is logged for the maintainers. Check the state with a cheap call before relying on it, "
+        "and try another way."
+    )
 
 
 _STR = {"type": "string"}
-TOOL_SPECS = [
-    ToolSpec(
-        "bash",
-        "Run a shell command in the sandbox (bash -lc). Output is capped (head + tail).",
-        _schema({"command": _STR, "timeout_s": {"type": "number"}}, ["command"]),
-    ),
-    ToolSpec(
-        "read_file",
-        "Read a file of a declared repo (sandbox path), optionally a line range.",
-        _schema({"path": _STR, "start_line": {"type": "integer"}, "end_line": {"type": "integer"}}, ["path"]),
-    ),
-    ToolSpec(
-        "edit_file",
-        "Replace one exact occurrence of `old` by `new` in a repo file (sandbox path); `old` empty creates the file.",
-        _schema({"path": _STR, "old": _STR, "new": _STR}, ["path", "old", "new"]),
-    ),
-    ToolSpec(
-        "apply_patch",
-        "Apply a unified diff (paths relative to the repo root) to one repo; all or nothing.",
-        _schema({"repo": _STR, "patch": _STR}, ["patch"]),
-    ),
-    ToolSpec(
-        "set_flags",
-        "Change serve flags (only the task's tunables, only their allowed values; null = off).",
-        _schema({"flags": {"type": "object"}}, ["flags"]),
-    ),
-    ToolSpec(
-        "serve",
-        "(Re)start the server with the current flags and tree; returns healthy, or the triaged crash.",
-        _schema({}, []),
-    ),
-    ToolSpec(
-        "run_check",
-        "Run a check against the running server from the host: quality, throughput or single_stream.",
-        _schema({"kind": {"type": "string", "enum": ["quality", "throughput", "single_stream"]}}, ["kind"]),
-    ),
-    ToolSpec(
-        "tune",
-        "Run one of the task's tuning commands in the sandbox; what it writes becomes a pending change.",
-        _schema({"name": _STR}, ["name"]),
-    ),
-    ToolSpec(
-        "accept",
-        "Keep the pending change (diffs + flags). porter checks the evidence; quality runs if needed.",
-        _schema({"summary": _STR, "why": _STR}, ["summary"]),
-    ),
-    ToolSpec(
-        "revert", "Drop the pending change: repos back to the last accepted commit, flags back too.", _schema({}, [])
-    ),
-    ToolSpec("finish", "End the run (targets met, or nothing more to try).", _schema({"reason": _STR}, ["reason"])),
-]
-
-
-def dispatch(ctx: RunContext, name: str, arguments: dict) -> tuple[bool, str]:
-    """Run one tool call; returns (ok, text for the model). Finished propagates; nothing else does.
-
-    The text is a summary for the model, then one JSON line with the facts and the run's status
-    (pending change?, flags, targets), which the playbook and replay read.
-    """
-    handler = HANDLERS.get(name)
-    if handler is None:
-        ok, summary, facts = False, f"unknown tool {name!r}; the tools are {sorted(HANDLERS)}", {}
-    else:
-        try:
-            summary, facts = handler(ctx, **arguments)
-            ok = True
-        except TypeError as exc:
-            ok, summary, facts = False, f"bad arguments for {name}: {exc}. See the tool's schema.", {}
-        except SandboxDied as died:
-            ok, summary, facts = False, _recover(ctx, name, died), {"sandbox_died": True}
-        except (ToolError, SandboxError, ValueError, OSError) as exc:
-            ok, summary, facts = False, f"{name} failed: {exc}", {}
-    facts = {"tool": name, "ok": ok, **facts, "status": run_status(ctx)}
-    return ok, f"{summary}\n{json.dumps(facts, default=str, sort_keys=True)}"
 
 
 def _recover(ctx: RunContext, name: str, died: SandboxDied) -> str:
@@ -147,6 +166,12 @@ def _server_status(ctx: RunContext) -> str:
 # ---------------------------------------------------------------- sandbox and files
 
 
+@tool(
+    "bash",
+    "Run a shell command in the sandbox (bash -lc). Output is capped (head + tail).",
+    {"command": _STR, "timeout_s": {"type": "number"}},
+    ("command",),
+)
 def bash(ctx: RunContext, command: str, timeout_s: float = 600) -> Result:
     result = ctx.sandbox.exec(command, timeout=min(float(timeout_s), 3600))
     status = "timed out (killed)" if result.timed_out else f"exit {result.exit_code}"
@@ -156,6 +181,12 @@ def bash(ctx: RunContext, command: str, timeout_s: float = 600) -> Result:
     )
 
 
+@tool(
+    "read_file",
+    "Read a file of a declared repo (sandbox path), optionally a line range.",
+    {"path": _STR, "start_line": {"type": "integer"}, "end_line": {"type": "integer"}},
+    ("path",),
+)
 def read_file(ctx: RunContext, path: str, start_line: int | None = None, end_line: int | None = None) -> Result:
     host = ctx.host_path(path)
     if not host.is_file():
@@ -166,6 +197,12 @@ def read_file(ctx: RunContext, path: str, start_line: int | None = None, end_lin
     return f"{path} lines {first}-{last} of {len(lines)}\n{numbered}", {"path": path, "lines": len(lines)}
 
 
+@tool(
+    "edit_file",
+    "Replace one exact occurrence of `old` by `new` in a repo file (sandbox path); `old` empty creates the file.",
+    {"path": _STR, "old": _STR, "new": _STR},
+    ("path", "old", "new"),
+)
 def edit_file(ctx: RunContext, path: str, old: str, new: str) -> Result:
     host = ctx.host_path(path)
     if old == "":
@@ -198,6 +235,12 @@ def nearest_lines(text: str, wanted: str) -> str:
     return f"The nearest real lines (around line {index + 1}) are:\n{window}"
 
 
+@tool(
+    "apply_patch",
+    "Apply a unified diff (paths relative to the repo root) to one repo; all or nothing.",
+    {"repo": _STR, "patch": _STR},
+    ("patch",),
+)
 def apply_patch(ctx: RunContext, patch: str, repo: str | None = None) -> Result:
     name = repo or ctx.only_repo()
     tree = ctx.repo_dir(name)
@@ -221,6 +264,12 @@ def apply_patch(ctx: RunContext, patch: str, repo: str | None = None) -> Result:
 # ---------------------------------------------------------------- serving and checks
 
 
+@tool(
+    "set_flags",
+    "Change serve flags (only the task's tunables, only their allowed values; null = off).",
+    {"flags": {"type": "object"}},
+    ("flags",),
+)
 def set_flags(ctx: RunContext, flags: dict) -> Result:
     tunables = ctx.task.serve.tunables
     for flag, value in flags.items():
@@ -237,6 +286,7 @@ def set_flags(ctx: RunContext, flags: dict) -> Result:
     )
 
 
+@tool("serve", "(Re)start the server with the current flags and tree; returns healthy, or the triaged crash.")
 def serve_tool(ctx: RunContext) -> Result:
     launch = ctx.relaunch()
     record = accepting.record_serve(ctx, launch)
@@ -266,6 +316,12 @@ def flag_mentions(log_path, flags: list[str], per_flag: int = 3) -> dict[str, li
     return {flag: lines for flag, lines in found.items() if lines}
 
 
+@tool(
+    "run_check",
+    "Run a check against the running server from the host: quality, throughput or single_stream.",
+    {"kind": {"type": "string", "enum": ["quality", "throughput", "single_stream"]}},
+    ("kind",),
+)
 def run_check(ctx: RunContext, kind: str) -> Result:
     if kind not in ("quality", "throughput", "single_stream"):
         raise ToolError(f"unknown check {kind!r}; use quality, throughput or single_stream")
@@ -274,6 +330,12 @@ def run_check(ctx: RunContext, kind: str) -> Result:
     return ("\n".join(lines), {"kind": kind, "results": results})
 
 
+@tool(
+    "tune",
+    "Run one of the task's tuning commands in the sandbox; what it writes becomes a pending change.",
+    {"name": _STR},
+    ("name",),
+)
 def tune(ctx: RunContext, name: str) -> Result:
     specs = {spec.name: spec for spec in ctx.task.tune}
     if name not in specs:
@@ -292,30 +354,23 @@ def tune(ctx: RunContext, name: str) -> Result:
 # ---------------------------------------------------------------- keeping and ending
 
 
+@tool(
+    "accept",
+    "Keep the pending change (diffs + flags). porter checks the evidence; quality runs if needed.",
+    {"summary": _STR, "why": _STR},
+    ("summary",),
+)
 def accept(ctx: RunContext, summary: str, why: str = "") -> Result:
     outcome = accepting.accept(ctx, summary, why)
     return outcome["message"], outcome
 
 
+@tool("revert", "Drop the pending change: repos back to the last accepted commit, flags back too.")
 def revert(ctx: RunContext) -> Result:
     outcome = accepting.revert(ctx, reason="asked by the agent")
     return outcome["message"], outcome
 
 
+@tool("finish", "End the run (targets met, or nothing more to try).", {"reason": _STR}, ("reason",))
 def finish(ctx: RunContext, reason: str) -> Result:
     raise Finished(reason)
-
-
-HANDLERS = {
-    "bash": bash,
-    "read_file": read_file,
-    "edit_file": edit_file,
-    "apply_patch": apply_patch,
-    "set_flags": set_flags,
-    "serve": serve_tool,
-    "run_check": run_check,
-    "tune": tune,
-    "accept": accept,
-    "revert": revert,
-    "finish": finish,
-}

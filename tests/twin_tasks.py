@@ -90,4 +90,4 @@ def tool_results(run_dir: Path) -> list[dict]:
 
 
 def facts(record: dict) -> dict:
-    return json.loads(record["content"].rstrip().rsplit("\n", 1)[-1])
+    return record["facts"]

@@ -62,6 +62,8 @@ class Message:
     # role "assistant": the provider's opaque reasoning blocks (Anthropic thinking with a signature),
     # copied from Reply.thinking; the API refuses tool results whose turn lost them.
     thinking: list[dict] = field(default_factory=list)
+    # role "tool": the result's facts for programs (playbook, replay, transcript); never sent to a provider
+    facts: dict | None = None
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -77,6 +79,8 @@ class Message:
             data["name"] = self.name
         if self.thinking:
             data["thinking"] = self.thinking
+        if self.facts is not None:
+            data["facts"] = self.facts
         return data
 
     @classmethod
@@ -88,6 +92,7 @@ class Message:
             tool_call_id=data.get("tool_call_id"),
             name=data.get("name"),
             thinking=list(data.get("thinking") or []),
+            facts=data.get("facts"),
         )
 
 

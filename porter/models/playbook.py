@@ -1,7 +1,7 @@
 """The playbook: a rule-based Model for the failure classes with known remedies. No network, no key.
 
-It reads the conversation the loop keeps (every tool result ends with one JSON line of facts and the
-run's status) and answers with the next tool call. Rules are keyed by triage class and use the triage's
+It reads the conversation the loop keeps (every tool result carries its facts and the run's status as a
+field of the message) and answers with the next tool call. Rules are keyed by triage class and use the triage's
 facts (file, header, module names, shapes, flags), never an engine's file names or a scenario's text:
 - missing CUDA-only header under ROCm -> guard the include with the ROCm macro and the HIP header;
 - weight-load shape mismatch on a module the quantization config meant to keep unquantized, registered
@@ -64,18 +64,9 @@ def parse_history(messages: list[Message]) -> list[Event]:
         elif message.role == "tool" and message.tool_call_id in events:
             event = events[message.tool_call_id]
             event.text = message.content
-            event.facts = _last_json(message.content)
+            event.facts = dict(message.facts or {})
             event.ok = bool(event.facts.get("ok", False))
     return [events[call_id] for call_id in order]
-
-
-def _last_json(text: str) -> dict:
-    last = text.rstrip().rsplit("\n", 1)[-1]
-    try:
-        value = json.loads(last)
-    except json.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 @dataclass
@@ -301,7 +292,7 @@ class Playbook:
         )
 
     def _exclude_read(self) -> Action:
-        paths = [line.strip() for line in self.last.text.splitlines()[1:-1] if line.strip().startswith("/")]
+        paths = [line.strip() for line in self.last.text.splitlines()[1:] if line.strip().startswith("/")]
         if not paths:
             return self._after_failure()
         return Action("read_file", {"path": paths[0]}, "read the exclude list", ("exclude", "read"))
@@ -462,7 +453,7 @@ def _summary_of_fix(event: Event) -> str:
 
 
 def _file_lines(read_file_text: str) -> list[str]:
-    """The file's lines from a read_file result ("   12  text" per line, then the facts line)."""
+    """The file's lines from a read_file result ("   12  text" per line after a header line)."""
     lines = []
     for line in read_file_text.splitlines()[1:]:
         match = re.match(r"^\s*\d+  (.*)$", line)

@@ -74,16 +74,14 @@ BEHAVIOUR_FACTS = ("tool", "ok", "exit_code", "timed_out", "healthy", "crash_cla
 
 def behaviour(message: Message) -> str:
     """A porter tool result reduced to its behaviour: a launch or a check changes the digest by what it
-    found (healthy, crash class, target met, kept), never by how fast it was. Other text stays whole."""
-    if message.role != "tool" or message.name not in MEASURING_TOOLS:
+    found (healthy, crash class, target met, kept), never by how fast it was. Other results count whole, text
+    and facts, the facts as one JSON line after the text: the form transcripts had before facts became a
+    field of the message, so older recordings still replay."""
+    facts = message.facts
+    if message.role != "tool" or not isinstance(facts, dict):
         return message.content
-    summary, _, last = message.content.rstrip().rpartition("\n")
-    try:
-        facts = json.loads(last)
-    except json.JSONDecodeError:
-        return message.content
-    if not isinstance(facts, dict) or "status" not in facts:
-        return message.content
+    if message.name not in MEASURING_TOOLS or "status" not in facts:
+        return f"{message.content}\n{json.dumps(facts, default=str, sort_keys=True)}"
     view = {key: facts[key] for key in BEHAVIOUR_FACTS if key in facts}
     view["verdicts"] = {
         key: result.get("meets_target", result.get("passed")) for key, result in (facts.get("results") or {}).items()
@@ -96,7 +94,7 @@ def behaviour(message: Message) -> str:
         "met": [row.get("met") for row in status.get("targets", [])],
     }
     if not facts.get("ok"):
-        view["error"] = summary
+        view["error"] = message.content
     return json.dumps(view, sort_keys=True, default=str)
 
 

@@ -1,0 +1,73 @@
+"""The tool registry and dispatcher on a real local sandbox and a real git tree: arguments are checked against
+each tool's schema before its handler runs, a declared failure is text for the model, a porter bug is logged
+with its traceback and reported to the model without ending the run, and facts travel beside the text."""
+
+from __future__ import annotations
+
+import pytest
+from local_tasks import open_local_run
+
+from porter import agent, tools
+from porter.models import ScriptedModel, redact
+from porter.transcript import read_transcript
+
+
+@pytest.fixture
+def ctx(tmp_path):
+    context = open_local_run(tmp_path)
+    yield context
+    context.transcript.close()
+    context.sandbox.stop(remove=True)
+
+
+def test_every_tool_is_declared_once_with_a_schema():
+    specs = tools.tool_specs()
+    assert [spec.name for spec in specs] == list(tools.TOOLS)
+    assert all(spec.parameters["type"] == "object" for spec in specs)
+    assert {"bash", "serve", "set_flags", "accept", "finish"} <= set(tools.TOOLS)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ({"flags": [["tp", 1]]}, "flags: [['tp', 1]] is not of type 'object'"),
+        ({}, "'flags' is a required property"),
+        ({"flags": {"tp": 1}, "extra": 1}, "Additional properties are not allowed ('extra' was unexpected)"),
+    ],
+)
+def test_arguments_that_break_the_schema_are_refused_before_the_handler(ctx, arguments, expected):
+    result = tools.dispatch(ctx, "set_flags", arguments)
+    assert not result.ok and expected in result.text and "Nothing was run" in result.text
+    assert ctx.state.flags == {"tp": 2}
+    assert result.facts["ok"] is False and result.facts["tool"] == "set_flags"
+
+
+def test_a_declared_failure_is_text_and_facts_stay_out_of_the_text(ctx):
+    result = tools.dispatch(ctx, "set_flags", {"flags": {"tp": 8}})
+    assert not result.ok and "tp=8 is not allowed; allowed values: [1, 2]" in result.text
+    done = tools.dispatch(ctx, "bash", {"command": "echo hi"})
+    assert done.ok and done.text.splitlines()[-1] == "hi" and "{" not in done.text
+    assert done.facts["exit_code"] == 0 and done.facts["status"]["flags"] == {"tp": 2}
+
+
+def test_a_porter_bug_is_logged_and_the_run_goes_on(ctx):
+    @tools.tool("broken_for_test", "A tool whose handler has a bug.")
+    def broken(ctx):
+        return {}["missing"]
+
+    try:
+        script = [
+            {"tool_calls": [{"name": "broken_for_test", "arguments": {}}]},
+            {"tool_calls": [{"name": "bash", "arguments": {"command": "echo after"}}]},
+            {"tool_calls": [{"name": "finish", "arguments": {"reason": "done"}}]},
+        ]
+        agent.run_loop(ctx, ScriptedModel(script), redact)
+    finally:
+        del tools.TOOLS["broken_for_test"]
+    results = [r for r in read_transcript(ctx.run_dir / "transcript.jsonl") if r["kind"] == "tool_result"]
+    assert "internal error in porter (KeyError: 'missing')" in results[0]["content"]
+    assert results[0]["facts"]["internal_error"] == "KeyError"
+    assert results[1]["ok"] and "after" in results[1]["content"]
+    assert ctx.state.finished == "done"
+    log = (ctx.run_dir / "logs" / "porter-errors.log").read_text()
+    assert "Traceback" in log and "in broken" in log and "KeyError: 'missing'" in log
