@@ -23,7 +23,7 @@ def local_task(tmp_path: Path, **agent) -> Path:
     task = {
         "name": "local-test",
         "description": "A tiny task whose engine is one file.",
-        "model": {"id": "test/model", "path": "/models/test"},
+        "model": {"id": "test/model", "path": "/models/test", "in_image": True, "overlay": False},
         "hardware": {"gpu": "none", "count": 2},
         "sandbox": {"kind": "local"},
         "repos": [{"name": "engine", "path": str(tree)}],
