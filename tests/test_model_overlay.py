@@ -100,7 +100,7 @@ def test_the_overlay_is_a_repo_of_the_run_and_its_patch_series_git_ams(tmp_path)
         assert ctx.repos["model"].path == tree
         # the engine reads the whole checkpoint at the container path, weights through the links
         assert (tree / "mtp/model-00002-of-00002.safetensors").read_bytes() == WEIGHT_BYTES[::-1]
-        ok, text = tools.dispatch(
+        result = tools.dispatch(
             ctx,
             "edit_file",
             {
@@ -109,9 +109,9 @@ def test_the_overlay_is_a_repo_of_the_run_and_its_patch_series_git_ams(tmp_path)
                 "new": '"lm_head",\n      "model.decoder.mlp.shared_experts.*"',
             },
         )
-        assert ok, text
-        ok, text = tools.dispatch(ctx, "read_file", {"path": "/models/GLM-5.2-MXFP4/model-00001-of-00002.safetensors"})
-        assert not ok and "symbolic link" in text  # weights are not the agent's to edit
+        assert result.ok, result.text
+        result = tools.dispatch(ctx, "read_file", {"path": "/models/GLM-5.2-MXFP4/model-00001-of-00002.safetensors"})
+        assert not result.ok and "symbolic link" in result.text  # weights are not the agent's to edit
         assert ctx.repos["model"].changed_files() == ["config.json"]
         message = commit_message("Exclude the MTP shared expert under the engine's name", "load", "", "", "")
         ctx.repos["model"].accept(ctx.state.repos["model"], message)
