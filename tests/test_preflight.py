@@ -7,6 +7,7 @@ parser is the one asked; the local-sandbox variant lays the twin out without Doc
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 
@@ -66,8 +67,29 @@ def test_the_twin_task_passes(twin_image, tmp_path):
             "module twin.tune_moe_v2 not found in the sandbox",
         ),
         ({"sandbox.image": "porter-twin:no-such-scenario"}, "image porter-twin:no-such-scenario is not on the Docker"),
+        ({"model.path": "/models/no-such-checkpoint"}, "/models/no-such-checkpoint/config.json or its first shard"),
+        ({"sandbox.devices": ["/dev/null"]}, "neither amd-smi nor rocm-smi is in the image"),
+        (
+            {"sandbox.mounts": [{"host": "/nonexistent/porter-cache", "container": "/root/.cache"}]},
+            "/nonexistent/porter-cache does not exist on this host",
+        ),
+        (
+            {"agent.provider": "anthropic", "agent.model": "m", "agent.api_key_env": "PORTER_TEST_UNSET_KEY"},
+            "set the environment variable PORTER_TEST_UNSET_KEY",
+        ),
     ],
-    ids=["typo-flag", "bad-tunable-value", "abbreviated-flag", "missing-dataset", "missing-tuner", "missing-image"],
+    ids=[
+        "typo-flag",
+        "bad-tunable-value",
+        "abbreviated-flag",
+        "missing-dataset",
+        "missing-tuner",
+        "missing-image",
+        "missing-weights",
+        "no-gpu-tools",
+        "missing-mount",
+        "unset-api-key",
+    ],
 )
 def test_each_mistake_fails_preflight_naming_it(twin_image, tmp_path, changes, named):
     result = preflight(tmp_path, **changes)
@@ -89,3 +111,21 @@ def test_the_local_sandbox_passes_and_asks_the_same_parser(tmp_path):
     assert result.returncode == 2, result.stdout + result.stderr
     (flag_failure,) = [line for line in failed_lines(result) if "serve flags" in line]  # said once, not per variant
     assert "baseline flags" in flag_failure and "unrecognized arguments: --tp-sise 8" in flag_failure
+
+
+@pytest.mark.docker
+def test_a_busy_host_port_fails_and_a_set_key_is_not_shown(twin_image, tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("0.0.0.0", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        changes = {"sandbox.network": "host", "serve.port": port, "agent.provider": "anthropic", "agent.model": "m"}
+        changes["agent.api_key_env"] = "PORTER_TEST_SET_KEY"
+        os.environ["PORTER_TEST_SET_KEY"] = "sk-test-value-never-shown"
+        try:
+            result = preflight(tmp_path, **changes)
+        finally:
+            del os.environ["PORTER_TEST_SET_KEY"]
+    assert any(f"port {port} is in use on this host" in line for line in failed_lines(result)), result.stdout
+    assert "PORTER_TEST_SET_KEY is set (value not shown)" in result.stdout
+    assert "sk-test-value-never-shown" not in result.stdout + result.stderr
