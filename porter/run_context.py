@@ -1,7 +1,8 @@
 """Everything a tool call needs for one run: the task, the sandbox, the repos, the server and the state.
 
 Covers the mapping from sandbox paths to the host git trees (file tools may only touch declared repos),
-the server's lifecycle (one at a time; a relaunch stops the old one), the fingerprint of the
+the server's lifecycle (one at a time; a relaunch stops the old one and any a killed porter left, whose
+process group the state records), the fingerprint of the
 configuration a server or a check result belongs to, and running the checks from the host.
 Does not decide what to keep (accepting.py) and does not talk to the model (agent.py).
 """
@@ -19,11 +20,12 @@ from porter import serve
 from porter.checks.loadgen import CheckError
 from porter.checks.quality import run_quality
 from porter.checks.throughput import run_single_stream, run_throughput
+from porter.models import redact
 from porter.repos import TrackedRepo
-from porter.sandbox import Sandbox
+from porter.sandbox import Process, Sandbox
 from porter.state import RunState
 from porter.task import Task
-from porter.transcript import Transcript
+from porter.transcript import Transcript, write_state
 
 
 class ToolError(Exception):
@@ -94,15 +96,28 @@ class RunContext:
         self.stop_server()
         self.state.relaunches += 1
         log_path = self.run_dir / "logs" / f"serve-{self.state.relaunches:03d}.log"
-        self.server = serve.launch(self.sandbox, self.task, self.state.flags, log_path)
+        self.server = serve.launch(self.sandbox, self.task, self.state.flags, log_path, on_spawn=self._remember)
         self.server_fingerprint = self.fingerprint()
         return self.server
+
+    def _remember(self, process: Process) -> None:
+        # On disk before the wait for health: a porter killed during a long start-up leaves a server
+        # that the next porter (resume) must be able to find and kill.
+        self.state.server_process = process.record()
+        write_state(self.run_dir, self.state.to_dict(), redact)
 
     def stop_server(self) -> None:
         if self.server and self.server.process and self.server.process.alive():
             self.server.process.stop(grace_s=10)
         self.server = None
         self.server_fingerprint = None
+        self.kill_leftover_server()
+
+    def kill_leftover_server(self) -> None:
+        """Kill the server a killed porter left behind (recorded in the state); a no-op when there is none."""
+        record, self.state.server_process = self.state.server_process, None
+        if serve.kill_leftover(self.sandbox, record):
+            self.transcript.record("note", step=self.state.step, text=f"killed a server porter left running: {record}")
 
     def require_server(self) -> str:
         """Base URL of a healthy server running the current configuration, or a ToolError saying what to do."""

@@ -1,7 +1,7 @@
 """Setting a run up and closing it: the run directory, the sandbox, the repos, resume, and the outputs.
 
-Covers `runs/<task>-<utc time>/` (resolved task.yaml, environment.json, transcript.jsonl, state.json,
-logs/, patches/), starting or reusing the sandbox, putting every repo on the run's branch, resuming from
+Covers `runs/<task>-<utc time>-<provider>-<random>/` (resolved task.yaml, environment.json, transcript.jsonl,
+state.json, logs/, patches/), starting or reusing the sandbox, putting every repo on the run's branch, resuming from
 state.json, and exporting the accepted commits as patch series at the end. Does not loop (agent.py).
 """
 
@@ -10,6 +10,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
+import secrets
 import signal
 import subprocess
 from pathlib import Path
@@ -32,11 +34,18 @@ from porter.transcript import Transcript, read_state
 
 
 def new_run_dir(task: Task) -> tuple[Path, str]:
+    """`<task>-<utc time>-<provider>-<random>`: runs started in the same second (eval workers) never collide."""
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    run_id = f"{task.name}-{stamp}"
-    run_dir = (Path(task.outputs.runs_dir) / run_id).resolve()
-    run_dir.mkdir(parents=True, exist_ok=False)
-    return run_dir, run_id
+    provider = re.sub(r"[^a-z0-9]+", "-", task.agent.provider.split(":", 1)[0].lower()).strip("-")[:24] or "agent"
+    for _ in range(8):
+        run_id = f"{task.name}-{stamp}-{provider}-{secrets.token_hex(3)}"
+        run_dir = (Path(task.outputs.runs_dir) / run_id).resolve()
+        try:
+            run_dir.mkdir(parents=True, exist_ok=False)
+        except FileExistsError:
+            continue  # 1 in 16 million per pair; mkdir is the atomic claim
+        return run_dir, run_id
+    raise FileExistsError(f"could not claim a fresh run directory under {task.outputs.runs_dir}")
 
 
 def open_run(task: Task, task_path: str, resume_dir: str | None = None) -> RunContext:
@@ -61,6 +70,7 @@ def open_run(task: Task, task_path: str, resume_dir: str | None = None) -> RunCo
         repos[spec.name] = tracked
     ctx = RunContext(task, sandbox, state, run_dir, transcript, repos)
     if resume_dir:
+        ctx.kill_leftover_server()  # a SIGKILLed porter leaves its server holding the port and the devices
         transcript.record("note", step=state.step, text=f"resumed from {run_dir}; the server is not running")
         state.finished = None
         state.messages.append(

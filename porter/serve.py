@@ -1,25 +1,45 @@
 """Launch the task's serve command in the sandbox and wait until it is healthy, dead or too slow.
 
-Covers rendering the command from the task's template and the current flags, spawning it with its
-log streamed to `logs/`, polling the health endpoint from the host, and turning every way a start
-can end (healthy, exited, hung) into one `Launch` result with the triage of its log. Does not decide
-what to do about a crash (the agent does) and does not measure anything but start-up time.
+Covers rendering the command from the task's template and the current flags, refusing to launch
+onto a port something already listens on, spawning it with its log streamed to `logs/` (its process
+record handed to the caller at once, so a kill of porter never loses track of it), polling health
+from the host, the health identity (the spawned process is alive and the server answering is the one
+it runs, by served model id), killing a server an earlier porter left behind, and turning every way
+a start can end (healthy, exited, hung) into one `Launch` result with the triage of its log. Does not
+decide what to do about a crash (the agent does) and does not measure anything but start-up time.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import shlex
+import socket
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from porter.sandbox import Process, Sandbox
+from porter.sandbox import Process, Sandbox, SandboxError
 from porter.task import FlagValue, Task, render_flags
 from porter.triage import Triage, triage_file
 
 POLL_INTERVAL_S = 0.5
+PROBE_TIMEOUT_S = 2.0  # connect + answer deadline of one health or identity probe
+PROBE_MAX_BYTES = 1 << 20  # a /v1/models answer larger than this is not a model listing
+PORT_FREE_WAIT_S = 10.0  # how long a killed leftover may take to let go of the port
+# Flags whose value names what /v1/models lists: sglang's --served-model-name defaults to --model-path
+# (sglang python/sglang/srt/server_args.py, _handle_missing_default_values); vLLM's to --model / the
+# positional model of `vllm serve` (vllm/entrypoints/openai/serving_models.py, base_model_paths).
+SERVED_NAME_FLAGS = ("--served-model-name",)
+MODEL_PATH_FLAGS = ("--model-path", "--model")
+
+
+class ServerConflict(SandboxError):
+    """The port is held by a process porter did not start, or what answers there is not the spawned server."""
 
 
 @dataclass
@@ -51,7 +71,7 @@ def render_command(task: Task, flags: dict[str, FlagValue]) -> str:
         raise ValueError(f"serve.command uses an unknown placeholder {exc}; known: {sorted(values)}") from None
 
 
-def health_ok(url: str, timeout_s: float = 2.0) -> bool:
+def health_ok(url: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as response:
             return response.status == 200
@@ -59,22 +79,113 @@ def health_ok(url: str, timeout_s: float = 2.0) -> bool:
         return False
 
 
-def launch(sandbox: Sandbox, task: Task, flags: dict[str, FlagValue], log_path: Path) -> Launch:
-    """Start the server; returns once it is healthy, has exited, or has missed the start-up timeout."""
+def port_taken(base_url: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
+    """True when something accepts TCP connections at the server's address (refused or unreachable: free)."""
+    address = urllib.parse.urlsplit(base_url)
+    try:
+        with socket.create_connection((address.hostname, address.port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def served_ids(base_url: str, timeout_s: float = PROBE_TIMEOUT_S) -> list[str] | None:
+    """The model ids GET /v1/models lists; None when it does not answer a listing (yet)."""
+    try:
+        with urllib.request.urlopen(base_url + "/v1/models", timeout=timeout_s) as response:
+            body = response.read(PROBE_MAX_BYTES + 1)
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+    try:
+        listing = json.loads(body[:PROBE_MAX_BYTES])
+    except ValueError:
+        return None
+    data = listing.get("data") if isinstance(listing, dict) else None
+    if not isinstance(data, list):
+        return None
+    return [str(card["id"]) for card in data if isinstance(card, dict) and card.get("id")]
+
+
+def expected_names(command: str) -> list[str]:
+    """What the spawned server should list at /v1/models, read from its own rendered command."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return []
+    for flags in (SERVED_NAME_FLAGS, MODEL_PATH_FLAGS):
+        names = [_after(words, index) for index, word in enumerate(words) if word in flags]
+        names += [word.split("=", 1)[1] for word in words if word.split("=", 1)[0] in flags and "=" in word]
+        if any(names):
+            return [_unshell(name) for name in names if name]
+    if "serve" in words:
+        return [_unshell(_after(words, words.index("serve")))]
+    return []
+
+
+def _after(words: list[str], index: int) -> str:
+    return words[index + 1] if index + 1 < len(words) else ""
+
+
+def _unshell(name: str) -> str:
+    # `$PORTER_SANDBOX_ROOT/models/x` is expanded in the sandbox: the id ends with what follows the variable.
+    return re.sub(r"^(\$\{?\w+\}?)+", "", name)
+
+
+def is_our_server(ids: list[str], expected: list[str]) -> bool:
+    if not expected:
+        return bool(ids)  # the command names no model: any listing from the live spawned process will do
+    return any(served == name or (name and served.endswith(name)) for served in ids for name in expected)
+
+
+def kill_leftover(sandbox: Sandbox, record: dict | None) -> bool:
+    """Kill the server group an earlier porter process recorded (a SIGKILLed run's orphan); True if one was there."""
+    if not record:
+        return False
+    return sandbox.kill_recorded(record)
+
+
+def wait_port_free(base_url: str, wait_s: float = PORT_FREE_WAIT_S) -> None:
+    deadline = time.monotonic() + wait_s
+    while port_taken(base_url):
+        if time.monotonic() > deadline:
+            raise ServerConflict(
+                f"{base_url} is already taken by a process porter did not start (another server, or one started "
+                "from bash); porter does not launch onto a taken port: stop it first"
+            )
+        time.sleep(POLL_INTERVAL_S)
+
+
+def launch(
+    sandbox: Sandbox,
+    task: Task,
+    flags: dict[str, FlagValue],
+    log_path: Path,
+    on_spawn: Callable[[Process], None] | None = None,
+) -> Launch:
+    """Start the server; returns once it is healthy, has exited, or has missed the start-up timeout.
+
+    `on_spawn` gets the process the moment it exists, before the (long) wait for health.
+    Raises ServerConflict when the port is taken before the launch or a foreign server answers there.
+    """
     command = render_command(task, flags)
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    base_url = sandbox.endpoint(task.serve.port)
+    wait_port_free(base_url)
     started = time.monotonic()
     process = sandbox.spawn(command, log_path)
-    health_url = sandbox.endpoint(task.serve.port) + task.serve.health_path
+    if on_spawn:
+        on_spawn(process)
+    health_url = base_url + task.serve.health_path
     deadline = started + task.serve.startup_timeout_s
     while True:
-        if health_ok(health_url):
-            seconds = time.monotonic() - started
-            return Launch(True, seconds, log_path, command, triage=triage_file(log_path), process=process)
+        # Liveness first: health answered by whatever else holds the port must not count for a dead spawn.
         if not process.alive():
             seconds = time.monotonic() - started
             code = process.exit_code()
             return Launch(False, seconds, log_path, command, exit_code=code, triage=triage_file(log_path))
+        if health_ok(health_url) and _identify(process, base_url, command):
+            seconds = time.monotonic() - started
+            return Launch(True, seconds, log_path, command, triage=triage_file(log_path), process=process)
         if time.monotonic() > deadline:
             process.stop(grace_s=10)
             seconds = time.monotonic() - started
@@ -86,3 +197,18 @@ def launch(sandbox: Sandbox, task: Task, flags: dict[str, FlagValue], log_path: 
             # triage reads the line just written as startup_timeout, like an engine's own start-up timeout
             return Launch(False, seconds, log_path, command, triage=triage_file(log_path))
         time.sleep(POLL_INTERVAL_S)
+
+
+def _identify(process: Process, base_url: str, command: str) -> bool:
+    """True when the answering server is the spawned one; False while it cannot tell yet (no listing)."""
+    ids = served_ids(base_url)
+    if ids is None:
+        return False
+    expected = expected_names(command)
+    if is_our_server(ids, expected):
+        return True
+    process.stop(grace_s=10)
+    raise ServerConflict(
+        f"{base_url} answers as {ids}, not as the server porter started (expected {expected}); "
+        "another process holds the port: the spawned server was stopped"
+    )

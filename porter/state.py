@@ -44,6 +44,7 @@ class RunState:
     cost_known: bool = True
     tokens: dict[str, int] = field(default_factory=lambda: {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0})
     wall_s: float = 0.0  # wall time of earlier sessions of this run (resume adds to it)
+    server_process: dict | None = None  # Process.record() of the running server: what resume must kill
     messages: list[dict] = field(default_factory=list)
     finished: str | None = None
     solved: bool = False

@@ -5,6 +5,8 @@ does not share a core with the client under test. Behaviour is set at run time w
 ttft_ms, itl_ms (the injected truth), fail_every (HTTP 500 on every Nth request), drop_after (close
 the connection after N token frames), malformed_every (a broken JSON frame in every Nth stream),
 answers (question -> reply text for the quality tests), block (prefix-cache block size in words).
+Started with `--served-model-name`, `--ttft-ms`, `--itl-ms` it stands in for a served engine whose
+flags set its speed (the fault tests launch it as a task's serve command).
 Tokens are whitespace-separated words. Each frame carries `server_t`, the server's monotonic clock
 when it was written, so a benchmark can split the client's error from the server's jitter.
 Does not model performance: every request gets the same timings whatever the load.
@@ -144,17 +146,20 @@ async def control(request: web.Request) -> web.Response:
     return web.json_response(state.settings)
 
 
-async def models(_: web.Request) -> web.Response:
-    return web.json_response({"object": "list", "data": [{"id": "sse-test", "object": "model"}]})
+async def models(request: web.Request) -> web.Response:
+    name = request.app["served_model_name"]
+    return web.json_response({"object": "list", "data": [{"id": name, "object": "model"}]})
 
 
 async def health(_: web.Request) -> web.Response:
     return web.Response(text="ok")
 
 
-def make_app() -> web.Application:
+def make_app(served_model_name: str = "sse-test", **settings) -> web.Application:
     app = web.Application()
     app["state"] = State()
+    app["state"].settings.update(settings)
+    app["served_model_name"] = served_model_name
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/chat/completions", completions)
     app.router.add_post("/tokenize", tokenize)
@@ -164,8 +169,8 @@ def make_app() -> web.Application:
     return app
 
 
-async def serve(port: int) -> None:
-    runner = web.AppRunner(make_app(), access_log=None)
+async def serve(port: int, served_model_name: str, **settings) -> None:
+    runner = web.AppRunner(make_app(served_model_name, **settings), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", port, backlog=1024)
     await site.start()
@@ -202,5 +207,9 @@ class SseServer:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
-    asyncio.run(serve(parser.parse_args().port))
+    parser.add_argument("--served-model-name", default="sse-test")
+    parser.add_argument("--ttft-ms", type=float, default=DEFAULTS["ttft_ms"])
+    parser.add_argument("--itl-ms", type=float, default=DEFAULTS["itl_ms"])
+    args = parser.parse_args()
+    asyncio.run(serve(args.port, args.served_model_name, ttft_ms=args.ttft_ms, itl_ms=args.itl_ms))
     sys.exit(0)

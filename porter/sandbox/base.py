@@ -59,6 +59,10 @@ class Process(Protocol):
 
     def stop(self, grace_s: float = 10) -> None: ...
 
+    def record(self) -> dict:
+        """JSON-able identity of the process group, kept in the run state so a later porter can kill it."""
+        ...
+
 
 @runtime_checkable
 class Sandbox(Protocol):
@@ -67,6 +71,10 @@ class Sandbox(Protocol):
     def exec(self, cmd: str, timeout: float, workdir: str | None = None) -> ExecResult: ...
 
     def spawn(self, cmd: str, log_path: Path, env: dict[str, str] | None = None) -> Process: ...
+
+    def kill_recorded(self, record: dict) -> bool:
+        """Kill the process group a `Process.record()` names, if it is still there; True when it was."""
+        ...
 
     def read_file(self, path: str) -> str: ...
 

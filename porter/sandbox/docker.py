@@ -270,6 +270,21 @@ class DockerSandbox:
         stream = self.client.api.exec_start(exec_id, stream=True)
         return DockerProcess(self, exec_id, stream, Path(log_path), pgid_file)
 
+    def kill_recorded(self, record: dict) -> bool:
+        """KILL a group an earlier porter spawned in this run's container (its pgid file is still there)."""
+        pgid_file = record.get("pgid_file")
+        if record.get("sandbox") != "docker" or record.get("container") != self.run_id or not pgid_file:
+            return False
+        if self.container is None:
+            self.start()
+        if not self._signal_group(str(pgid_file), "KILL"):
+            return False
+        # The session's leader dies with its group, so the pgid file stays: wait for the group itself to go.
+        wait = 'pgid=$(cat "$1") && for i in $(seq 100); do kill -0 -- "-$pgid" 2>/dev/null || exit 0; sleep 0.1; done'
+        self.container.exec_run(["sh", "-c", wait, "porter-wait", str(pgid_file)])
+        self.container.exec_run(["rm", "-f", str(pgid_file)])
+        return True
+
     def _exec_create(self, argv: list[str], env: dict[str, str] | None = None) -> str:
         if self.container is None:
             self.start()

@@ -38,6 +38,9 @@ class DockerProcess:
         finally:
             self.log_file.close()
 
+    def record(self) -> dict:
+        return {"sandbox": "docker", "container": self.sandbox.run_id, "pgid_file": self.pgid_file}
+
     def _inspect(self) -> dict:
         try:
             return self.sandbox.client.api.exec_inspect(self.exec_id)

@@ -146,6 +146,9 @@ class LocalSandbox:
         self.processes.append(process)
         return process
 
+    def kill_recorded(self, record: dict) -> bool:
+        return kill_group_record(record)
+
     def read_file(self, path: str) -> str:
         return self.paths.read(path)
 
@@ -195,11 +198,61 @@ def _signal_group(pgid: int, signal_number: int) -> None:
         pass  # the group already exited
 
 
+def _stat(pid: int) -> list[str]:
+    """/proc/PID/stat fields from the state on (field 3 onward); empty when there is no such process."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return []
+
+
+def _start_ticks(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (stat field 22): with the pid, a unique name."""
+    fields = _stat(pid)
+    return fields[19] if len(fields) > 19 else None
+
+
+def kill_group_record(record: dict, wait_s: float = 10.0) -> bool:
+    """SIGKILL the recorded group and wait for it to go. A leader whose start time differs is a reused pid: left alone.
+
+    A group whose leader already exited can still hold members; its id cannot be reused while they live.
+    """
+    pgid = record.get("pgid")
+    if record.get("sandbox") != "local" or not isinstance(pgid, int) or pgid <= 1:
+        return False
+    started = _start_ticks(pgid)
+    if started is not None and started != record.get("start_ticks"):
+        return False
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return False
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline and _group_alive(pgid):
+        time.sleep(0.05)
+    return True
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # Zombies still answer signal 0; a dead leader only waits for its reaper and holds no port.
+    return _stat(pgid)[:1] != ["Z"]
+
+
 class LocalProcess:
     """A background host process (its own session); its output goes straight to the log file."""
 
     def __init__(self, child: subprocess.Popen):
         self.child = child
+        self.start_ticks = _start_ticks(child.pid)
+
+    def record(self) -> dict:
+        return {"sandbox": "local", "pgid": self.child.pid, "start_ticks": self.start_ticks}
 
     def alive(self) -> bool:
         return self.child.poll() is None
