@@ -5,6 +5,10 @@ does not share a core with the client under test. Behaviour is set at run time w
 ttft_ms, itl_ms (the injected truth), fail_every (HTTP 500 on every Nth request), drop_after (close
 the connection after N token frames), malformed_every (a broken JSON frame in every Nth stream),
 answers (question -> reply text for the quality tests), block (prefix-cache block size in words).
+Faults for the robustness tests: hang (no answer on /v1/models or a completion), stall_after (a
+stream falls silent after N frames, connection open), endless (frames forever, never [DONE]), flood
+(megabytes as fast as the socket takes them), models_body / reply_body (a JSON answer that lies about
+its shape), frames (these payloads as the stream, verbatim).
 Started with `--served-model-name`, `--ttft-ms`, `--itl-ms` it stands in for a served engine whose
 flags set its speed (the fault tests launch it as a task's serve command).
 Tokens are whitespace-separated words. Each frame carries `server_t`, the server's monotonic clock
@@ -36,7 +40,15 @@ DEFAULTS = {
     "block": 16,
     "tokenize": True,
     "reasoning": False,
+    "hang": False,
+    "stall_after": 0,
+    "endless": False,
+    "flood": False,
+    "models_body": None,
+    "reply_body": None,
+    "frames": None,
 }
+FOREVER_S = 3600
 
 
 class State:
@@ -89,6 +101,10 @@ async def completions(request: web.Request) -> web.StreamResponse:
     settings = state.settings
     if settings["fail_every"] and number % settings["fail_every"] == 0:
         return web.json_response({"error": {"message": "injected failure"}}, status=500)
+    if settings["hang"]:
+        await asyncio.sleep(FOREVER_S)
+    if settings["reply_body"] is not None:
+        return web.json_response(settings["reply_body"])
     if not body.get("stream"):
         state.cached_tokens(prompt.split())
         text = reply_for(state, prompt)
@@ -105,10 +121,14 @@ async def stream(request, state: State, number: int, prompt: str, body: dict, ch
     cached = state.cached_tokens(words)
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await response.prepare(request)
-    count = int(body.get("max_tokens", 16))
+    if settings["flood"] or settings["frames"] is not None:
+        return await misbehave(response, settings)
+    count = FOREVER_S * 1000 if settings["endless"] else int(body.get("max_tokens", 16))
     for index in range(count):
         due = arrived + (settings["ttft_ms"] + index * settings["itl_ms"]) / 1000
         await asyncio.sleep(max(0.0, due - time.monotonic()))
+        if settings["stall_after"] and index == settings["stall_after"]:
+            await asyncio.sleep(FOREVER_S)
         if settings["drop_after"] and index == settings["drop_after"]:
             request.transport.close()
             return response
@@ -130,6 +150,17 @@ async def stream(request, state: State, number: int, prompt: str, body: dict, ch
     return response
 
 
+async def misbehave(response: web.StreamResponse, settings: dict) -> web.StreamResponse:
+    if settings["flood"]:
+        block = frame({"choices": [{"index": 0, "text": "x" * (1 << 20), "finish_reason": None}]})
+        for _ in range(FOREVER_S * 100):
+            await response.write(block)
+    for payload in settings["frames"] or []:
+        await response.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
+    await response.write(b"data: [DONE]\n\n")
+    return response
+
+
 async def tokenize(request: web.Request) -> web.Response:
     if not request.app["state"].settings["tokenize"]:
         raise web.HTTPNotFound()
@@ -147,6 +178,11 @@ async def control(request: web.Request) -> web.Response:
 
 
 async def models(request: web.Request) -> web.Response:
+    settings = request.app["state"].settings
+    if settings["hang"]:
+        await asyncio.sleep(FOREVER_S)
+    if settings["models_body"] is not None:
+        return web.json_response(settings["models_body"])
     name = request.app["served_model_name"]
     return web.json_response({"object": "list", "data": [{"id": name, "object": "model"}]})
 

@@ -116,6 +116,9 @@ def test_unfinished_requests_time_out_at_the_drain_limit(server):
     assert all(record.timed_out and not record.ok for record in records)
     figures = metrics.summarize(records, 0.0)
     assert (figures["timed_out"], figures["errors"], figures["completed"]) == (3, 0, 0)
+    assert metrics.first_error_messages(records) == [
+        "3x deadline: still running 0.5 s after the level's last send (level drain)"
+    ]
 
 
 def test_reasoning_content_counts_as_the_first_token(server):

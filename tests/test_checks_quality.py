@@ -262,6 +262,6 @@ def test_failed_requests_count_as_wrong_and_are_reported(server, tmp_path):
     )
     outcome = quality.run_quality(server.url, spec)
     assert outcome.errors == 0 and outcome.score == 1.0
-    server.reset(fail_every=1)
-    broken = quality.run_quality(server.url, spec)
-    assert broken.errors == 6 and broken.score == 0.0 and "HTTP 500" in broken.replies[0]
+    server.reset(fail_every=1)  # a server failing most questions stops the check: its score would be a lie
+    with pytest.raises(CheckError, match="failed 6 of 6 questions.*HTTP 500"):
+        quality.run_quality(server.url, spec)

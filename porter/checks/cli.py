@@ -190,7 +190,7 @@ def quality_main(url, dataset, samples, as_json) -> int:
     out = _console(as_json)
     try:
         spec = dataset_spec(dataset, samples)
-        quality.resolve_dataset(spec.dataset)
+        quality.read_dataset(spec)  # a broken dataset is bad input (2), found before any request
     except CheckError as exc:
         return _fail(str(exc), 2)
     try:

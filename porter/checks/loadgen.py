@@ -3,9 +3,11 @@
 Covers the asyncio client: one keep-alive pool sized to the requests of a level, payloads encoded
 before the level starts, each read of the response body stamped with the monotonic clock as it
 arrives and parsed only after the stream ends, per-request errors (HTTP status, dropped stream,
-malformed frame) recorded instead of raised, and the client's own lag (send lag behind the schedule,
-event-loop lag) measured so an overloaded client is reported, not trusted. Does not compute the
-statistics (metrics.py) or decide pass/fail (throughput.py).
+malformed frame) recorded instead of raised, the deadlines every request lives under (connect, first
+byte, idle gap between reads, total) and its byte cap (a flood is that request's error, not the
+client's memory), and the client's own lag (send lag behind the schedule, event-loop lag) measured so
+an overloaded client is reported, not trusted. Does not compute the statistics (metrics.py) or decide
+pass/fail (throughput.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,25 @@ LOOP_PROBE_INTERVAL_S = 0.005
 # Beyond this much lag (p99, ms) the client's own clock readings are off by more than the few ms we promise.
 SATURATION_LAG_MS = 5.0
 PARSE_SLICE = 128
+LISTING_MAX_BYTES = 1 << 20  # a GET /v1/models answer larger than this is not a model listing
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    """How long one request may take at each stage and how much it may send; past one, it fails saying which.
+
+    The defaults bound a hung or flooding server without cutting a healthy one short: a first token
+    after 2 minutes, or a 30 s silence mid-stream, fails any latency target porter checks anyway.
+    """
+
+    connect_s: float = 10.0
+    first_byte_s: float = 120.0  # request sent -> first byte of the body (headers alone do not count)
+    idle_s: float = 30.0  # longest silence between two reads of a stream
+    total_s: float = 900.0
+    max_bytes: int = 16 << 20  # ~50k SSE frames: far above any max_tokens porter sends
+
+
+DEFAULT_DEADLINES = Deadlines()
 
 
 class CheckError(Exception):
@@ -99,39 +120,99 @@ def _quantile(ordered: list[float], share: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def make_session(connections: int, headers: dict[str, str] | None = None) -> aiohttp.ClientSession:
-    """A keep-alive pool with room for every concurrent stream, so no request waits for a connection."""
+def make_session(
+    connections: int, headers: dict[str, str] | None = None, deadlines: Deadlines = DEFAULT_DEADLINES
+) -> aiohttp.ClientSession:
+    """A keep-alive pool with room for every concurrent stream, so no request waits for a connection.
+
+    Its socket timeouts are the backstop for every call made on it (tokenizer, priming, listings): a
+    connect and a silence are bounded even where no per-request deadline is set.
+    """
     connector = aiohttp.TCPConnector(limit=max(connections, 1), limit_per_host=0, keepalive_timeout=60)
     return aiohttp.ClientSession(
         connector=connector,
-        timeout=aiohttp.ClientTimeout(total=None, sock_connect=30),
+        # a backstop just past the per-request deadlines, which fire first and name the stage that stalled
+        timeout=aiohttp.ClientTimeout(
+            total=None, sock_connect=deadlines.connect_s, sock_read=deadlines.first_byte_s + deadlines.connect_s
+        ),
         read_bufsize=READ_BUFFER_BYTES,
         auto_decompress=False,
         headers=headers or {},
     )
 
 
-async def send_one(session: aiohttp.ClientSession, base_url: str, planned: Planned, origin: float) -> RequestRecord:
-    """Send one streaming request; the body is read raw and stamped on arrival, then parsed."""
+async def send_one(
+    session: aiohttp.ClientSession,
+    base_url: str,
+    planned: Planned,
+    origin: float,
+    deadlines: Deadlines = DEFAULT_DEADLINES,
+) -> RequestRecord:
+    """Send one streaming request; the body is read raw and stamped on arrival, then parsed.
+
+    One timer follows the request: first byte, then each idle gap, never past the total deadline.
+    """
     record = RequestRecord(planned.index, planned.send_at_s)
     frames: list[tuple[float, bytes]] = []
     record.sent_s = time.monotonic() - origin
+    loop = asyncio.get_running_loop()
+    give_up_at = loop.time() + deadlines.total_s
     try:
-        async with session.post(
-            base_url + planned.path, data=planned.body, headers={"Content-Type": "application/json"}
-        ) as response:
-            if response.status != 200:
-                body = (await response.read())[:300].decode("utf-8", "replace")
-                record.error = f"HTTP {response.status}: {body.strip()}"
-                record.end_s = time.monotonic() - origin
-                return record
-            async for chunk in response.content.iter_any():
-                frames.append((time.monotonic() - origin, chunk))
+        async with asyncio.timeout_at(loop.time() + min(deadlines.first_byte_s, deadlines.total_s)) as clock:
+            async with session.post(
+                base_url + planned.path, data=planned.body, headers={"Content-Type": "application/json"}
+            ) as response:
+                if response.status != 200:
+                    body = (await response.content.read(300)).decode("utf-8", "replace")
+                    record.error = f"HTTP {response.status}: {body.strip()}"
+                    record.end_s = time.monotonic() - origin
+                    return record
+                await _read_frames(response, frames, origin, deadlines, clock, give_up_at)
+    except TimeoutError:
+        record.error, record.timed_out = _deadline_missed(frames, deadlines, loop.time() >= give_up_at), True
     except (aiohttp.ClientError, OSError) as exc:
         record.error = f"stream broken after {len(frames)} reads: {type(exc).__name__}: {exc}"
+    except ResponseTooLarge as exc:
+        record.error = str(exc)
     record.end_s = frames[-1][0] if frames else time.monotonic() - origin
     await _parse_stream_yielding(record, frames)
     return record
+
+
+class ResponseTooLarge(Exception):
+    """A response past the byte cap: a flood is that request's error, never the client's memory."""
+
+
+async def _read_frames(response, frames, origin: float, deadlines: Deadlines, clock, give_up_at: float) -> None:
+    loop = asyncio.get_running_loop()
+    size = 0
+    async for chunk in response.content.iter_any():
+        frames.append((time.monotonic() - origin, chunk))
+        size += len(chunk)
+        if size > deadlines.max_bytes:
+            frames.clear()  # the flood is dropped at once; the error says what it was
+            raise ResponseTooLarge(f"response larger than {deadlines.max_bytes} bytes: the stream was cut")
+        _push_back(clock, loop.time(), deadlines.idle_s, give_up_at)
+
+
+def _push_back(clock: asyncio.Timeout, now: float, idle_s: float, give_up_at: float) -> None:
+    """Keep the deadline between 0.9 and 1 idle gap after the last read, never past the total.
+
+    Rescheduling on every read (thousands a second at 256 streams) costs the event loop a timer each;
+    moving it only when it drifts out of that band costs one per tenth of an idle gap per stream.
+    """
+    target = min(now + idle_s, give_up_at)
+    current = clock.when()
+    if current is None or current > target or current < min(now + 0.9 * idle_s, give_up_at):
+        clock.reschedule(target)
+
+
+def _deadline_missed(frames: list, deadlines: Deadlines, total: bool) -> str:
+    if total:
+        return f"deadline: the request was still running after {deadlines.total_s:g} s (total deadline)"
+    if not frames:
+        return f"deadline: no first byte within {deadlines.first_byte_s:g} s"
+    return f"deadline: the stream was silent for {deadlines.idle_s:g} s after {len(frames)} reads (idle deadline)"
 
 
 def split_events(frames: list[tuple[float, bytes]]) -> list[tuple[float, bytes, bool]]:
@@ -231,19 +312,34 @@ def _fail(record: RequestRecord, message: str) -> None:
 def _read_payload(record: RequestRecord, payload: dict, arrived: float, pieces: list[str]) -> None:
     usage = payload.get("usage")
     if isinstance(usage, dict):
-        record.prompt_tokens = usage.get("prompt_tokens", record.prompt_tokens)
-        record.output_tokens = usage.get("completion_tokens") or record.output_tokens
+        record.prompt_tokens = _count(usage.get("prompt_tokens"), record.prompt_tokens)
+        record.output_tokens = _count(usage.get("completion_tokens"), None) or record.output_tokens
         details = usage.get("prompt_tokens_details") or {}
-        if isinstance(details, dict) and details.get("cached_tokens") is not None:
-            record.cached_tokens = details["cached_tokens"]
-    for choice in payload.get("choices") or []:
-        delta = choice.get("delta") or {}
+        if isinstance(details, dict):
+            record.cached_tokens = _count(details.get("cached_tokens"), record.cached_tokens)
+    choices = payload.get("choices") or []
+    if not isinstance(choices, list):
+        _fail(record, f"`choices` is a {type(choices).__name__}, not a list: {str(choices)[:80]!r}")
+        return
+    for choice in choices:
+        if not isinstance(choice, dict):
+            _fail(record, f"a choice is a {type(choice).__name__}, not an object: {str(choice)[:80]!r}")
+            continue
+        delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
         content = choice.get("text") or delta.get("content") or ""
+        if not isinstance(content, str):
+            _fail(record, f"token text is a {type(content).__name__}, not a string")
+            continue
         if content or delta.get("reasoning_content") or delta.get("tool_calls"):
             record.token_times_s.append(arrived)
             if record.first_token_s is None:
                 record.first_token_s, record.first_token_event = arrived, payload
             pieces.append(content)
+
+
+def _count(value, default: int | None) -> int | None:
+    """A token count from a server's usage: a non-negative integer, else `default` (a lie is not a figure)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
 
 
 async def _probe_loop_lag(lag: ClientLag, stop: asyncio.Event) -> None:
@@ -254,7 +350,11 @@ async def _probe_loop_lag(lag: ClientLag, stop: asyncio.Event) -> None:
 
 
 async def run_schedule(
-    session: aiohttp.ClientSession, base_url: str, planned: list[Planned], drain_timeout_s: float
+    session: aiohttp.ClientSession,
+    base_url: str,
+    planned: list[Planned],
+    drain_timeout_s: float,
+    deadlines: Deadlines = DEFAULT_DEADLINES,
 ) -> tuple[list[RequestRecord], ClientLag]:
     """Send every planned request at its time; wait up to `drain_timeout_s` after the last send for the rest."""
     lag = ClientLag()
@@ -262,14 +362,19 @@ async def run_schedule(
     # A full collection over thousands of live frames pauses the loop for tens of ms; collect after the level.
     gc.disable()
     try:
-        return await _run_schedule(session, base_url, planned, drain_timeout_s, lag)
+        return await _run_schedule(session, base_url, planned, drain_timeout_s, lag, deadlines)
     finally:
         if collecting:
             gc.enable()
 
 
 async def _run_schedule(
-    session: aiohttp.ClientSession, base_url: str, planned: list[Planned], drain_timeout_s: float, lag: ClientLag
+    session: aiohttp.ClientSession,
+    base_url: str,
+    planned: list[Planned],
+    drain_timeout_s: float,
+    lag: ClientLag,
+    deadlines: Deadlines,
 ) -> tuple[list[RequestRecord], ClientLag]:
     stop = asyncio.Event()
     probe = asyncio.create_task(_probe_loop_lag(lag, stop))
@@ -280,7 +385,7 @@ async def _run_schedule(
         if delay > 0:
             await asyncio.sleep(delay)
         lag.send_lag_ms.append(max(0.0, (time.monotonic() - origin - item.send_at_s) * 1000))
-        sent.append((item, asyncio.create_task(send_one(session, base_url, item, origin))))
+        sent.append((item, asyncio.create_task(send_one(session, base_url, item, origin, deadlines))))
     tasks = [task for _, task in sent]
     unfinished = (await asyncio.wait(tasks, timeout=drain_timeout_s))[1] if tasks else set()
     for task in unfinished:
@@ -288,30 +393,60 @@ async def _run_schedule(
     await asyncio.gather(*unfinished, return_exceptions=True)
     stop.set()
     await probe
+    drained = f"deadline: still running {drain_timeout_s:g} s after the level's last send (level drain)"
     records = [
-        RequestRecord(item.index, item.send_at_s, timed_out=True) if task in unfinished else task.result()
+        RequestRecord(item.index, item.send_at_s, timed_out=True, error=drained)
+        if task in unfinished
+        else task.result()
         for item, task in sent
     ]
     records.sort(key=lambda record: record.index)
     return records, lag
 
 
-async def get_json(session: aiohttp.ClientSession, url: str) -> dict:
+async def read_capped(response: aiohttp.ClientResponse, max_bytes: int) -> bytes:
+    """The body, or its first `max_bytes` + 1 bytes when it is larger (the caller says what that means)."""
+    chunks, size = [], 0
+    async for chunk in response.content.iter_any():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > max_bytes:
+            break
+    return b"".join(chunks)
+
+
+async def get_json(
+    session: aiohttp.ClientSession,
+    url: str,
+    deadlines: Deadlines = DEFAULT_DEADLINES,
+    max_bytes: int = LISTING_MAX_BYTES,
+) -> object:
+    """A small JSON answer within the first-byte deadline; a hang, a flood or garbage is a CheckError."""
     try:
-        async with session.get(url) as response:
+        async with asyncio.timeout(deadlines.first_byte_s), session.get(url) as response:
             if response.status != 200:
                 raise CheckError(f"GET {url} answered HTTP {response.status}")
-            return await response.json(content_type=None)
-    except (aiohttp.ClientError, OSError, ValueError) as exc:
+            body = await read_capped(response, LISTING_MAX_BYTES)
+    except TimeoutError:
+        raise CheckError(f"GET {url} did not answer within {deadlines.first_byte_s:g} s") from None
+    except (aiohttp.ClientError, OSError) as exc:
         raise CheckError(f"GET {url} failed: {type(exc).__name__}: {exc}") from None
+    if len(body) > LISTING_MAX_BYTES:
+        raise CheckError(f"GET {url} answered more than {LISTING_MAX_BYTES} bytes; not what porter asked for")
+    try:
+        return json.loads(body)
+    except ValueError:
+        raise CheckError(f"GET {url} did not answer JSON: {body[:120].decode('utf-8', 'replace')!r}") from None
 
 
-async def resolve_model(session: aiohttp.ClientSession, base_url: str, model: str | None) -> str:
+async def resolve_model(
+    session: aiohttp.ClientSession, base_url: str, model: str | None, deadlines: Deadlines = DEFAULT_DEADLINES
+) -> str:
     """`model` itself, or the first id the server lists at GET /v1/models."""
     if model:
         return model
-    listing = await get_json(session, f"{base_url}/v1/models")
+    listing = await get_json(session, f"{base_url}/v1/models", deadlines)
     models = listing.get("data") if isinstance(listing, dict) else None
-    if not models or not isinstance(models[0], dict) or not models[0].get("id"):
+    if not isinstance(models, list) or not models or not isinstance(models[0], dict) or not models[0].get("id"):
         raise CheckError(f"{base_url}/v1/models lists no model; pass the model name explicitly")
-    return models[0]["id"]
+    return str(models[0]["id"])

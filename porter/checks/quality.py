@@ -6,7 +6,11 @@ porter/checks/data/NAME.jsonl), choosing the questions (the first `samples` afte
 and the few-shot examples (a fixed seeded choice among the questions not asked), the fixed prompt
 formats (gsm8k: POST /v1/completions, greedy, stop at "Question:"; multiple choice: one user
 message on POST /v1/chat/completions with the choices shuffled by a fixed seed), and the result
-with its Wilson interval and verdict. Extraction and statistics live in scoring.py.
+with its Wilson interval and verdict. A dataset that is not UTF-8, has fields of the wrong type or
+too few rows for its few-shot examples is a CheckError naming the file and row; each question has a
+deadline and a byte cap, a malformed answer is that question's error, and a server failing more than
+a tenth of the questions stops the check (a hung server costs one deadline, not one per question).
+Extraction and statistics live in scoring.py.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import hashlib
+import io
 import json
 import random
 from dataclasses import dataclass, field
@@ -22,13 +27,18 @@ from pathlib import Path
 import aiohttp
 
 from porter.checks import scoring
-from porter.checks.loadgen import CheckError, make_session, resolve_model
+from porter.checks.loadgen import CheckError, Deadlines, make_session, read_capped, resolve_model
 from porter.task import QualityCheckSpec
 
 DATA_DIR = Path(__file__).parent / "data"
 SEED = 1234
 CONCURRENCY = 32
 ATTEMPTS = 3
+# One non-streamed answer of max_tokens: it all arrives at the end, so first byte = total; a hang is not retried.
+QUALITY_DEADLINES = Deadlines(first_byte_s=180.0, total_s=180.0, max_bytes=4 << 20)
+# The check stops once more than this share of its questions failed (and at least MIN_FAILURES did).
+MAX_FAILURE_SHARE = 0.1
+MIN_FAILURES = 5
 STOP = ["Question:", "</s>", "<|im_end|>"]
 MC_FIELDS = ("Question", "Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3")
 LETTERS = "ABCD"
@@ -128,11 +138,19 @@ def resolve_dataset(reference: str) -> Path:
 
 def read_rows(path: Path) -> list[dict]:
     """Rows of a JSONL or CSV file; errors name the file and the line."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CheckError(f"{path}: not UTF-8 text (byte {exc.start}); datasets are UTF-8 JSONL or CSV") from None
+    except OSError as exc:
+        raise CheckError(f"{path}: cannot read it: {exc.strerror or exc}") from None
     if path.suffix.lower() == ".csv":
-        with path.open(newline="", encoding="utf-8") as handle:
-            return list(csv.DictReader(handle))
+        try:
+            return list(csv.DictReader(io.StringIO(text, newline="")))
+        except csv.Error as exc:
+            raise CheckError(f"{path}: not a readable CSV: {exc}") from None
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -146,12 +164,37 @@ def read_rows(path: Path) -> list[dict]:
 
 
 def check_fields(rows: list[dict], fields: tuple[str, ...], path: Path) -> None:
+    """Every row has every field as text; numbers (an answer written as 42) become their text."""
     if not rows:
         raise CheckError(f"{path}: the dataset is empty")
     for number, row in enumerate(rows, start=1):
-        missing = [name for name in fields if not str(row.get(name) or "").strip()]
+        for name in fields:
+            value = row.get(name)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                row[name] = value = str(value)
+            if value is not None and not isinstance(value, str):
+                raise CheckError(f"{path}: row {number}: `{name}` is a {type(value).__name__}; expected text")
+        missing = [name for name in fields if not (row.get(name) or "").strip()]
         if missing:
             raise CheckError(f"{path}: row {number} lacks {missing}; expected fields {list(fields)}")
+
+
+def read_dataset(spec: QualityCheckSpec) -> tuple[Path, list[dict]]:
+    """The check's dataset file and its rows, checked: fields present as text, enough rows to ask anything."""
+    path = resolve_dataset(spec.dataset)
+    rows = read_rows(path)
+    gsm8k = spec.kind == "gsm8k"
+    check_fields(rows, ("question", "answer") if gsm8k else MC_FIELDS, path)
+    check_size(len(rows), spec.few_shot if gsm8k else 0, path)
+    return path, rows
+
+
+def check_size(count: int, few_shot: int, path: Path) -> None:
+    if count <= few_shot:
+        raise CheckError(
+            f"{path} has {count} rows: its {few_shot} few-shot examples leave no question to ask; "
+            "use a larger dataset or lower few_shot"
+        )
 
 
 def choose(count: int, samples: int, few_shot: int) -> tuple[list[int], list[int]]:
@@ -182,61 +225,96 @@ def choice_prompt(row: dict, index: int) -> tuple[str, str]:
     return message, LETTERS[order.index(0)]
 
 
-async def ask(session: aiohttp.ClientSession, url: str, body: dict, chat: bool) -> str:
-    """The reply text; retried on connection errors and 5xx, raised as CheckError after the last attempt."""
+async def ask(
+    session: aiohttp.ClientSession, url: str, body: dict, chat: bool, deadlines: Deadlines = QUALITY_DEADLINES
+) -> str:
+    """The reply text; retried on connection errors and 5xx, raised as CheckError after the last attempt.
+
+    A hang, a flood or a malformed answer is not retried: the same server would do it again.
+    """
     problem = ""
     for attempt in range(ATTEMPTS):
         try:
-            async with session.post(url, json=body) as response:
-                if response.status == 200:
-                    payload = await response.json(content_type=None)
-                    choice = payload["choices"][0]
-                    text = (choice.get("message") or {}).get("content") if chat else choice.get("text")
-                    return text or ""
-                problem = f"HTTP {response.status}: {(await response.text())[:200]}"
-                if response.status < 500:
-                    break
-        except (aiohttp.ClientError, OSError, ValueError, KeyError, IndexError) as exc:
+            async with asyncio.timeout(deadlines.total_s), session.post(url, json=body) as response:
+                raw = await read_capped(response, deadlines.max_bytes)
+                status = response.status
+        except TimeoutError:
+            raise CheckError(f"POST {url}: no answer within {deadlines.total_s:g} s") from None
+        except (aiohttp.ClientError, OSError) as exc:
             problem = f"{type(exc).__name__}: {exc}"
+        else:
+            if len(raw) > deadlines.max_bytes:
+                raise CheckError(f"POST {url}: the answer is larger than {deadlines.max_bytes} bytes")
+            if status == 200:
+                return reply_text(raw, chat)
+            problem = f"HTTP {status}: {raw[:200].decode('utf-8', 'replace')}"
+            if status < 500:
+                break
         if attempt + 1 < ATTEMPTS:
             await asyncio.sleep(0.5 * (attempt + 1))
     raise CheckError(f"POST {url} failed: {problem}")
 
 
-def run_quality(base_url: str, spec: QualityCheckSpec, model: str | None = None) -> QualityResult:
+def reply_text(raw: bytes, chat: bool) -> str:
+    """The text of the first choice of an OpenAI-style answer; anything else is a CheckError saying what."""
+    try:
+        payload = json.loads(raw)
+    except ValueError:
+        raise CheckError(f"the answer is not JSON: {raw[:120].decode('utf-8', 'replace')!r}") from None
+    choices = payload.get("choices") if isinstance(payload, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise CheckError(f"the answer has no list of choices: {raw[:120].decode('utf-8', 'replace')!r}")
+    message = choices[0].get("message")
+    text = (message.get("content") if isinstance(message, dict) else None) if chat else choices[0].get("text")
+    if text is not None and not isinstance(text, str):
+        raise CheckError(f"the answer's text is a {type(text).__name__}, not a string")
+    return text or ""
+
+
+def run_quality(
+    base_url: str, spec: QualityCheckSpec, model: str | None = None, deadlines: Deadlines = QUALITY_DEADLINES
+) -> QualityResult:
     """Ask the check's questions and score the replies (synchronous; runs its own event loop)."""
-    return asyncio.run(_run_quality(base_url.rstrip("/"), spec, model))
+    return asyncio.run(_run_quality(base_url.rstrip("/"), spec, model, deadlines))
 
 
-async def _run_quality(base_url: str, spec: QualityCheckSpec, model: str | None) -> QualityResult:
-    path = resolve_dataset(spec.dataset)
-    rows = read_rows(path)
-    gsm8k = spec.kind == "gsm8k"
-    check_fields(rows, ("question", "answer") if gsm8k else MC_FIELDS, path)
-    asked, shots = choose(len(rows), spec.samples, spec.few_shot if gsm8k else 0)
-    async with make_session(CONCURRENCY) as session:
-        model_id = await resolve_model(session, base_url, model)
+async def _run_quality(base_url: str, spec: QualityCheckSpec, model: str | None, deadlines: Deadlines) -> QualityResult:
+    path, rows = read_dataset(spec)
+    asked, shots = choose(len(rows), spec.samples, spec.few_shot if spec.kind == "gsm8k" else 0)
+    async with make_session(CONCURRENCY, deadlines=deadlines) as session:
+        model_id = await resolve_model(session, base_url, model, deadlines)
         gate = asyncio.Semaphore(CONCURRENCY)
+        failures: list[str] = []
+        limit = max(MIN_FAILURES, int(MAX_FAILURE_SHARE * len(asked)))
 
         async def one(index: int) -> tuple[str, bool, bool, bool]:
             async with gate:
-                return await _ask_one(session, base_url, model_id, spec, rows, shots, index)
+                if len(failures) > limit:
+                    return "not asked: the check stopped", False, False, True
+                outcome = await _ask_one(session, base_url, model_id, spec, rows, shots, index, deadlines)
+            if outcome[3]:
+                failures.append(outcome[0])
+            return outcome
 
         outcomes = await asyncio.gather(*(one(index) for index in asked))
+    if len(failures) > limit:
+        raise CheckError(
+            f"the server failed {len(failures)} of {len(asked)} questions, so the check stopped; first: {failures[0]}"
+        )
     return _result(spec, path, model_id, asked, outcomes)
 
 
-async def _ask_one(session, base_url, model_id, spec, rows, shots, index) -> tuple[str, bool, bool, bool]:
+async def _ask_one(session, base_url, model_id, spec, rows, shots, index, deadlines) -> tuple[str, bool, bool, bool]:
     """(reply, strict, flexible, failed) for one question; a failed request counts as wrong."""
     common = {"model": model_id, "max_tokens": spec.max_tokens, "temperature": 0.0}
     try:
         if spec.kind == "gsm8k":
             body = {**common, "prompt": gsm8k_prompt(rows, shots, index), "stop": STOP}
-            reply = await ask(session, f"{base_url}/v1/completions", body, chat=False)
+            reply = await ask(session, f"{base_url}/v1/completions", body, False, deadlines)
             return (reply, *scoring.gsm8k_matches(reply, rows[index]["answer"]), False)
         message, letter = choice_prompt(rows[index], index)
         body = {**common, "messages": [{"role": "user", "content": message}]}
-        reply = await ask(session, f"{base_url}/v1/chat/completions", body, chat=True)
+        reply = await ask(session, f"{base_url}/v1/chat/completions", body, True, deadlines)
         right = scoring.extract_choice(reply) == letter
         return reply, right, right, False
     except CheckError as exc:
