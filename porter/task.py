@@ -387,59 +387,126 @@ def render_flags(flags: dict[str, FlagValue]) -> list[str]:
 
 _SCALARS = yaml.SafeLoader("")  # only its constructors are used: ints, floats, bools, nulls
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+MAX_TASK_BYTES = 1 << 20  # the real tasks are a few kB
+MAX_VALUES = 50_000  # values after aliases are expanded: a task has hundreds, an alias bomb billions
+MAX_PROBLEMS = 20  # problems shown; the rest are counted
+_COLLECTION_TAGS = {yaml.MappingNode: "tag:yaml.org,2002:map", yaml.SequenceNode: "tag:yaml.org,2002:seq"}
 
 
 def load_task(path: str | Path, environ: dict[str, str] | None = None) -> Task:
     """Read, interpolate and validate a task file; any problem raises TaskError (never a traceback)."""
     path = Path(path)
-    environ = os.environ if environ is None else environ
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise TaskError(path, [(None, "", f"cannot read the task file: {exc.strerror or exc}")]) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        problem = f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}): is this a task YAML file?"
-        raise TaskError(path, [(line, "", problem)]) from None
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark else None
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise TaskError(path, [(line, "", f"YAML syntax error: {problem}")]) from None
-    if not isinstance(root, yaml.MappingNode):
-        raise TaskError(path, [(1, "", "expected a mapping of task fields at the top level")])
-    data = _to_python(root, path, environ, ())
+    reader = _Reader(path, os.environ if environ is None else environ)
+    data = reader.read()
     _resolve_paths(data, path.parent)
     try:
         return Task.model_validate(data)
     except ValidationError as exc:
-        problems = []
-        for error in exc.errors():
-            loc = tuple(error["loc"])
-            problems.append((_line_of(root, loc), _dotted(loc), _explain(error)))
-        raise TaskError(path, problems) from None
+        errors = exc.errors()
+        problems = [(reader.line_of(tuple(e["loc"])), _dotted(tuple(e["loc"])), _explain(e)) for e in errors]
+        raise TaskError(path, _capped(problems)) from None
 
 
-def _to_python(node: yaml.Node, file: Path, environ: dict[str, str], loc: tuple) -> Any:
-    """Plain data from a composed YAML node, with ${VAR} filled in (errors carry the node's line)."""
-    if isinstance(node, yaml.MappingNode):
+def _capped(problems: list[tuple[int | None, str, str]]) -> list[tuple[int | None, str, str]]:
+    if len(problems) <= MAX_PROBLEMS:
+        return problems
+    return [*problems[:MAX_PROBLEMS], (None, "", f"... and {len(problems) - MAX_PROBLEMS} more problems")]
+
+
+class _Reader:
+    """A task file as plain data, every value's line indexed by its field path for the error messages.
+
+    Aliases are expanded under a cap (a 351-byte alias bomb is billions of values); a recursive alias,
+    a key that is not a plain scalar and an explicit tag the safe loader does not know are errors.
+    """
+
+    def __init__(self, file: Path, environ: dict[str, str]):
+        self.file, self.environ = file, environ
+        self.lines: dict[tuple, int] = {}
+        self.values = 0
+        self.open_nodes: set[int] = set()
+
+    def read(self) -> dict:
+        text = self._text()
+        try:
+            root = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = mark.line + 1 if mark else None
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise TaskError(self.file, [(line, "", f"YAML syntax error: {problem}")]) from None
+        if not isinstance(root, yaml.MappingNode):
+            raise TaskError(self.file, [(1, "", "expected a mapping of task fields at the top level")])
+        return self.convert(root, ())
+
+    def _text(self) -> str:
+        try:
+            with open(self.file, "rb") as handle:
+                raw = handle.read(MAX_TASK_BYTES + 1)
+        except OSError as exc:
+            raise TaskError(self.file, [(None, "", f"cannot read the task file: {exc.strerror or exc}")]) from None
+        if len(raw) > MAX_TASK_BYTES:
+            raise TaskError(self.file, [(None, "", f"larger than {MAX_TASK_BYTES} bytes: is this a task YAML file?")])
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = raw.count(b"\n", 0, exc.start) + 1
+            problem = f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}): is this a task YAML file?"
+            raise TaskError(self.file, [(line, "", problem)]) from None
+
+    def fail(self, node: yaml.Node, loc: tuple, problem: str) -> TaskError:
+        return TaskError(self.file, [(node.start_mark.line + 1, _dotted(loc), problem)])
+
+    def convert(self, node: yaml.Node, loc: tuple) -> Any:
+        """Plain data from a composed YAML node, with ${VAR} filled in (errors carry the node's line)."""
+        self.values += 1
+        if self.values > MAX_VALUES:
+            raise self.fail(node, loc, f"more than {MAX_VALUES} values (aliases expanded); a task file has hundreds")
+        if id(node) in self.open_nodes:
+            raise self.fail(node, loc, "an alias refers to a node that contains it (a recursive alias)")
+        self.lines.setdefault(loc, node.start_mark.line + 1)
+        if isinstance(node, yaml.ScalarNode):
+            return self._scalar(node, loc)
+        if node.tag != _COLLECTION_TAGS[type(node)]:
+            raise self.fail(node, loc, f"unsupported YAML tag {node.tag}; task files use plain mappings and lists")
+        self.open_nodes.add(id(node))
+        try:
+            if isinstance(node, yaml.SequenceNode):
+                return [self.convert(item, loc + (index,)) for index, item in enumerate(node.value)]
+            return self._mapping(node, loc)
+        finally:
+            self.open_nodes.discard(id(node))
+
+    def _mapping(self, node: yaml.MappingNode, loc: tuple) -> dict:
         result: dict[Any, Any] = {}
         for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise self.fail(key_node, loc, "a key must be a plain name, not a list or a mapping")
             key = key_node.value
             if key in result:
-                raise TaskError(file, [(key_node.start_mark.line + 1, _dotted(loc + (key,)), "duplicate key")])
-            result[key] = _to_python(value_node, file, environ, loc + (key,))
+                raise self.fail(key_node, loc + (key,), "duplicate key")
+            self.lines[loc + (key,)] = key_node.start_mark.line + 1
+            result[key] = self.convert(value_node, loc + (key,))
         return result
-    if isinstance(node, yaml.SequenceNode):
-        return [_to_python(item, file, environ, loc + (index,)) for index, item in enumerate(node.value)]
-    scalar = node.value if node.tag == "tag:yaml.org,2002:str" else _SCALARS.construct_object(node)
-    if isinstance(scalar, str) and "${" in scalar:
-        return _interpolate(scalar, environ, file, node.start_mark.line + 1, _dotted(loc))
-    return scalar
+
+    def _scalar(self, node: yaml.ScalarNode, loc: tuple) -> Any:
+        if node.tag == "tag:yaml.org,2002:str":
+            scalar = node.value
+        else:
+            try:
+                scalar = _SCALARS.construct_object(node)
+            except yaml.YAMLError:
+                raise self.fail(node, loc, f"unsupported YAML tag {node.tag}; write a plain value") from None
+        if isinstance(scalar, str) and "${" in scalar:
+            return _interpolate(scalar, self.environ, self.file, node.start_mark.line + 1, _dotted(loc))
+        return scalar
+
+    def line_of(self, loc: tuple) -> int | None:
+        """Line of the deepest value on the error's path (a missing key points at its parent)."""
+        for end in range(len(loc), -1, -1):
+            if loc[:end] in self.lines:
+                return self.lines[loc[:end]]
+        return None
 
 
 def _interpolate(value: str, environ: dict[str, str], file: Path, line: int, field_path: str) -> str:
@@ -474,25 +541,6 @@ def _resolve_paths(data: dict, base: Path) -> None:
             dataset = check.get("dataset") if isinstance(check, dict) else None
             if isinstance(dataset, str) and not dataset.startswith("builtin:"):
                 check["dataset"] = str((base / dataset).resolve())
-
-
-def _line_of(root: yaml.Node, loc: tuple) -> int | None:
-    """Line of the deepest YAML node on the error's path (a missing key points at its parent)."""
-    node, line = root, root.start_mark.line + 1
-    for part in loc:
-        child = None
-        if isinstance(node, yaml.MappingNode):
-            for key_node, value_node in node.value:
-                if key_node.value == part:
-                    child, line = value_node, key_node.start_mark.line + 1
-                    break
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            child = node.value[part]
-            line = child.start_mark.line + 1
-        if child is None:
-            break
-        node = child
-    return line
 
 
 def _dotted(loc: tuple) -> str:

@@ -33,7 +33,7 @@ SERVER = ROOT / "tests" / "sse_server.py"
 def fake_engine_task(tmp_path: Path, port: int, command: str | None = None, itl_ms: int = 10) -> Path:
     data = {
         "name": "fault-serve",
-        "model": {"id": "test/fake", "path": "/models/fake"},
+        "model": {"id": "test/fake", "path": "/models/fake", "in_image": True, "overlay": False},
         "hardware": {"gpu": "none", "count": 1},
         "sandbox": {"kind": "local"},
         "serve": {
@@ -182,7 +182,7 @@ def test_a_resumed_porter_kills_the_server_group_left_in_its_container(docker_cl
     task = Task.model_validate(
         {
             "name": "fault-orphan",
-            "model": {"id": "test/model", "path": "/models/test"},
+            "model": {"id": "test/model", "path": "/models/test", "in_image": True, "overlay": False},
             "hardware": {"gpu": "none", "count": 1},
             "sandbox": {"kind": "docker", "image": "porter-base:bookworm"},
             "serve": {"command": "true", "port": 8123},
