@@ -48,7 +48,7 @@ class Finding:
 
 def run_preflight(task: Task) -> list[Finding]:
     """Every check of the task, in the order a person fixes them."""
-    findings = [*_mount_sources(task), *_datasets(task), _api_key(task), _port(task)]
+    findings = [*_host_resources(task), *_mount_sources(task), *_datasets(task), _api_key(task), _port(task)]
     try:
         with open_probe(task) as probe:
             findings.insert(0, Finding("image", True, probe.describe()))
@@ -57,7 +57,23 @@ def run_preflight(task: Task) -> list[Finding]:
             findings.append(_disk(task, probe))
     except SandboxError as exc:
         findings.insert(0, Finding("image", False, str(exc).splitlines()[0], _image_fix(task)))
-        findings.append(Finding("in-sandbox checks", None, "skipped: no sandbox to run them in"))
+        skipped = "skipped: no sandbox to ask (GPU count, weights in the container, flags, tuners, disk)"
+        findings.append(Finding("in-sandbox checks", None, skipped))
+    return findings
+
+
+def _host_resources(task: Task) -> list[Finding]:
+    """What the node itself must have, checked even when the image is missing: devices and the weights."""
+    findings = []
+    if task.sandbox.kind == "docker" and not task.sandbox.docker_host:
+        for device in task.sandbox.devices:
+            if not Path(device.split(":", 1)[0]).exists():
+                fix = "run on the GPU node the task is for (the amdgpu driver provides /dev/kfd and /dev/dri)"
+                findings.append(Finding(f"device {device}", False, "does not exist on this host", fix))
+    model = task.model
+    if not model.in_image and not (Path(model.path) / "config.json").is_file():
+        fix = f"huggingface-cli download {model.id} --local-dir {model.path} (or fix model.path)"
+        findings.append(Finding("weights", False, f"{model.path}/config.json is not readable on this host", fix))
     return findings
 
 
@@ -130,6 +146,7 @@ def open_probe(task: Task) -> Iterator[DockerProbe | LocalProbe]:
     # The weights and the task's own mounts (a missing source is its own finding); no repo copies, no scratch.
     wanted = [m for m in options["mounts"] if m["ReadOnly"] or m["Target"] in _task_mounts(task)]
     options["mounts"] = [m for m in wanted if Path(m["Source"]).exists()]
+    options["devices"] = [rule for rule in options["devices"] if Path(rule.split(":", 1)[0]).exists()]
     for key in ("network", "ports", "name"):
         options.pop(key, None)
     options.update(network_mode="none", labels={MANAGED_LABEL: "1", "porter.preflight": task.name})
@@ -202,8 +219,7 @@ def _weights(task: Task, probe) -> Finding:
     else:
         where = WEIGHTS_MOUNT if model.overlay else model.container_path
         if not (Path(model.path) / "config.json").is_file():
-            fix = f"huggingface-cli download {model.id} --local-dir {model.path} (or fix model.path)"
-            return Finding("weights", False, f"{model.path}/config.json is not readable on this host", fix)
+            return Finding("weights in the sandbox", None, "skipped: not on this host (see above)")
     if isinstance(probe, LocalProbe):  # a local sandbox sees its paths under its root, on this host
         folder = probe.sandbox.host_path(model.path) if model.in_image else Path(model.path)
         if not (folder / "config.json").is_file():
