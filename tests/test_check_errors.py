@@ -1,8 +1,9 @@
 """A check that cannot finish reaches the agent as a tool error it can read, and the run goes on.
 
-A real local sandbox serves a real HTTP server that is not an LLM server (python's http.server: /
-answers 200, POSTs answer 501), so the serve tool succeeds and each check then fails for a real reason:
-a dataset that is not there, a server that refuses the client's requests, a server that has died.
+A real local sandbox serves a real HTTP server that looks healthy but is no LLM server (/health answers
+200 and /v1/models lists a model; every POST answers 501), so the serve tool succeeds and each check then
+fails for a real reason: a dataset that is not there, a server that refuses the client's requests, a
+server that has died.
 """
 
 from __future__ import annotations
@@ -13,8 +14,31 @@ from helpers import free_port
 from porter import runs, tools
 from porter.task import Task
 
+STAND_IN = """
+import json, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+class Handler(BaseHTTPRequestHandler):
+    def answer(self, status, body):
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        listing = json.dumps({"object": "list", "data": [{"id": "stand-in", "object": "model"}]}).encode()
+        self.answer(200, listing if self.path == "/v1/models" else b"ok")
+
+    def do_POST(self):
+        self.answer(501, b"not an LLM server")
+
+HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+"""
+
 
 def plain_http_task(tmp_path, dataset: str) -> Task:
+    script = tmp_path / "stand_in_server.py"
+    script.write_text(STAND_IN)
     return Task.model_validate(
         {
             "name": "check-errors",
@@ -22,13 +46,13 @@ def plain_http_task(tmp_path, dataset: str) -> Task:
             "hardware": {"gpu": "MI355X", "count": 8},
             "sandbox": {"kind": "local"},
             "serve": {
-                "command": "exec python3 -m http.server {port} --bind 127.0.0.1",
+                "command": f"exec python3 {script} {{port}}",
                 "port": free_port(),
-                "health_path": "/",
+                "health_path": "/health",
                 "startup_timeout_s": 30,
             },
             "checks": {
-                "quality": [{"name": "gsm8k", "kind": "gsm8k", "dataset": dataset, "minimum": 0.5, "samples": 2}],
+                "quality": [{"name": "gsm8k", "kind": "gsm8k", "dataset": dataset, "minimum": 0.5, "samples": 20}],
                 "single_stream": {"input_tokens": 8, "output_tokens": 4, "num_requests": 1, "target_output_tok_s": 1},
             },
             "outputs": {"runs_dir": str(tmp_path / "runs")},
@@ -61,8 +85,8 @@ def test_a_missing_dataset_is_named_to_the_agent(served, tmp_path):
 
 def test_a_server_refusing_the_client_is_a_tool_error(served):
     ctx = served()
-    result = tools.dispatch(ctx, "run_check", {"kind": "single_stream"})
-    assert not result.ok and "the single_stream check did not complete" in result.text
+    result = tools.dispatch(ctx, "run_check", {"kind": "quality"})
+    assert not result.ok and "the quality check did not complete" in result.text and "501" in result.text
     assert "Traceback" not in result.text and "internal error" not in result.text.lower()
 
 
