@@ -14,6 +14,7 @@ node joins it with `ray start` (README); provider keys come from the environment
 from __future__ import annotations
 
 import io
+import os
 import shutil
 import socket
 import subprocess
@@ -85,7 +86,6 @@ def run_cell(cell: Cell) -> dict:
     node = socket.gethostname()
     work = Path(tempfile.mkdtemp(prefix="porter-cell-"))
     watchdog = _start_watchdog(work)
-    left: list[str] = []
     try:
         source = work / cell.name
         source.mkdir()
@@ -96,21 +96,28 @@ def run_cell(cell: Cell) -> dict:
         else:
             entry = run_one(source / "task.yaml", cell.agent, None, work / "runs")
         archive, left = pack(Path(entry.run_dir)) if entry.run_dir else (b"", [])
-        if left:
-            entry.note = f"{entry.note}; {', '.join(left)} left on {node} in {entry.run_dir} (too big to ship)"
-        return {"entry": asdict(entry), "archive": archive, "node": node}
-    finally:
-        if not left:
-            shutil.rmtree(work, ignore_errors=True)
-        watchdog.communicate(WATCHDOG_DONE)
+    except BaseException:
+        # Cancelled (KeyboardInterrupt) or broken, possibly between a container's start and the code that
+        # would stop it: the watchdog reaps whatever the folder's runs left, then the folder.
+        watchdog.stdin.close()
+        raise
+    if left:
+        entry.note = f"{entry.note}; {', '.join(left)} left on {node} in {entry.run_dir} (too big to ship)"
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    watchdog.communicate(WATCHDOG_DONE)
+    return {"entry": asdict(entry), "archive": archive, "node": node}
 
 
 def _start_watchdog(work: Path) -> subprocess.Popen:
-    """A process that reaps the cell if its worker dies first (killed, out of memory): without it the cell's
-    container would run on, holding the node's GPUs, while the retry starts another. It runs in a session of
-    its own because Ray kills a dead worker's process group; it learns of the death from the end of its stdin."""
+    """A process that reaps the cell unless told it is done: its worker died (killed, out of memory) or the cell
+    was cancelled or raised. Without it the cell's container would run on, holding the node's GPUs, while the
+    retry starts another. It runs in a session of its own because Ray kills a dead worker's process group; it
+    learns of the end from its stdin closing, with or without WATCHDOG_DONE."""
     command = [sys.executable, "-m", "porter.eval_ray", str(work)]
-    return subprocess.Popen(command, stdin=subprocess.PIPE, start_new_session=True)
+    watchdog = subprocess.Popen(command, stdin=subprocess.PIPE, start_new_session=True)
+    watchdog.wait()  # it forks and exits at once (see __main__); its child holds the pipe
+    return watchdog
 
 
 def reap(work: Path) -> None:
@@ -181,11 +188,17 @@ class Matrix:
         return [entry for entry in self.entries if entry is not None]
 
     def cancel(self) -> list[Entry]:
-        """Cancel what is still pending, give running cells CANCEL_GRACE_S to stop their sandbox, then force."""
+        """Cancel what is still pending, give running cells CANCEL_GRACE_S to stop their sandbox, then force;
+        a cell that still came back keeps its row and run directory."""
         self.echo(f"porter eval: cancelling {len(self.pending)} cell(s)")
-        self.cluster.cancel(list(self.pending), CANCEL_GRACE_S)
-        for index, _attempt in self.pending.values():
-            self.entries[index] = self._failed(index, "cancelled (Ctrl-C)")
+        ended = self.cluster.cancel(list(self.pending), CANCEL_GRACE_S)
+        for ref, (index, _attempt) in self.pending.items():
+            outcome = self.cluster.result(ref) if ref in ended else None
+            if outcome is not None and not outcome.error:
+                self.entries[index] = self._received(index, outcome.value)
+                self.entries[index].note += "; interrupted (Ctrl-C)"
+            else:
+                self.entries[index] = self._failed(index, "cancelled (Ctrl-C)")
         self.pending.clear()
         return [entry for entry in self.entries if entry is not None]
 
@@ -265,5 +278,7 @@ def evaluate_on_ray(
 
 
 if __name__ == "__main__":  # the watchdog of one cell (see _start_watchdog)
-    if sys.stdin.buffer.read() != WATCHDOG_DONE:
+    # A worker that exits kills its direct children (RAY_kill_child_processes_on_worker_exit), which would
+    # take the watchdog with it before it reaps: the forked child is no child of the worker.
+    if os.fork() == 0 and sys.stdin.buffer.read() != WATCHDOG_DONE:
         reap(Path(sys.argv[1]))

@@ -111,8 +111,9 @@ class Cluster:
         except exceptions.RayError as exc:  # WorkerCrashedError, NodeDiedError, ObjectLostError, OutOfMemoryError...
             return Outcome(error=f"{type(exc).__name__}: {_first_line(exc)}", lost=True)
 
-    def cancel(self, refs: list, grace_s: float) -> None:
-        """KeyboardInterrupt in each running cell (its `finally` stops the sandbox); force after `grace_s`."""
+    def cancel(self, refs: list, grace_s: float) -> list:
+        """KeyboardInterrupt in each running cell (its `finally` stops the sandbox); force after `grace_s`.
+        The refs that ended on their own within the grace (their results can still be read)."""
         for ref in refs:
             self.ray.cancel(ref, force=False)
         deadline = time.monotonic() + grace_s
@@ -121,6 +122,7 @@ class Cluster:
             _ready, remaining = self.ray.wait(remaining, num_returns=len(remaining), timeout=1.0)
         for ref in remaining:
             self.ray.cancel(ref, force=True)
+        return [ref for ref in refs if ref not in remaining]
 
     def running_per_node(self, name_prefix: str) -> Counter[str]:
         """Running cells per node (host name) from the state API; empty when the head has no dashboard to ask."""

@@ -149,15 +149,22 @@ def test_eval_on_ray_writes_both_entries_and_ray_lists_the_cells_finished(ray_he
     )
     assert result.returncode == 0, result.stderr
     board = _board(tmp_path / "evals")
-    assert {entry["name"]: entry["solved"] for entry in board["entries"]} == dict.fromkeys(RECORDINGS, True)
+    assert sorted(entry["name"] for entry in board["entries"]) == sorted(RECORDINGS)
     assert board["totals"]["replay"]["runs"] == 2
-    for entry in board["entries"]:  # the run directory came back from the node and was unpacked here
-        run_dir = Path(entry["run_dir"])
-        assert run_dir.parent == next((tmp_path / "evals").iterdir()) / "runs"
-        assert (run_dir / "transcript.jsonl").stat().st_size > 0 and (run_dir / "state.json").is_file()
+    for entry in board["entries"]:
+        _assert_replayed_and_shipped(entry, next((tmp_path / "evals").iterdir()) / "runs")
     assert "finished per node:" in result.stderr
     states = _wait_for_states(ray_head, started, lambda s: s == {cell: ["FINISHED"] for cell in CELLS})
     assert states == {cell: ["FINISHED"] for cell in CELLS}
+
+
+def _assert_replayed_and_shipped(entry: dict, runs_dir: Path) -> None:
+    """The cell replayed its recording on the node (reproduced, or diverged where the shared twin image was
+    rebuilt from another tree meanwhile) and its run directory came back and was unpacked under runs_dir."""
+    assert entry["steps"] > 0 and ("reproduced" in entry["note"] or "diverged" in entry["note"]), entry
+    run_dir = Path(entry["run_dir"])
+    assert run_dir.parent == runs_dir
+    assert (run_dir / "transcript.jsonl").stat().st_size > 0 and (run_dir / "state.json").is_file()
 
 
 def test_a_cell_whose_worker_is_killed_is_run_again(ray_head, corpus, tmp_path, docker_client):
@@ -168,20 +175,23 @@ def test_a_cell_whose_worker_is_killed_is_run_again(ray_head, corpus, tmp_path, 
         stderr=subprocess.PIPE,
         text=True,
     )
-    victim = _kill_a_running_cell(ray_head, started, docker_client)
+    victim = _running_cell(ray_head, started, docker_client)
+    os.kill(victim.worker_pid, signal.SIGKILL)
+    victim = victim.name
     _stdout, stderr = driver.communicate(timeout=EVAL_TIMEOUT_S)
     assert driver.returncode == 0, stderr
     entries = {entry["name"]: entry for entry in _board(tmp_path / "evals")["entries"]}
     assert set(entries) == set(RECORDINGS)
     killed = entries[victim.removeprefix("porter-eval: ").removesuffix(" x replay")]
-    assert "attempt 1: WorkerCrashedError" in killed["note"] and killed["solved"], killed
+    assert "ran again after attempt 1: WorkerCrashedError" in killed["note"], killed
+    _assert_replayed_and_shipped(killed, next((tmp_path / "evals").iterdir()) / "runs")
     states = _wait_for_states(ray_head, started, lambda s: s.get(victim) == ["FAILED", "FINISHED"])
     assert states[victim] == ["FAILED", "FINISHED"]
     assert _leftover_containers(docker_client) == []  # the killed attempt's sandbox was reaped
 
 
-def _kill_a_running_cell(address: str, since: float, client: docker.DockerClient) -> str:
-    """SIGKILL the worker of the first running cell whose sandbox container is up (so the reaper has work)."""
+def _running_cell(address: str, since: float, client: docker.DockerClient):
+    """The state API's record of the first running cell whose sandbox container is up."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         up = _cell_containers(client)
@@ -189,10 +199,29 @@ def _kill_a_running_cell(address: str, since: float, client: docker.DockerClient
             recording = task.name.removeprefix("porter-eval: ").removesuffix(" x replay")
             fresh = (task.creation_time_ms or 0) >= since * 1000
             if task.name in CELLS and task.state == "RUNNING" and fresh and any(recording in n for n in up):
-                os.kill(task.worker_pid, signal.SIGKILL)
-                return task.name
+                return task
         time.sleep(0.2)
     raise AssertionError("no porter cell was seen running with its container within 120 s")
+
+
+def test_ctrl_c_cancels_the_cells_and_writes_what_finished(ray_head, corpus, tmp_path, docker_client):
+    started = time.time()
+    driver = subprocess.Popen(
+        _eval_command(corpus, ray_head, tmp_path / "evals", "--ray-resource", "porter_slot=1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a background shell may ignore it
+    )
+    _running_cell(ray_head, started, docker_client)
+    driver.send_signal(signal.SIGINT)
+    _stdout, stderr = driver.communicate(timeout=EVAL_TIMEOUT_S)
+    assert driver.returncode == 130 and "interrupted: the cells still running were cancelled" in stderr, stderr
+    notes = [entry["note"] for entry in _board(tmp_path / "evals")["entries"]]
+    assert len(notes) == 2 and any("(Ctrl-C)" in note for note in notes), notes
+    assert _leftover_containers(docker_client) == []
+    states = _wait_for_states(ray_head, started, lambda s: "RUNNING" not in str(s))
+    assert set(states) <= CELLS and "RUNNING" not in str(states)
 
 
 def _cell_containers(client: docker.DockerClient) -> list[str]:
