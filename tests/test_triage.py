@@ -223,3 +223,17 @@ def test_a_progress_bar_redrawn_on_one_line_shows_its_last_state():
     result = triage_text(f"{bar}\nRuntimeError: HIP error: invalid device function\n{bar}\n")
     assert (result.category, result.key_line_no) == ("unsupported_arch_or_kernel", 2)
     assert "shards: 49999%|" in result.excerpt and result.excerpt_tokens < 200
+
+
+def test_a_file_with_no_newline_is_read_in_bounded_pieces_and_its_redraws_are_lines(tmp_path, monkeypatch):
+    monkeypatch.setattr(porter.triage, "CHUNK_BYTES", 1 << 16)
+    redraws = "".join(f"\rLoading shards: {index % 100:3d}%|####      | {index}/9999" for index in range(40_000))
+    path = tmp_path / "tqdm.log"
+    path.write_text(redraws + "\rtorch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB" + redraws)
+    with open(path, "rb") as stream:
+        pieces = list(porter.triage._file_chunks(stream))
+    assert len(pieces) > 20 and max(len(piece) for piece, _ in pieces) <= 2 * (1 << 16) + 1
+    assert all(continues for _, continues in pieces[:-1]) and not pieces[-1][1]
+    result = triage_file(path)
+    assert (result.category, result.key_line_no, result.line_count) == ("out_of_memory", 1, 1)
+    assert result.key_line.startswith("torch.OutOfMemoryError: HIP out of memory")

@@ -23,15 +23,15 @@ from porter.triage.scanner import CHUNK_BYTES, Scanner
 __all__ = ["CATEGORIES", "Finding", "Triage", "triage_file", "triage_lines", "triage_main", "triage_text"]
 
 
-def _scan(chunks: Iterable[bytes], token_budget: int) -> Triage:
+def _scan(chunks: Iterable[tuple[bytes, bool]], token_budget: int) -> Triage:
     scanner = Scanner()
-    for chunk in chunks:
-        scanner.feed(chunk)
+    for chunk, continues in chunks:
+        scanner.feed(chunk, continues)
     scanner.finish()
     return build_triage(scanner, token_budget)
 
 
-def _line_chunks(lines: Iterable[str]) -> Iterator[bytes]:
+def _line_chunks(lines: Iterable[str]) -> Iterator[tuple[bytes, bool]]:
     batch: list[str] = []
     size = 0
     for line in lines:
@@ -39,14 +39,16 @@ def _line_chunks(lines: Iterable[str]) -> Iterator[bytes]:
         batch.append(line)
         size += len(line) + 1
         if size >= CHUNK_BYTES:
-            yield ("\n".join(batch) + "\n").encode("utf-8", "replace")
+            yield from _file_chunks(_BytesReader(("\n".join(batch) + "\n").encode("utf-8", "replace")))
             batch, size = [], 0
     if batch:
-        yield ("\n".join(batch) + "\n").encode("utf-8", "replace")
+        yield from _file_chunks(_BytesReader(("\n".join(batch) + "\n").encode("utf-8", "replace")))
 
 
-def _file_chunks(stream) -> Iterator[bytes]:
-    """Chunks that end at a line boundary; the last line of the file need not end with a newline."""
+def _file_chunks(stream) -> Iterator[tuple[bytes, bool]]:
+    """(chunk, continues): chunks that end at a line end, at most two reads long. A line longer than a chunk (tqdm
+    redraws with \\r and no newline) is cut after its last \\r, or anywhere when it has none, and `continues`
+    says the next chunk goes on with it; the last line of the file need not end with a newline."""
     carry = b""
     while True:
         block = stream.read(CHUNK_BYTES)
@@ -54,13 +56,17 @@ def _file_chunks(stream) -> Iterator[bytes]:
             break
         block = carry + block
         cut = block.rfind(b"\n") + 1
-        if cut == 0:
+        if cut:
+            carry = block[cut:]
+            yield block[:cut], False
+        elif len(block) >= CHUNK_BYTES:
+            cut = block.rfind(b"\r") + 1 or len(block)
+            carry = block[cut:]
+            yield block[:cut] + b"\n", True
+        else:
             carry = block
-            continue
-        carry = block[cut:]
-        yield block[:cut]
     if carry:
-        yield carry + b"\n"
+        yield carry + b"\n", False
 
 
 def triage_lines(lines: Iterable[str], token_budget: int = 4000) -> Triage:

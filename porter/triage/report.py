@@ -29,6 +29,7 @@ class Finding:
     implicated: str | None
     facts: dict = field(default_factory=dict)
     confidence: float = 0.3  # how far the key line alone decides the category (rules.Rule.confidence)
+    rule: str = ""  # the rule that read the key line (rules.RULES, status.py, or a generic error rule)
 
 
 @dataclass
@@ -110,7 +111,7 @@ def finding_for(category: str, events: list[Event], scanner: Scanner) -> tuple[F
     if scanner.arch and not merged.get("arch"):
         merged["arch"] = scanner.arch
     key_line = best.body[:KEY_LINE_LIMIT]
-    finding = Finding(category, key_line, best.line_no, implicated_of(best, merged), merged, best.confidence)
+    finding = Finding(category, key_line, best.line_no, implicated_of(best, merged), merged, best.confidence, best.rule)
     return finding, best
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ahocorasick_rs import AhoCorasick
+
 from porter.triage.status import status_class
 
 CATEGORIES = (
@@ -71,8 +73,9 @@ class Rule:
     message_must_match: re.Pattern[str] | None = None  # searched in the match's `message` group
     confidence: float = 0.8  # how far a match alone decides the class (the finding reports it)
 
-    def matches(self, text: str, lowered: str) -> bool:
-        if not any(word in lowered for word in self.needs):
+    def matches(self, text: str, present: set[str]) -> bool:
+        """`present`: the gate words the line holds (`gate_words`)."""
+        if present.isdisjoint(self.needs):
             return False
         match = self.pattern.search(text)
         if not match or self.message_must_match is None:
@@ -314,7 +317,8 @@ WARNING_LINE = re.compile(r"\b\w*Warning\b|\bWARN(?:ING)?\b|\bwarn(?:ing)?:")
 DISPATCH_TRACE = _rule("last_dispatched_kernel", "gpu_memory_fault", 20, ("shadername",), r"ShaderName\s*:\s*\S+")
 
 HIP_ERROR = re.compile(r"HIP error|hipError\w+|HSA_STATUS_ERROR_\w+|HSA_STATUS_\w+")
-ERROR_WORD = re.compile(r"\bERROR\b|\b\w*Error\b|\berror:|\bFAILED\b|\b[Ff]ailed\b|\bfatal\b|\b\w*Exception\b")
+# Literal-first alternatives (no leading \\b\\w*): the regex engine then skips ahead by first character.
+ERROR_WORD = re.compile(r"ERROR\b|Error\b|error:|FAILED\b|[Ff]ailed\b|fatal\b|Exception\b")
 # What a C++ program, a scheduler or a node manager says when something died without a Python exception.
 PLAIN_FAILURE = re.compile(
     r"^what\(\):|terminate called after throwing|(?i:\bnot responding\b|no such file or directory|\bunreachable\b"
@@ -324,7 +328,7 @@ MISSING_MODULE = re.compile(r"No module named '[\w.]+'|cannot import name '\w+'"
 DEATH = re.compile(
     r"exit code|exit status|exitcode|\bKilled\b|\bAborted\b|core dumped|SIGABRT|SIGKILL|SIGSEGV|sigquit|died"
 )
-NOT_AN_ERROR = re.compile(r"ServerArgs\(|non-default args|args=Namespace\(|\berror_?log|\b\w+_error\w*=|0 errors?\b")
+NOT_AN_ERROR = re.compile(r"ServerArgs\(|non-default args|args=Namespace\(|error_?log|_error\w*=|0 errors?\b")
 EXCEPTION_LINE = re.compile(
     r"^(?:[A-Za-z_]\w*\.)*(?P<name>[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|OutOfResources|Warning))(?::\s?|$)"
 )
@@ -336,6 +340,24 @@ KERNEL_HINT = re.compile(
     r"ShaderName\s*:\s*(?P<shader>\S+)|kernel(?: name)?\s*[:=]\s*(?P<kernel>[\w:<>.$-]+)"
     r"|finish build \[?(?P<built>[^\s\],]+)|start build \[?(?P<building>[^\s\],]+)"
     r"|\[fused_moe\] using (?P<moe>\w+ \w+)"
+)
+STATUS_NEEDS = ("status_", "rror_", "hiperror", "nccl", "hip error", "cuda error", "runtime error")
+EXPECTED_NEEDS = ("platform", "nvml", "libtpu", "intel_extension", "habana")
+NOT_AN_ERROR_NEEDS = ("serverargs(", "non-default args", "namespace(", "error")
+# When no class rule matched: lines that still say something went wrong, strongest first (all class `other`).
+GENERIC_RULES = (
+    _rule("cpp_exception_message", "other", 52, ("what():",), r"^what\(\):", confidence=0.3),
+    _rule("missing_module", "other", 50, ("no module named", "cannot import name"), MISSING_MODULE.pattern),
+    _rule(
+        "plain_failure",
+        "other",
+        46,
+        ("terminate called", "not responding", "such file", "unreachable", "refused", "denied", "segmentation"),
+        PLAIN_FAILURE.pattern,
+    ),
+    _rule("hip_runtime_error", "other", 45, ("hip error", "hiperror", "hsa_status"), HIP_ERROR.pattern),
+    _rule("error_line", "other", 40, ("error", "failed", "fatal", "exception"), ERROR_WORD.pattern),
+    _rule("process_died", "other", 30, ("exit", "killed", "aborted", "core dumped", "sig", "died"), DEATH.pattern),
 )
 COMPILER_RULES = frozenset({"cuda_only_in_rocm_build", "compiler_error", "compiler_driver_error"})
 # Rule names switched off, for the leave-one-source-out benchmark only (benchmarks/triage_corpus.py).
@@ -358,9 +380,11 @@ def _status_match(text: str) -> Match | None:
     return Match("status_code", category, 60 + round(30 * confidence), confidence)
 
 
-def _rule_match(text: str, lowered: str) -> Match | None:
-    for rule in RULES:
-        if rule.name not in DISABLED and rule.matches(text, lowered):
+def _rule_match(text: str, present: set[str]) -> Match | None:
+    """The first rule (in score order) whose gate words the line holds and whose pattern matches."""
+    for index in sorted({index for word in present for index in _RULES_BY_WORD.get(word, ())}):
+        rule = RULES[index]
+        if rule.name not in DISABLED and rule.matches(text, present):
             bonus = EXCEPTION_BONUS if EXCEPTION_LINE.match(text) else 0
             return Match(rule.name, rule.category, rule.score + bonus, rule.confidence)
     return None
@@ -371,40 +395,53 @@ def _best(*matches: Match | None) -> Match | None:
     return max(found, key=lambda match: match.score) if found else None
 
 
+def gate_words(lowered: str) -> set[str]:
+    """The gate words (every rule's `needs`) a lower-cased line holds, in one Aho-Corasick pass."""
+    return set(_GATE.find_matches_as_strings(lowered, overlapping=True))
+
+
 def classify(body: str) -> Match | None:
-    """The most specific class a (prefix-stripped) line shows, or None when it shows no problem."""
+    """The most specific class a (prefix-stripped) line shows, or None when it shows no problem. Every regex
+    is gated by words its matches must contain: most lines that reach this point are prose, not failures."""
     text = body.strip()
-    lowered = text.lower()
-    found = _best(_rule_match(text, lowered), _status_match(text))
-    fallback = SLOW_FALLBACK.matches(text, lowered)
+    present = gate_words(text.lower())
+    if not present:
+        return None
+    status = None if present.isdisjoint(STATUS_NEEDS) else _status_match(text)
+    found = _best(_rule_match(text, present), status)
+    fallback = SLOW_FALLBACK.matches(text, present)
     if fallback and found is not None and found.category in UNSUPPORTED_CLASSES and WARNING_LINE.search(text):
         found = None  # "unsupported ..., falling back": a warning about speed, not a failure
     if found is not None:
         return found
     if fallback:
         return Match(SLOW_FALLBACK.name, SLOW_FALLBACK.category, SLOW_FALLBACK.score, SLOW_FALLBACK.confidence)
-    if EXPECTED_ON_ROCM.search(text):
+    if not present.isdisjoint(EXPECTED_NEEDS) and EXPECTED_ON_ROCM.search(text):
         return None
+    not_an_error = not present.isdisjoint(NOT_AN_ERROR_NEEDS) and NOT_AN_ERROR.search(text) is not None
     exception = EXCEPTION_LINE.match(text)
-    if exception and not exception["name"].endswith("Warning") and not NOT_AN_ERROR.search(text):
+    if exception and not exception["name"].endswith("Warning") and not not_an_error:
         return Match("exception", "other", GENERIC_EXCEPTION_SCORE)
-    if DISPATCH_TRACE.matches(text, lowered):
+    if DISPATCH_TRACE.matches(text, present):
         return Match(DISPATCH_TRACE.name, DISPATCH_TRACE.category, DISPATCH_TRACE.score)
-    if NOT_AN_ERROR.search(text):
+    if not_an_error:
         return None
-    if PLAIN_FAILURE.search(text):
-        return Match("plain_failure", "other", 52 if text.startswith("what():") else 46)
-    if MISSING_MODULE.search(text):
-        return Match("missing_module", "other", 50)
-    if HIP_ERROR.search(text):
-        return Match("hip_runtime_error", "other", 45)
-    if ERROR_WORD.search(text):
-        return Match("error_line", "other", 40)
-    if DEATH.search(text):
-        return Match("process_died", "other", 30)
+    for rule in GENERIC_RULES:
+        if rule.name not in DISABLED and rule.matches(text, present):
+            return Match(rule.name, rule.category, rule.score, rule.confidence)
     return None
 
 
+_GATE = AhoCorasick(
+    sorted(
+        {word for rule in (*RULES, SLOW_FALLBACK, DISPATCH_TRACE, *GENERIC_RULES) for word in rule.needs}
+        | {*STATUS_NEEDS, *EXPECTED_NEEDS, *NOT_AN_ERROR_NEEDS}
+    )
+)
+_RULES_BY_WORD: dict[str, list[int]] = {}
+for _index, _class_rule in enumerate(RULES):
+    for _word in _class_rule.needs:
+        _RULES_BY_WORD.setdefault(_word, []).append(_index)
 UNSUPPORTED_CLASSES = ("unsupported_arch_or_kernel", "dtype_unsupported")
 
 
@@ -423,6 +460,8 @@ def classify_exception(exception_line: str, last_source_line: str | None) -> Mat
 
 def kernel_hint(body: str) -> str | None:
     """The kernel or JIT module a line says is being built, selected or dispatched."""
+    if not any(word in body for word in ("ShaderName", "kernel", "build", "[fused_moe]")):
+        return None
     match = KERNEL_HINT.search(body)
     if not match:
         return None

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from porter.triage import rules
 from porter.triage.facts import MODULE_NAME
-from porter.triage.lines import DIGITS, TRIGGER, decode, fold_key, ranks_in, shorten, split_prefix
+from porter.triage.lines import DIGITS, decode, fold_key, ranks_in, shorten, split_prefix, trigger_positions
 
 CHUNK_BYTES = 1 << 22
 MAX_TEMPLATES = 200_000  # harmless-line templates remembered; cleared when full so memory stays flat
@@ -30,6 +30,7 @@ CONTEXT_LINES = 12  # lines kept before a new event: the kernel logged before a 
 CONTINUATION_LINES = 4
 STALE_TRACEBACK_LINES = 60  # a traceback whose writer said nothing for this long was cut off
 LINE_LIMIT = 2_000
+LONG_LINE_BYTES = 16_384  # longer lines are read redraw by redraw (\r), around each trigger word
 MAX_VARIANTS = 16  # distinct texts kept per folded event (the shapes of an untuned-config warning)
 FOLD_CACHE_AFTER = (
     32  # copies of a message looked at in full before the rest are only counted  # characters of one line that are kept
@@ -39,6 +40,17 @@ LIBRARY_FRAME = re.compile(
     r"|uvloop|uvicorn|starlette|fastapi|ray|typing|tqdm|safetensors)/|<frozen|/lib/python3\.\d+/[\w]+\.py$"
 )
 SHORT_PATH = re.compile(r".*(?:site-packages/|dist-packages/|/python/)")
+
+
+def hit_lines(chunk: bytes) -> dict[int, list[int]]:
+    """Index of each line of `chunk` that holds a trigger word -> the offsets of those words in `chunk`."""
+    hits: dict[int, list[int]] = {}
+    index, previous = 0, 0
+    for position in trigger_positions(chunk):
+        index += chunk.count(b"\n", previous, position)
+        previous = position
+        hits.setdefault(index, []).append(position)
+    return hits
 
 
 def bounded(raw: bytes) -> bytes:
@@ -128,60 +140,68 @@ class Scanner:
         self.arch: str | None = None
         self.every_line = False
 
-    def feed(self, chunk: bytes) -> None:
-        templates = chunk.translate(None, DIGITS).split(b"\n")
-        if templates and templates[-1] == b"":
-            templates.pop()
-        harmless = self.harmless
-        # The hot path: one set lookup per line, in a comprehension; everything else only for the rest.
-        novel = [index for index, template in enumerate(templates) if template not in harmless]
-        raw_lines: list[bytes] | None = None
+    def feed(self, chunk: bytes, continues: bool = False) -> None:
+        """Scan a chunk that ends at a line end; `continues`: its last line goes on in the next chunk (a line too
+        long to hold is cut, and its pieces keep one line number)."""
+        lines = chunk.split(b"\n")
+        if lines and not lines[-1]:
+            lines.pop()
+        hits = hit_lines(chunk)
+        candidates = sorted(hits)
         position = 0
         if self.every_line:  # a traceback or continuation runs on from the previous chunk
-            raw_lines = self._split(chunk, len(templates))
-            position = bisect.bisect_left(novel, self._every_line_from(0, templates, raw_lines))
-        while position < len(novel):
-            index = novel[position]
+            position = bisect.bisect_left(candidates, self._every_line_from(0, lines, hits))
+        harmless = self.harmless
+        while position < len(candidates):
+            index = candidates[position]
             position += 1
-            template = templates[index]
-            if template in harmless:
+            raw = lines[index]
+            if len(raw) > LONG_LINE_BYTES:
+                self._scan_long_line(self.line_count + index + 1, chunk, hits[index])
                 continue
-            if TRIGGER.search(template) is None:
-                self._remember_template(template)
+            template = raw.translate(None, DIGITS)
+            if template in harmless:
                 continue
             folded = self.events.get(self.fold_cache.get(template, ""))
             if folded is not None:  # one more copy of a message seen many times: count it, nothing else
                 folded.count += 1
                 folded.last_line_no = self.line_count + index + 1
                 continue
-            raw_lines = raw_lines or self._split(chunk, len(templates))
-            self._handle(self.line_count + index + 1, raw_lines, index, True)
+            self._handle(self.line_count + index + 1, lines, index, True)
             if self.every_line:
-                after = self._every_line_from(index + 1, templates, raw_lines)
-                position = bisect.bisect_left(novel, after, position)
-        raw_lines = raw_lines or self._split(chunk, len(templates))
-        self._keep_edges(raw_lines)
-        self.line_count += len(templates)
+                position = bisect.bisect_left(candidates, self._every_line_from(index + 1, lines, hits), position)
+        self._keep_edges(lines)
+        self.line_count += len(lines) - (1 if continues and lines else 0)
 
-    def _every_line_from(self, index: int, templates: list[bytes], raw_lines: list[bytes]) -> int:
+    def _every_line_from(self, index: int, lines: list[bytes], hits: dict[int, list[int]]) -> int:
         """Look at every line (a traceback or a continuation is open); returns where the fast path resumes."""
-        while self.every_line and index < len(templates):
-            self._handle(self.line_count + index + 1, raw_lines, index, TRIGGER.search(templates[index]) is not None)
+        while self.every_line and index < len(lines):
+            self._handle(self.line_count + index + 1, lines, index, index in hits)
             index += 1
         return index
 
+    def _scan_long_line(self, line_no: int, chunk: bytes, positions: list[int]) -> None:
+        """A line longer than a screen (progress bars redrawn with \\r, no newline for megabytes): each redraw
+        holding a trigger word is read as a line of its own, under the line's number."""
+        seen: set[int] = set()
+        for at in positions:
+            start = max(
+                chunk.rfind(b"\r", max(0, at - LINE_LIMIT), at), chunk.rfind(b"\n", max(0, at - LINE_LIMIT), at)
+            )
+            start = start + 1 if start >= 0 else max(0, at - LINE_LIMIT)
+            if start in seen:
+                continue
+            seen.add(start)
+            ends = [end for end in (chunk.find(b"\r", at, at + LINE_LIMIT), chunk.find(b"\n", at, at + LINE_LIMIT))]
+            end = min((end for end in ends if end >= 0), default=min(len(chunk), at + LINE_LIMIT))
+            self._handle(line_no, [chunk[start:end]], 0, True)
+
     def _remember_template(self, template: bytes) -> None:
-        if (
-            len(template) > MAX_TEMPLATE_BYTES
-        ):  # a giant line (a tqdm bar full of \r) is cheaper to re-check than to keep
+        if len(template) > MAX_TEMPLATE_BYTES:  # a giant line is cheaper to re-check than to keep
             return
         if len(self.harmless) >= MAX_TEMPLATES:
             self.harmless.clear()
         self.harmless.add(template)
-
-    @staticmethod
-    def _split(chunk: bytes, count: int) -> list[bytes]:
-        return chunk.split(b"\n", count)[:count]
 
     def _keep_edges(self, raw_lines: list[bytes]) -> None:
         base = self.line_count
