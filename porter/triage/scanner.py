@@ -139,6 +139,7 @@ class Scanner:
         self.module_names: list[str] = []
         self.arch: str | None = None
         self.every_line = False
+        self.eviction_floor = 0  # events no stronger than this are not kept once the table is full
 
     def feed(self, chunk: bytes, continues: bool = False) -> None:
         """Scan a chunk that ends at a line end; `continues`: its last line goes on in the next chunk (a line too
@@ -182,18 +183,17 @@ class Scanner:
 
     def _scan_long_line(self, line_no: int, chunk: bytes, positions: list[int]) -> None:
         """A line longer than a screen (progress bars redrawn with \\r, no newline for megabytes): each redraw
-        holding a trigger word is read as a line of its own, under the line's number."""
-        seen: set[int] = set()
+        holding a trigger word is read as a line of its own, under the line's number; a redraw (or a window of
+        LINE_LIMIT bytes when there is no \\r) is read once however many trigger words it holds."""
+        end = -1
         for at in positions:
-            start = max(
-                chunk.rfind(b"\r", max(0, at - LINE_LIMIT), at), chunk.rfind(b"\n", max(0, at - LINE_LIMIT), at)
-            )
-            start = start + 1 if start >= 0 else max(0, at - LINE_LIMIT)
-            if start in seen:
+            if at < end:
                 continue
-            seen.add(start)
-            ends = [end for end in (chunk.find(b"\r", at, at + LINE_LIMIT), chunk.find(b"\n", at, at + LINE_LIMIT))]
-            end = min((end for end in ends if end >= 0), default=min(len(chunk), at + LINE_LIMIT))
+            low = max(0, at - LINE_LIMIT)
+            start = max(chunk.rfind(b"\r", low, at), chunk.rfind(b"\n", low, at))
+            start = start + 1 if start >= 0 else low
+            ends = [found for found in (chunk.find(b"\r", at, at + LINE_LIMIT), chunk.find(b"\n", at, at + LINE_LIMIT))]
+            end = min((found for found in ends if found >= 0), default=min(len(chunk), at + LINE_LIMIT))
             self._handle(line_no, [chunk[start:end]], 0, True)
 
     def _remember_template(self, template: bytes) -> None:
@@ -399,14 +399,20 @@ class Scanner:
             if self.kernel[0] != line_no:  # keep the hint in view even when noise came between it and the fault
                 event.before = sorted({*before, (self.kernel[0], self.kernel[2])})
         self.events[key] = event
+        self.eviction_floor = min(self.eviction_floor, match.score)
         return event
 
     def _evict_below(self, score: int) -> bool:
-        weakest_key = min(self.events, key=lambda name: (self.events[name].score, -self.events[name].line_no))
-        if self.events[weakest_key].score >= score:
+        """Room for an event of `score` when the table is full: the weakest quarter goes at once (so a log of many
+        distinct errors costs a sort now and then, not a scan per line); False when nothing is weaker."""
+        if score <= self.eviction_floor:
             return False
-        del self.events[weakest_key]
-        return True
+        ranked = sorted(self.events, key=lambda name: (self.events[name].score, -self.events[name].line_no))
+        weakest = [name for name in ranked[: max(1, len(ranked) // 4)] if self.events[name].score < score]
+        for name in weakest:
+            del self.events[name]
+        self.eviction_floor = self.events[ranked[len(weakest)]].score if len(weakest) < len(ranked) else 0
+        return bool(weakest)
 
     def _update_mode(self, line_no: int) -> None:
         for channel in [
