@@ -184,6 +184,7 @@ class Matrix:
             for ref in ready:
                 self._collect(ref)
             if not ready:
+                self._fail_unplaceable()
                 self.echo(f"porter eval: {self._progress(with_running=True)}")
         return [entry for entry in self.entries if entry is not None]
 
@@ -211,18 +212,36 @@ class Matrix:
         index, attempt = self.pending.pop(ref)
         outcome = self.cluster.result(ref)
         cell = self.cells[index]
-        if outcome.lost and attempt < ATTEMPTS:
-            self.failures[index].append(f"attempt {attempt}: {outcome.error}")
-            self.echo(f"porter eval: {cell.label}: {outcome.error}; submitting it again")
-            self._submit(index, attempt + 1)
-            return
         if outcome.error:
             self.failures[index].append(f"attempt {attempt}: {outcome.error}")
+        if outcome.lost and attempt < ATTEMPTS:
+            if fits(self.cluster.nodes(), cell.resources):  # Ray places it on a live node: not the dead one
+                self.echo(f"porter eval: {cell.label}: {outcome.error}; submitting it again")
+                self._submit(index, attempt + 1)
+                return
+            self.failures[index].append(f"no live node offers {cell.resources} for attempt {attempt + 1}")
+        if outcome.error:
             self.entries[index] = self._failed(index, "failed: " + "; ".join(self.failures[index]))
         else:
             self.entries[index] = self._received(index, outcome.value)
+        self._report(cell, self.entries[index])
+
+    def _fail_unplaceable(self) -> None:
+        """Cells still waiting for a resource that no live node offers any more (its nodes died) fail now."""
+        nodes = self.cluster.nodes()
+        stuck = {ref: place for ref, place in self.pending.items() if not fits(nodes, self.cells[place[0]].resources)}
+        if stuck:
+            self.cluster.cancel(list(stuck), grace_s=0)
+        for ref, (index, attempt) in stuck.items():
+            del self.pending[ref]
+            cell = self.cells[index]
+            self.failures[index].append(f"attempt {attempt}: no live node offers {cell.resources} any more")
+            self.entries[index] = self._failed(index, "failed: " + "; ".join(self.failures[index]))
+            self._report(cell, self.entries[index])
+
+    def _report(self, cell: Cell, entry: Entry) -> None:
         done = sum(entry is not None for entry in self.entries)
-        self.echo(f"[{done}/{len(self.cells)}] {cell.label}: {self._verdict(self.entries[index])} | {self._progress()}")
+        self.echo(f"[{done}/{len(self.cells)}] {cell.label}: {self._verdict(entry)} | {self._progress()}")
 
     def _received(self, index: int, result: dict) -> Entry:
         entry = Entry(**result["entry"])

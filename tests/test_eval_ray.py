@@ -59,27 +59,33 @@ def _state_api_tasks(address: str) -> list:
     return list_tasks(address=address, limit=1000, detail=True, raise_on_missing_output=False)
 
 
+RAY_CLI = (sys.executable, "-c", "from ray.scripts.scripts import main; main()")
+SMALL_NODE = ("--disable-usage-stats", "--object-store-memory=100000000")
+
+
+def _start_node(options: list[str], log: Path) -> subprocess.Popen:
+    """`ray start --block ...` in a session of its own, so the node can be stopped (or killed) alone."""
+    command = [*RAY_CLI, "start", "--block", f"--dashboard-agent-listen-port={free_port()}", *SMALL_NODE, *options]
+    with log.open("w") as out:
+        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
 @pytest.fixture(scope="module")
 def ray_head(tmp_path_factory, docker_client):
     temp_dir = tmp_path_factory.mktemp("ray")  # short: Ray's unix sockets live under it (107-byte limit)
     port = free_port()
-    command = [
-        *(sys.executable, "-c", "from ray.scripts.scripts import main; main()"),
-        *("start", "--head", "--block", f"--port={port}", "--num-cpus=2", '--resources={"porter_slot": 2}'),
+    options = [
+        *("--head", f"--port={port}", "--num-cpus=2", '--resources={"porter_slot": 2}', f"--temp-dir={temp_dir}"),
         *("--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={free_port()}"),
-        f"--dashboard-agent-listen-port={free_port()}",
         f"--ray-client-server-port={free_port()}",
-        *(f"--temp-dir={temp_dir}", "--disable-usage-stats", "--object-store-memory=100000000"),
     ]
-    log = (temp_dir / "head.log").open("w")
-    head = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    head = _start_node(options, temp_dir / "head.log")
     address = f"127.0.0.1:{port}"
     try:
         _wait_for_state_api(address, head, temp_dir / "head.log")
         yield address
     finally:
         _stop_session(head.pid)
-        log.close()
 
 
 def _wait_for_state_api(address: str, head: subprocess.Popen, log: Path) -> None:
@@ -282,3 +288,35 @@ def test_a_run_too_big_to_ship_leaves_its_repos_then_logs_on_the_node(tmp_path, 
     assert not (second / "repos").exists() and (second / "transcript.jsonl").read_text() == '{"seq": 1}\n'
     monkeypatch.setattr(eval_ray, "MAX_ARCHIVE_BYTES", 2000)
     assert eval_ray.pack(run_dir)[1] == ["repos/", "root/", "logs/"]
+
+
+def test_a_cell_whose_node_dies_is_listed_failed_with_the_reason(ray_head, corpus, tmp_path, docker_client):
+    """A second node, the only one offering porter_node2, dies (every process of it SIGKILLed) under both cells:
+    no live node can take another attempt, so each is listed failed with why; their containers are reaped."""
+    from ray.util.state import list_nodes
+
+    node = _start_node([f"--address={ray_head}", "--num-cpus=1", '--resources={"porter_node2": 2}'], tmp_path / "n2")
+    try:
+        deadline = time.monotonic() + HEAD_START_TIMEOUT_S
+        while len(list_nodes(address=ray_head, filters=[("state", "=", "ALIVE")])) < 2:
+            assert node.poll() is None and time.monotonic() < deadline, (tmp_path / "n2").read_text()[-3000:]
+            time.sleep(1)
+        started = time.time()
+        driver = subprocess.Popen(
+            _eval_command(corpus, ray_head, tmp_path / "evals", "--ray-resource", "porter_node2=1"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        _running_cell(ray_head, started, docker_client)
+        for pid in _session_pids(node.pid):
+            os.kill(pid, signal.SIGKILL)
+        _stdout, stderr = driver.communicate(timeout=EVAL_TIMEOUT_S)
+    finally:
+        _stop_session(node.pid)
+    assert driver.returncode == 0, stderr
+    notes = {entry["name"]: entry["note"] for entry in _board(tmp_path / "evals")["entries"]}
+    assert set(notes) == set(RECORDINGS)
+    for note in notes.values():
+        assert note.startswith("failed: attempt 1: ") and "no live node offers porter_node2=1" in note, notes
+    assert _leftover_containers(docker_client) == []
