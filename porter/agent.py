@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 
 from porter.models import Message, Model, Usage, messages_since_last_reply, observation_digest, observation_excerpt
+from porter.redaction import redact as redact_secrets
 from porter.run_context import RunContext
 from porter.state import all_targets_met, target_report
 from porter.tools import Finished, ToolResult, dispatch, tool_specs
@@ -144,7 +145,7 @@ def step(ctx: RunContext, model: Model, messages: list[Message]) -> None:
 
 
 def _record_result(ctx: RunContext, messages: list[Message], call, result: ToolResult) -> None:
-    text = cap_text(result.text)
+    text = cap_text(redact_secrets(result.text))  # redacted whole first: a cut must not leave half a secret
     ctx.transcript.record(
         "tool_result", step=ctx.state.step, id=call.id, name=call.name, ok=result.ok, content=text, facts=result.facts
     )

@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from porter import agent, runs
-from porter.models import redact
+from porter.redaction import redact
 from porter.replay import replay
 from porter.task import TaskError, load_task
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import git
 
+from porter import safe_git
 from porter.repos import PORTER_AUTHOR, RepoState, export_series
 from porter.serve import render_command
 from porter.state import RunState
@@ -31,7 +32,7 @@ def write_prs(run_dir: str | Path, push_remote: str | None = None) -> list[Path]
     for name, repo_state in state.repos.items():
         if not repo_state.accepted:
             continue
-        repo = git.Repo(repo_state.path)
+        repo = safe_git.open_repo(repo_state.path)
         patches = export_series(repo, repo_state, run_dir / "patches" / name)
         text = describe(task, state, repo, repo_state, patches, run_dir)
         path = run_dir / "prs" / f"{name}.md"

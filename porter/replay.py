@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from porter import agent, runs
-from porter.models import ReplayDivergence, ReplayModel, redact
+from porter.models import ReplayDivergence, ReplayModel
+from porter.redaction import redact
 from porter.task import Task, load_task
 from porter.transcript import read_transcript
 

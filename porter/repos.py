@@ -14,6 +14,10 @@ from pathlib import Path
 
 import git
 
+from porter import safe_git
+from porter.redaction import redact
+from porter.sandbox.guard import escaping_links
+
 PORTER_AUTHOR = git.Actor("porter", "porter@localhost")
 # Build products appear in the trees while the engine runs; they are never part of a patch.
 IGNORED = ("__pycache__/", "*.py[cod]", "*.o", "*.so", "*.egg-info/", ".porter-build/")
@@ -36,10 +40,14 @@ class TrackedRepo:
         self.path = Path(path)
         self.branch = f"porter/{run_id}"
         try:
-            self.repo = git.Repo(self.path)
-        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-            raise ValueError(f"repo {name!r}: {self.path} is not a git repository") from None
+            self.repo = safe_git.open_repo(self.path)
+        except safe_git.UntrustedRepo as exc:
+            raise ValueError(f"repo {name!r}: {exc}") from None
         self._ignore_build_products()
+
+    def _check(self) -> None:
+        # A local sandbox can write .git at any time: check the config before every git call that reads the tree.
+        safe_git.check_git_dir(Path(self.repo.git_dir), self.name)
 
     def _ignore_build_products(self) -> None:
         exclude = Path(self.repo.git_dir) / "info" / "exclude"
@@ -64,6 +72,7 @@ class TrackedRepo:
                 "WIP: uncommitted changes found before the porter run\n\nCommitted by porter so nothing is lost.",
                 author=PORTER_AUTHOR,
                 committer=PORTER_AUTHOR,
+                skip_hooks=True,
             )
         base = self.repo.head.commit.hexsha
         if self.branch in self.repo.heads:
@@ -72,28 +81,35 @@ class TrackedRepo:
         return RepoState(self.name, base, self.branch, [], str(self.path))
 
     def is_dirty(self) -> bool:
+        self._check()
         return self.repo.is_dirty(untracked_files=True)
 
     def diff(self) -> str:
         """The pending change against the last commit, new files included."""
+        self._check()
         self.repo.git.add(A=True, intent_to_add=True)
         return self.repo.git.diff("HEAD")
 
     def changed_files(self) -> list[str]:
+        self._check()
         self.repo.git.add(A=True, intent_to_add=True)
         return [line for line in self.repo.git.diff("HEAD", name_only=True).splitlines() if line]
 
     def accept(self, state: RepoState, message: str) -> str:
         if not self.is_dirty():
             raise ValueError(f"repo {self.name!r} has no change to commit")
+        escaping = escaping_links(self.path, self.changed_files())
+        if escaping:
+            raise ValueError(f"repo {self.name!r}: refusing to commit symbolic links that leave the tree: {escaping}")
         self.repo.git.add(A=True)
-        commit = self.repo.index.commit(message, author=PORTER_AUTHOR, committer=PORTER_AUTHOR)
+        commit = self.repo.index.commit(redact(message), author=PORTER_AUTHOR, committer=PORTER_AUTHOR, skip_hooks=True)
         state.accepted.append(commit.hexsha)
         return commit.hexsha
 
     def revert(self) -> list[str]:
         """Drop the pending change (tracked edits and new files); returns the files it touched."""
         touched = self.changed_files()
+        self._check()
         self.repo.git.reset("--hard", "HEAD")
         self.repo.git.clean("-fd")
         return touched

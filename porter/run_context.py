@@ -9,6 +9,7 @@ Does not decide what to keep (accepting.py) and does not talk to the model (agen
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -20,9 +21,10 @@ from porter import serve
 from porter.checks.loadgen import CheckError
 from porter.checks.quality import run_quality
 from porter.checks.throughput import run_single_stream, run_throughput
-from porter.models import redact
+from porter.redaction import redact
 from porter.repos import TrackedRepo
 from porter.sandbox import Process, Sandbox
+from porter.sandbox.guard import PathGuard, escaping_links
 from porter.state import RunState
 from porter.task import Task
 from porter.transcript import Transcript, write_state
@@ -53,18 +55,23 @@ class RunContext:
         declared = ", ".join(f"{spec.name} at {spec.path}" for spec in self.task.patchable_repos())
         raise ToolError(f"{sandbox_path} is outside the repos porter may change ({declared}); use a path inside one")
 
+    @functools.cached_property
+    def guard(self) -> PathGuard:
+        """The trees the file tools may touch: the declared repos and the model overlay (add_root adds others)."""
+        return PathGuard({spec.path: self.repo_dir(spec.name) for spec in self.task.patchable_repos()})
+
     def host_path(self, sandbox_path: str) -> Path:
-        """Host file behind a sandbox path of a declared repo; `..` tricks are refused."""
-        name = self.repo_of(sandbox_path)
-        relative = PurePosixPath(sandbox_path).relative_to(self.task.repo(name).path)
-        if ".." in relative.parts:
-            raise ToolError(f"{sandbox_path}: `..` is not allowed in paths")
-        root = self.repo_dir(name).resolve()
-        host = root / relative
-        # The model overlay's weight files are links to the read-only checkpoint: never written through.
-        if not host.resolve().is_relative_to(root):
-            raise ToolError(f"{sandbox_path} is a symbolic link out of repo {name!r} (a weight file?); not editable")
-        return host
+        """Host file behind a sandbox path of a declared repo, symlinks resolved; ways out are refused."""
+        self.repo_of(sandbox_path)
+        return self.guard.host_path(sandbox_path)
+
+    def refuse_escaping_links(self, changed: dict[str, list[str]]) -> None:
+        """A ToolError naming the changed files that are symlinks out of their repo (porter never follows them)."""
+        escaping = [
+            f"{name}: {link}" for name, files in changed.items() for link in escaping_links(self.repo_dir(name), files)
+        ]
+        if escaping:
+            raise ToolError(f"symbolic links that leave the repo were written: {escaping}; remove them (or revert)")
 
     def repo_dir(self, name: str) -> Path:
         if name not in self.repos:

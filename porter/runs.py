@@ -21,9 +21,10 @@ import docker.errors
 import yaml
 
 from porter import __version__, agent, console
-from porter.models import ModelError, make_model, redact
+from porter.models import ModelError, make_model
 from porter.models.playbook import PlaybookModel
 from porter.pr import write_prs
+from porter.redaction import collect, redact, scrub_tree, secret_fields
 from porter.report import write_report
 from porter.repos import TrackedRepo
 from porter.run_context import RunContext
@@ -50,13 +51,17 @@ def new_run_dir(task: Task) -> tuple[Path, str]:
 
 def open_run(task: Task, task_path: str, resume_dir: str | None = None) -> RunContext:
     """A ready RunContext: sandbox started, repos on the run branch, transcript open (appending on resume)."""
+    collect(key_names=[task.agent.api_key_env])
+    leaking = secret_fields(task.model_dump(mode="json"))
+    if leaking:
+        raise ValueError(f"the task holds secret values, which would reach prompts, logs and the sandbox: {leaking}")
     if resume_dir:
         run_dir = Path(resume_dir).resolve()
         state = RunState.from_dict(read_state(run_dir))
         run_id = state.run_id
     else:
         run_dir, run_id = new_run_dir(task)
-        (run_dir / "task.yaml").write_text(yaml.safe_dump(task.model_dump(mode="json"), sort_keys=False))
+        (run_dir / "task.yaml").write_text(redact(yaml.safe_dump(task.model_dump(mode="json"), sort_keys=False)))
         state = RunState(run_id, str(task_path), dict(task.serve.flags), dict(task.serve.flags))
     transcript = Transcript(run_dir / "transcript.jsonl", redact)
     if task.sandbox.kind == "local" and task.sandbox.local_setup and not (run_dir / "root").exists():
@@ -82,7 +87,7 @@ def open_run(task: Task, task_path: str, resume_dir: str | None = None) -> RunCo
         )
     else:
         environment = describe_environment(ctx)
-        (run_dir / "environment.json").write_text(json.dumps(environment, indent=1))
+        (run_dir / "environment.json").write_text(redact(json.dumps(environment, indent=1)))
         transcript.record("run_start", run_id=run_id, task=task.name, environment=environment)
     return ctx
 
@@ -110,17 +115,17 @@ def docker_answers(task: Task) -> bool:
 
 
 def choose_sandbox(task: Task) -> None:
-    """Docker when an engine answers; else the local sandbox, when the task says how to lay one out."""
+    """A docker task needs an engine that answers: it never falls back to the local sandbox (which does not
+    isolate) unless the user asks for it with `--sandbox local`."""
     if task.sandbox.kind != "docker" or docker_answers(task):
         return
     where = task.sandbox.docker_host or "the local Docker socket"
-    if not task.sandbox.local_setup:
-        raise SandboxError(
-            f"no Docker engine answers at {where}; start one (scripts/setup.sh does) "
-            "or run a task that has sandbox.local_setup with --sandbox local"
-        )
-    console.console.print(f"porter: no Docker engine answers at {where}; using the local sandbox (no isolation)")
-    task.sandbox.kind = "local"
+    local = (
+        "or, accepting NO isolation, rerun with --sandbox local (this task has sandbox.local_setup)"
+        if task.sandbox.local_setup
+        else "(this task cannot run in the local sandbox: it has no sandbox.local_setup)"
+    )
+    raise SandboxError(f"no Docker engine answers at {where}; start one (scripts/setup.sh does) {local}")
 
 
 def describe_environment(ctx: RunContext) -> dict:
@@ -144,6 +149,14 @@ def finish_outputs(ctx: RunContext) -> None:
         write_report(ctx.run_dir)
     finally:
         ctx.transcript.close()
+        scrub_run_dir(ctx)
+
+
+def scrub_run_dir(ctx: RunContext) -> None:
+    """Sweep every file porter wrote (logs, patches, drafts, report, ...) for secret values; the sandbox's own
+    trees (repos, local root, scratch) are its content, not porter's output, and are left as they are."""
+    trees = [ctx.run_dir / name for name in ("repos", "root", "scratch")]
+    scrub_tree(ctx.run_dir, skip=trees)
 
 
 def agent_model(task: Task, run_dir: Path | None = None):

@@ -8,12 +8,15 @@ anything: the sandbox, serve and check modules read a validated `Task`.
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from porter.redaction import looks_secret
 
 FlagValue = str | int | float | bool | None
 PositiveFloat = Annotated[float, Field(gt=0)]
@@ -146,12 +149,18 @@ class RepoSpec(Spec):
     upstream: str | None = Field(None, description="Upstream git URL the PRs target.")
     base_branch: str = Field("main", description="Upstream branch the patches apply to.")
 
+    @field_validator("name")
+    @classmethod
+    def _not_a_directory_step(cls, value: str) -> str:
+        # The name becomes a folder of the run directory (repos/<name>, patches/<name>): `.`/`..` would leave it.
+        if value in (".", ".."):
+            raise ValueError(f"{value!r} is not a repo name (it names a directory step); use a word")
+        return value
+
     @field_validator("path")
     @classmethod
     def _absolute(cls, value: str) -> str:
-        if not value.startswith("/"):
-            raise ValueError(f"must be an absolute path inside the sandbox, got {value!r}")
-        return value.rstrip("/") or "/"
+        return normal_sandbox_path(value, allow_root=False)
 
 
 class ServeSpec(Spec):
@@ -363,6 +372,18 @@ class Task(Spec):
         raise KeyError(f"no repo named {name!r}; the task declares {[r.name for r in repos]}")
 
 
+def normal_sandbox_path(value: str, allow_root: bool = True) -> str:
+    """`value` if it is an absolute path in normal form (no `..`, `.`, `//`, NUL); else ValueError saying why."""
+    if not value.startswith("/"):
+        raise ValueError(f"must be an absolute path inside the sandbox, got {value!r}")
+    trimmed = value.rstrip("/") or "/"
+    if "\0" in value or posixpath.normpath(trimmed) != trimmed or trimmed.startswith("//"):
+        raise ValueError(f"must be a normal absolute path (no `..`, `.`, `//`), got {value!r}")
+    if trimmed == "/" and not allow_root:
+        raise ValueError("must be a folder inside the sandbox, not / itself")
+    return trimmed
+
+
 def _reject_duplicates(names: list[str], what: str) -> None:
     seen: set[str] = set()
     for name in names:
@@ -512,6 +533,8 @@ class _Reader:
 def _interpolate(value: str, environ: dict[str, str], file: Path, line: int, field_path: str) -> str:
     def substitute(match: re.Match) -> str:
         name, default = match.group(1), match.group(2)
+        if looks_secret(name) and field_path != "agent.api_key_env":  # prompts, logs and sandboxes read the task
+            raise TaskError(file, [(line, field_path, f"${{{name}}} names a secret; use agent.api_key_env: {name}")])
         if name in environ:
             return environ[name]
         if default is not None:

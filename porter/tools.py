@@ -14,7 +14,6 @@ from __future__ import annotations
 import difflib
 import json
 import re
-import subprocess
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,11 +21,12 @@ from typing import Any
 
 import jsonschema
 
-from porter import accepting, serve
+from porter import accepting, safe_git, serve
 from porter.checks.loadgen import CheckError
 from porter.models import ToolSpec
 from porter.run_context import RunContext, ToolError
 from porter.sandbox import SandboxDied, SandboxError
+from porter.sandbox.guard import refuse_patch
 from porter.state import target_report
 
 Result = tuple[str, dict]  # what a handler returns: the text for the model, and the facts for programs
@@ -191,7 +191,7 @@ def read_file(ctx: RunContext, path: str, start_line: int | None = None, end_lin
     host = ctx.host_path(path)
     if not host.is_file():
         raise ToolError(f"{path} does not exist (or is not a file) in repo {ctx.repo_of(path)!r}")
-    lines = host.read_text(encoding="utf-8", errors="replace").splitlines()
+    lines = ctx.guard.read_text(path).splitlines()
     first, last = max(1, start_line or 1), min(len(lines), end_line or len(lines))
     numbered = "\n".join(f"{number:6d}  {lines[number - 1]}" for number in range(first, last + 1))
     return f"{path} lines {first}-{last} of {len(lines)}\n{numbered}", {"path": path, "lines": len(lines)}
@@ -208,18 +208,17 @@ def edit_file(ctx: RunContext, path: str, old: str, new: str) -> Result:
     if old == "":
         if host.exists():
             raise ToolError(f"{path} exists; give the exact text to replace in `old` (empty `old` creates a new file)")
-        host.parent.mkdir(parents=True, exist_ok=True)
-        host.write_text(new, encoding="utf-8")
+        ctx.guard.write_text(path, new)
         return (f"created {path}", {"path": path, "created": True})
     if not host.is_file():
         raise ToolError(f"{path} does not exist in repo {ctx.repo_of(path)!r}; check the path with bash `ls`")
-    text = host.read_text(encoding="utf-8")
+    text = ctx.guard.read_text(path)
     count = text.count(old)
     if count == 0:
         raise ToolError(f"`old` was not found in {path}; nothing was changed. {nearest_lines(text, old)}")
     if count > 1:
         raise ToolError(f"`old` occurs {count} times in {path}; nothing was changed. Include more surrounding lines.")
-    host.write_text(text.replace(old, new, 1), encoding="utf-8")
+    ctx.guard.write_text(path, text.replace(old, new, 1))
     return (f"edited {path} (1 replacement)", {"path": path})
 
 
@@ -246,17 +245,14 @@ def apply_patch(ctx: RunContext, patch: str, repo: str | None = None) -> Result:
     tree = ctx.repo_dir(name)
     if not patch.endswith("\n"):
         patch += "\n"
-    check = subprocess.run(
-        ["git", "apply", "--check", "--recount", "-"], cwd=tree, input=patch, capture_output=True, text=True
-    )
+    refuse_patch(patch)
+    check = safe_git.run(tree, ["apply", "--check", "--recount", "-"], stdin=patch)
     if check.returncode != 0:
         raise ToolError(
             f"the patch does not apply to repo {name!r}; nothing was changed.\n{check.stderr.strip()}\n"
             "Read the current file and resend the whole patch against it (or use edit_file)."
         )
-    subprocess.run(
-        ["git", "apply", "--recount", "-"], cwd=tree, input=patch, check=True, capture_output=True, text=True
-    )
+    safe_git.run(tree, ["apply", "--recount", "-"], stdin=patch).check_returncode()
     files = ctx.repos[name].changed_files()
     return (f"applied to {name}; changed files now: {files}", {"repo": name})
 
@@ -344,6 +340,7 @@ def tune(ctx: RunContext, name: str) -> Result:
     ctx.stop_server()  # tuning needs the devices the server holds
     result = ctx.sandbox.exec(spec.command, timeout=spec.timeout_s, workdir=spec.workdir)
     changed = {repo_name: repo.changed_files() for repo_name, repo in ctx.repos.items() if repo.is_dirty()}
+    ctx.refuse_escaping_links(changed)
     status = "timed out" if result.timed_out else f"exit {result.exit_code}"
     return (
         f"tune {name}: {status} in {result.duration_s:.0f} s; pending files: {changed}\n{result.output}",

@@ -10,7 +10,7 @@ import git
 import pytest
 
 from porter import accepting
-from porter.models import redact
+from porter.redaction import redact
 from porter.repos import TrackedRepo
 from porter.run_context import RunContext, ToolError
 from porter.sandbox import make_sandbox

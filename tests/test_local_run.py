@@ -1,5 +1,6 @@
-"""Without a Docker engine: a twin task falls back to the local sandbox (laid out by its local_setup) and the
-playbook still brings the scenario up; a task that cannot run locally says so and names the fix."""
+"""Without a Docker engine: a twin task runs in the local sandbox (laid out by its local_setup) only when the user
+asks with --sandbox local, and the playbook still brings the scenario up; without the flag, or for a task that
+cannot run locally, porter says so and names the fix."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def porter(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     )
 
 
-def test_without_docker_a_twin_task_runs_in_the_local_sandbox(tmp_path):
+def test_without_docker_a_twin_task_runs_in_the_local_sandbox_only_when_asked(tmp_path):
     data = yaml.safe_load((ROOT / "tasks" / "twin_oom_mem_fraction.yaml").read_text())
     data["checks"] = {"quality": data["checks"]["quality"]}
     for check, samples in zip(data["checks"]["quality"], (50, 30), strict=True):
@@ -32,9 +33,12 @@ def test_without_docker_a_twin_task_runs_in_the_local_sandbox(tmp_path):
     data["sandbox"]["local_setup"][0] = str(ROOT / "sandboxes" / "twin" / "build.sh")
     data["outputs"] = {"runs_dir": str(tmp_path / "runs")}
     (tmp_path / "task.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    result = porter("run", str(tmp_path / "task.yaml"), env=NO_ENGINE)
+    refused = porter("run", str(tmp_path / "task.yaml"), env=NO_ENGINE)
+    assert refused.returncode == 2 and "rerun with --sandbox local" in refused.stderr
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
+    result = porter("run", str(tmp_path / "task.yaml"), "--sandbox", "local", env=NO_ENGINE)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "using the local sandbox" in result.stderr
+    assert "NO ISOLATION" in result.stderr
     (run_dir,) = (tmp_path / "runs").iterdir()
     state = json.loads((run_dir / "state.json").read_text())
     assert state["solved"] and state["accepted_flags"]["mem-fraction-static"] == 0.9

@@ -1,4 +1,4 @@
-"""Conversation types, reply validation, redaction, prices and make_model's choices and errors."""
+"""Conversation types, reply validation, prices and make_model's choices and errors."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from porter.models import (
     cost_usd,
     make_model,
     price_for,
-    redact,
     validate_reply,
 )
 from porter.models.prices import load_price_table, price_entry
@@ -79,28 +78,6 @@ def test_validate_reply(text, calls, truncated, kept, expected):
         assert reply.format_error is None
     else:
         assert expected in reply.format_error
-
-
-ENVIRON = {"ANTHROPIC_API_KEY": "sk-ant-api03-realkey-abcdefgh", "HF_TOKEN": "hf_abcdefghijkl", "DEBUG": "1"}
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("key=sk-ant-api03-realkey-abcdefgh", "key=[REDACTED:ANTHROPIC_API_KEY]"),
-        ('{"auth": "hf_abcdefghijkl"}', '{"auth": "[REDACTED:HF_TOKEN]"}'),
-        ("Bearer sk-proj-0123456789abcdefghij", "Bearer sk-[REDACTED]"),
-        ("DEBUG=1 and sk-learn stay", "DEBUG=1 and sk-learn stay"),
-    ],
-)
-def test_redact(text, expected):
-    assert redact(text, ENVIRON) == expected
-
-
-def test_redact_masks_the_json_escaped_spelling_of_a_secret():
-    environ = {"WEIRD_SECRET": 'pa"ss\\word-123'}
-    line = json.dumps({"note": f"value {environ['WEIRD_SECRET']}"})
-    assert "pa" not in redact(line, environ).replace("[REDACTED:WEIRD_SECRET]", "")
 
 
 def test_price_table_entries_all_name_a_date_and_a_source():

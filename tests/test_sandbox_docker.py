@@ -15,8 +15,8 @@ import git
 import pytest
 import yaml
 
-from porter.sandbox import DockerSandbox, SandboxDied, SandboxError, sandbox_exec_main, sandbox_prune_main
-from porter.sandbox.docker_options import check_host_resources, container_options
+from porter.sandbox import DockerSandbox, SandboxDied, SandboxError, sandbox_exec_main
+from porter.sandbox.docker_options import check_host_resources, container_options, process_start
 from porter.task import Task, load_task
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -57,6 +57,9 @@ def test_glm52_task_gives_the_rocm_options(tmp_path):
         "porter.task": "glm52-mi355x",
         "porter.run_dir": str(tmp_path),
         "porter.managed": "1",
+        "porter.owner_host": os.uname().nodename,
+        "porter.owner_pid": str(os.getpid()),
+        "porter.owner_start": process_start(os.getpid()),
     }
     mounts = {mount["Target"]: (mount["Source"], mount["ReadOnly"]) for mount in options["mounts"]}
     assert mounts == {
@@ -65,6 +68,8 @@ def test_glm52_task_gives_the_rocm_options(tmp_path):
         "/root/.cache": ("/data/porter-cache", False),
         "/sgl-workspace/sglang": (str(tmp_path / "repos/sglang"), False),
         "/sgl-workspace/aiter": (str(tmp_path / "repos/aiter"), False),
+        "/sgl-workspace/sglang/.git": (str(tmp_path / "repos/sglang/.git"), True),
+        "/sgl-workspace/aiter/.git": (str(tmp_path / "repos/aiter/.git"), True),
         "/porter/scratch": (str(tmp_path / "scratch"), False),
     }
 
@@ -177,15 +182,6 @@ def test_start_reuses_the_runs_container(sandbox_factory, run_id):
     assert again.container.id == first.container.id and again.container.status == "running"
 
 
-def test_prune_removes_stopped_containers(sandbox_factory, run_id, docker_client, capsys):
-    box = sandbox_factory(small_task("prune"), run_id)
-    box.start()
-    box.stop()
-    assert sandbox_prune_main() == 0
-    assert f"removed {box.container.name} (exited)" in capsys.readouterr().out
-    assert not docker_client.containers.list(all=True, filters={"id": box.container.id})
-
-
 def test_sandbox_exec_main_prints_output_and_returns_the_code(docker_client, tmp_path, capsys):
     task_file = tmp_path / "task.yaml"
     spec = small_task("cli-exec").model_dump(mode="json")
@@ -196,7 +192,9 @@ def test_sandbox_exec_main_prints_output_and_returns_the_code(docker_client, tmp
         assert capsys.readouterr().out == "this\n"
         assert sandbox_exec_main(str(task_file), ["echo one | wc -l"], timeout=30) == 0
         assert capsys.readouterr().out.strip() == "1"
-        assert (tmp_path / "runs/cli-exec-manual/logs/exec.log").exists()
+        (run_dir,) = (tmp_path / "runs").glob("cli-exec-manual-*")
+        assert (run_dir / "logs/exec.log").exists()
     finally:
-        docker_client.containers.get("porter-manual-cli-exec").remove(force=True)
+        for container in docker_client.containers.list(all=True, filters={"name": "porter-manual-cli-exec-"}):
+            container.remove(force=True)
     assert sandbox_exec_main(str(tmp_path / "absent.yaml"), ["true"], timeout=30) == 2

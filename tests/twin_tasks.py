@@ -15,7 +15,8 @@ from pathlib import Path
 import yaml
 
 from porter import agent, runs
-from porter.models import ScriptedModel, redact
+from porter.models import ScriptedModel
+from porter.redaction import redact
 from porter.task import load_task
 from porter.transcript import read_transcript
 

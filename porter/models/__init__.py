@@ -24,7 +24,6 @@ from porter.models.base import (
     ToolCall,
     ToolSpec,
     Usage,
-    redact,
     validate_reply,
 )
 from porter.models.prices import cost_usd, price_for
@@ -59,7 +58,6 @@ __all__ = [
     "observation_digest",
     "observation_excerpt",
     "price_for",
-    "redact",
     "validate_reply",
 ]
 

@@ -1,18 +1,15 @@
-"""Provider-neutral conversation types, the Model protocol, reply validation and secret redaction.
+"""Provider-neutral conversation types, the Model protocol and reply validation.
 
 Covers what the loop sees of any model: `Message`, `ToolCall`, `ToolSpec`, `Usage`, `Reply` (each
 with `to_dict()` / `from_dict()` for the transcript), the `Model` protocol, `ModelError`, the check
-that turns raw tool calls into either valid `ToolCall`s or a format error the model is told about,
-and `redact()`. Does not cover any provider's wire format (anthropic.py, openai.py), retries
+that turns raw tool calls into either valid `ToolCall`s or a format error the model is told about.
+Does not cover any provider's wire format (anthropic.py, openai.py), retries
 (retry.py) or prices (prices.py).
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import os
-import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -236,36 +233,3 @@ def _as_arguments(arguments: Any) -> dict:
     if isinstance(arguments, str):
         return json.loads(arguments) if arguments.strip() else {}
     return dict(arguments or {})
-
-
-# ---------------------------------------------------------------- secrets
-
-SECRET_NAME = re.compile(r"(_API_KEY|_KEY|_TOKEN|_SECRET|_PASSWORD)$")
-# sk-... (OpenAI, Anthropic sk-ant-...) and similar bearer secrets; 16+ characters so prose like
-# "sk-learn" is left alone.
-SECRET_PATTERN = re.compile(r"\bsk-[A-Za-z0-9][A-Za-z0-9_\-]{15,}")
-MIN_SECRET_LENGTH = 8  # shorter env values ("1", "true") would blank out ordinary words
-
-
-def redact(text: str, environ: dict[str, str] | None = None) -> str:
-    """`text` with the values of secret-looking env vars (*_API_KEY, *_KEY, *_TOKEN, *_SECRET, *_PASSWORD)
-    replaced by `[REDACTED:NAME]` and `sk-...` keys by `sk-[REDACTED]`."""
-    environ = os.environ if environ is None else environ
-    secrets = tuple(
-        sorted(
-            ((name, value) for name, value in environ.items() if SECRET_NAME.search(name.upper()) and value),
-            key=lambda item: -len(item[1]),
-        )
-    )
-    for name, value in secrets:
-        if len(value) < MIN_SECRET_LENGTH:
-            continue
-        # A secret with quotes or backslashes appears escaped inside JSON lines: mask that spelling too.
-        for spelling in dict.fromkeys((_json_escape(value), value)):  # escaped first: it contains more
-            text = text.replace(spelling, f"[REDACTED:{name}]")
-    return SECRET_PATTERN.sub("sk-[REDACTED]", text)
-
-
-@functools.lru_cache(maxsize=64)
-def _json_escape(value: str) -> str:
-    return json.dumps(value, ensure_ascii=False)[1:-1]  # the transcript writes non-ASCII as is

@@ -25,7 +25,8 @@ from typing import TypeVar
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
-from porter.models.base import ModelError, redact
+from porter.models.base import ModelError
+from porter.redaction import redact
 
 log = logging.getLogger("porter.models")
 T = TypeVar("T")

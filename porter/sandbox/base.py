@@ -2,15 +2,12 @@
 
 Covers the `Sandbox` and `Process` protocols, `ExecResult`, the error types, the refusal of secrets
 in a sandbox environment, the head+tail capture of command output (bounded memory, full copy in the
-run's exec log) and the mapping of sandbox paths onto host directories. Does not cover running
-anything: docker.py and local.py do that.
+run's exec log, with secrets redacted on the way). Does not cover running anything (docker.py, local.py)
+nor file access (guard.py).
 """
 
 from __future__ import annotations
 
-import fnmatch
-import os
-import posixpath
 import shutil
 import tempfile
 import threading
@@ -20,13 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from porter.redaction import environment_problems, known
 from porter.task import Task
 
 # Where read_file/write_file may go besides the repos; bind-mounted from <run_dir>/scratch.
 SCRATCH_DIR = "/porter/scratch"
 # Bytes of output the caller sees: half from the head, half from the tail.
 DEFAULT_OUTPUT_LIMIT = 20_000
-SECRET_NAME_PATTERNS = ("*_API_KEY", "*_TOKEN")
 
 
 class SandboxError(Exception):
@@ -90,31 +87,27 @@ class Sandbox(Protocol):
 
 
 def refuse_secrets(env: Mapping[str, str], task: Task) -> None:
-    """Raise when `env` would carry a host credential into the sandbox (by variable name)."""
-    forbidden = [name for name in env if any(fnmatch.fnmatchcase(name, p) for p in SECRET_NAME_PATTERNS)]
-    if task.agent.api_key_env and task.agent.api_key_env in env:
-        forbidden.append(task.agent.api_key_env)
-    if forbidden:
+    """Raise when `env` would carry a host secret into the sandbox: by name, by value or by `${VAR}` reference."""
+    problems = environment_problems(env, task.agent.api_key_env)
+    if problems:
         raise SandboxError(
-            f"refusing to pass {sorted(set(forbidden))} into the sandbox of task {task.name!r}: names matching "
-            f"{list(SECRET_NAME_PATTERNS)} or agent.api_key_env are host secrets; remove them from sandbox.env"
+            f"refusing to pass {'; '.join(problems)} into the sandbox of task {task.name!r}: host secrets never "
+            "enter a sandbox; remove them from sandbox.env"
         )
 
 
 class OutputCapture:
-    """Collects a command's output: keeps head and tail in memory, spools everything to disk.
+    """Collects a command's output: spools it to disk, then hands back its head and tail, secrets redacted.
 
-    `finish()` appends the whole output, between a header and a footer line, to the exec log in
-    one write so concurrent commands never interleave there.
+    `finish()` redacts the whole output into a second spool (so a secret cut by the head/tail split
+    is never half shown), takes the head and tail from it, and appends it, between a header and a
+    footer line, to the exec log in one write so concurrent commands never interleave there.
     """
 
     def __init__(self, exec_log: Path, title: str, limit: int = DEFAULT_OUTPUT_LIMIT):
         self.exec_log = exec_log
         self.title = title
         self.half = max(limit // 2, 1)
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
         # A reader thread may outlive a timed-out command (a grandchild holding the pipe); once
         # finished, the capture ignores it instead of racing the final copy.
         self.lock = threading.Lock()
@@ -125,30 +118,28 @@ class OutputCapture:
     def feed(self, chunk: bytes) -> None:
         with self.lock:
             if not self.finished:
-                self._keep(chunk)
-
-    def _keep(self, chunk: bytes) -> None:
-        self.spool.write(chunk)
-        self.total += len(chunk)
-        room = self.half - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        if chunk:
-            self.tail += chunk
-            if len(self.tail) > self.half:
-                del self.tail[: len(self.tail) - self.half]
+                self.spool.write(chunk)
 
     def finish(self, footer: str) -> tuple[str, bool]:
         """Return (capped text, truncated) and record the full output in the exec log."""
         with self.lock:
             self.finished = True
-        _append_spool(self.exec_log, self.spool, f"=== {_utc()} {self.title}\n", f"\n=== {footer}\n")
-        elided = self.total - len(self.head) - len(self.tail)
+        clean = tempfile.TemporaryFile(dir=self.exec_log.parent)
+        self.spool.seek(0)
+        known().copy_redacted(self.spool, clean)
+        self.spool.close()
+        total = clean.tell()
+        clean.seek(0)
+        head = clean.read(self.half)
+        clean.seek(max(total - self.half, len(head)))
+        tail = clean.read()
+        header = known().redact(f"=== {_utc()} {self.title}\n")
+        _append_spool(self.exec_log, clean, header, f"\n=== {footer}\n")
+        elided = total - len(head) - len(tail)
         if elided <= 0:
-            return bytes(self.head + self.tail).decode(errors="replace"), False
+            return (head + tail).decode(errors="replace"), False
         marker = f"\n[... {elided} bytes elided; full output in {self.exec_log} ...]\n"
-        return self.head.decode(errors="replace") + marker + self.tail.decode(errors="replace"), True
+        return head.decode(errors="replace") + marker + tail.decode(errors="replace"), True
 
 
 _EXEC_LOG_LOCK = threading.Lock()
@@ -165,43 +156,3 @@ def _append_spool(exec_log: Path, spool, header: str, footer: str) -> None:
 
 def _utc() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-class HostPaths:
-    """Maps sandbox paths that read_file/write_file may touch (repos, scratch) onto host directories."""
-
-    def __init__(self, roots: dict[str, Path]):
-        # Longest sandbox prefix first, so a repo nested in another maps to its own tree.
-        self.roots = dict(sorted(roots.items(), key=lambda item: -len(item[0])))
-
-    def to_host(self, path: str) -> Path:
-        if not path.startswith("/"):
-            raise SandboxError(f"sandbox paths must be absolute, got {path!r}")
-        normalized = posixpath.normpath(path)
-        for prefix, host_root in self.roots.items():
-            if normalized == prefix or normalized.startswith(prefix.rstrip("/") + "/"):
-                relative = posixpath.relpath(normalized, prefix)
-                host_path = (host_root / relative).resolve()
-                if host_path != host_root.resolve() and not host_path.is_relative_to(host_root.resolve()):
-                    raise SandboxError(f"{path} leaves {prefix} through a symbolic link; refused")
-                return host_path
-        raise SandboxError(f"{path} is outside the files porter may read or write: {sorted(self.roots)}")
-
-    def read(self, path: str) -> str:
-        host_path = self.to_host(path)
-        try:
-            return host_path.read_bytes().decode(errors="replace")
-        except FileNotFoundError:
-            raise SandboxError(f"{path}: no such file in the sandbox") from None
-        except IsADirectoryError:
-            raise SandboxError(f"{path} is a directory, not a file") from None
-
-    def write(self, path: str, text: str) -> None:
-        host_path = self.to_host(path)
-        host_path.parent.mkdir(parents=True, exist_ok=True)
-        # Write then rename: a reader (or a crash) never sees a half-written source file.
-        temporary = host_path.with_name(f".{host_path.name}.porter-tmp")
-        temporary.write_text(text, encoding="utf-8")
-        if host_path.exists():
-            os.chmod(temporary, host_path.stat().st_mode & 0o7777)
-        os.replace(temporary, host_path)

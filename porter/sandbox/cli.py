@@ -1,13 +1,18 @@
 """The `porter sandbox exec | shell | prune` commands, as functions porter/cli.py calls.
 
-Covers the manual sandbox of a task (run id `manual-<task>`, run dir `<runs_dir>/<task>-manual`,
-reused between commands) and removing porter's leftover containers by label. Does not cover the
-sandboxes of `porter run`, which the agent loop creates with its own run ids.
+Covers the manual sandbox of a task (run id `manual-<task>-<key>`, run dir `<runs_dir>/<task>-manual-<key>`,
+the key a hash of the task file's full path; reused between commands) and removing porter's leftover
+containers: those whose owning porter process (host, pid and its start time, from the labels) is gone,
+or, unowned, whose run directory is gone or which are stopped; young "created" helpers are spared.
+Does not cover the sandboxes of `porter run`, which the agent loop creates with its own run ids.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -17,18 +22,23 @@ import docker
 import docker.errors
 
 from porter.sandbox.base import SandboxError
-from porter.sandbox.docker_options import INTERNAL_NETWORK, MANAGED_LABEL
+from porter.sandbox.docker_options import INTERNAL_NETWORK, MANAGED_LABEL, OWNER_HOST, OWNER_PID, owner_alive
 from porter.task import Task, TaskError, load_task
 
 # The manual sandbox is for a person: show up to 10 MB of output instead of the agent's 20 kB.
 MANUAL_OUTPUT_LIMIT = 10_000_000
+HELPER_GRACE_S = 600  # a "created" container younger than this may be in use by a porter starting up
 
 
-def manual_sandbox(task: Task):
+def manual_sandbox(task: Task, task_path: str):
+    """The task's manual sandbox, keyed by the task file's full path: two checkouts never share one."""
     from porter.sandbox import make_sandbox  # deferred: porter.sandbox imports this module
 
-    run_dir = Path(task.outputs.runs_dir) / f"{task.name}-manual"
-    return make_sandbox(task, run_dir, f"manual-{task.name}")
+    key = hashlib.sha256(str(Path(task_path).resolve()).encode()).hexdigest()[:8]
+    run_dir = Path(task.outputs.runs_dir) / f"{task.name}-manual-{key}"
+    sandbox = make_sandbox(task, run_dir, f"manual-{task.name}-{key}")
+    sandbox.owned = False  # shared by the CLI calls of a person, each a new process: no owner pid
+    return sandbox
 
 
 def sandbox_exec_main(task_path: str, command: list[str], timeout: float) -> int:
@@ -37,7 +47,7 @@ def sandbox_exec_main(task_path: str, command: list[str], timeout: float) -> int
     One word is run as a shell line (`porter sandbox exec T -- 'ls | wc -l'`); several are quoted as argv.
     """
     try:
-        sandbox = manual_sandbox(load_task(task_path))
+        sandbox = manual_sandbox(load_task(task_path), task_path)
         sandbox.output_limit = MANUAL_OUTPUT_LIMIT
         sandbox.start()
         result = sandbox.exec(command[0] if len(command) == 1 else shlex.join(command), timeout)
@@ -55,7 +65,7 @@ def sandbox_shell_main(task_path: str) -> int:
     """An interactive bash in the task's manual sandbox (docker exec -it, or a local shell in its root)."""
     try:
         task = load_task(task_path)
-        sandbox = manual_sandbox(task)
+        sandbox = manual_sandbox(task, task_path)
         sandbox.start()
     except (TaskError, SandboxError) as exc:
         print(f"porter: {exc}", file=sys.stderr)
@@ -70,26 +80,56 @@ def sandbox_shell_main(task_path: str) -> int:
 
 
 def sandbox_prune_main() -> int:
-    """Remove porter's containers that are stopped, or whose run directory no longer exists; then its network."""
+    """Remove porter's containers that belong to no live run, then its network when nothing can use it."""
     try:
         client = docker.from_env()
         containers = client.containers.list(all=True, filters={"label": f"{MANAGED_LABEL}=1"})
     except docker.errors.DockerException as exc:
         print(f"porter: cannot reach the Docker engine: {exc}", file=sys.stderr)
         return 1
-    removed = 0
+    removed, waiting = 0, 0
     for container in containers:
-        run_dir = container.labels.get("porter.run_dir")
-        stale = run_dir is not None and not Path(run_dir).exists()
-        if container.status in ("created", "exited", "dead") or stale:
-            reason = "run directory gone" if stale else container.status
+        reason = prune_reason(container.labels, container.status, _age_s(container))
+        if reason is None:
+            waiting += container.status != "running"  # may join the network when it starts
+            continue
+        try:
             container.remove(force=True)
-            print(f"removed {container.name} ({reason})")
-            removed += 1
+        except docker.errors.NotFound:
+            continue  # removed meanwhile (its run ended, or another prune)
+        print(f"removed {container.name} ({reason})")
+        removed += 1
     for network in client.networks.list(names=[INTERNAL_NETWORK]):
         network.reload()
-        if not network.containers:
+        if not network.containers and not waiting:
             network.remove()
             print(f"removed network {INTERNAL_NETWORK} (unused)")
     print(f"pruned {removed} of {len(containers)} porter containers")
     return 0
+
+
+def prune_reason(labels: dict[str, str], status: str, age_s: float) -> str | None:
+    """Why a porter container may be removed, or None when it may belong to a live run and is spared."""
+    alive = owner_alive(labels)
+    if alive:
+        return None
+    if status == "created" and age_s < HELPER_GRACE_S:
+        return None  # a helper (or a sandbox) another porter is creating right now
+    if alive is False:
+        return f"its porter process {labels.get(OWNER_PID)} is gone"
+    if labels.get(OWNER_HOST) is not None:
+        return None  # another host's porter owns it: its liveness cannot be checked from here
+    run_dir = labels.get("porter.run_dir")
+    if run_dir is not None and not Path(run_dir).exists():
+        return "run directory gone"
+    return status if status in ("created", "exited", "dead") else None
+
+
+def _age_s(container) -> float:
+    created = container.attrs.get("Created", "")
+    try:
+        # docker writes nanoseconds ("...:48.123456789Z"); Python parses microseconds
+        stamp = dt.datetime.fromisoformat(re.sub(r"(\.\d{6})\d*", r"\1", created).replace("Z", "+00:00"))
+    except ValueError:
+        return float("inf")
+    return (dt.datetime.now(dt.UTC) - stamp).total_seconds()

@@ -14,6 +14,7 @@ resets PATH and would hide the image's own PATH (ROCm, conda) that the serving e
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import uuid
@@ -26,7 +27,6 @@ from porter.sandbox.base import (
     DEFAULT_OUTPUT_LIMIT,
     SCRATCH_DIR,
     ExecResult,
-    HostPaths,
     OutputCapture,
     SandboxDied,
     SandboxError,
@@ -35,12 +35,15 @@ from porter.sandbox.base import (
 from porter.sandbox.docker_options import (
     INTERNAL_NETWORK,
     MANAGED_LABEL,
+    OWNER_PID,
     check_host_resources,
     container_options,
     image_name,
+    owner_labels,
     repo_host_dir,
 )
 from porter.sandbox.docker_process import DockerProcess
+from porter.sandbox.guard import PathGuard
 from porter.sandbox.model_overlay import WEIGHTS_MOUNT, build_from_dir, build_from_tar
 from porter.sandbox.repos import ensure_baseline, extract_tree
 from porter.task import OVERLAY_REPO, Task
@@ -85,8 +88,10 @@ class DockerSandbox:
         self.container = None
         self.exec_log = self.run_dir / "logs" / "exec.log"
         self.output_limit = DEFAULT_OUTPUT_LIMIT  # bytes of output an ExecResult keeps (head + tail)
+        # Owned by this process (labelled with its pid); the manual sandbox, shared by CLI calls, is not.
+        self.owned = True
         roots = {repo.path: repo_host_dir(self.run_dir, repo.name) for repo in task.patchable_repos()}
-        self.paths = HostPaths({**roots, SCRATCH_DIR: self.run_dir / "scratch"})
+        self.paths = PathGuard({**roots, SCRATCH_DIR: self.run_dir / "scratch"})
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -98,7 +103,7 @@ class DockerSandbox:
             except docker.errors.NotFound:
                 self.container = None  # removed from outside (prune, docker rm): make a new one
         if self.container is None:
-            self.container = self._find() or self._create()
+            self.container = self._find_own() or self._create()
         if self.container.status != "running":
             self.container.start()
             self._drop_default_route()
@@ -123,6 +128,15 @@ class DockerSandbox:
         self.stop(remove=True)
         self.start()
 
+    def _find_own(self):
+        """The run's container, unless an earlier porter process owns it: that one is recreated (the repos live
+        on the host), so its labels name the live owner and `porter sandbox prune` spares it."""
+        found = self._find()
+        if found is not None and self.owned and found.labels.get(OWNER_PID) != str(os.getpid()):
+            found.remove(force=True)
+            return None
+        return found
+
     def _find(self):
         filters = {"label": [f"porter.run={self.run_id}", f"porter.task={self.task.name}", f"{MANAGED_LABEL}=1"]}
         found = self.client.containers.list(all=True, filters=filters)
@@ -137,7 +151,7 @@ class DockerSandbox:
         if self.task.sandbox.network == "none":
             self._ensure_internal_network()
         try:
-            return self.client.containers.create(**container_options(self.task, self.run_id, self.run_dir))
+            return self.client.containers.create(**container_options(self.task, self.run_id, self.run_dir, self.owned))
         except docker.errors.APIError as exc:
             raise SandboxError(
                 f"docker refused to create the sandbox of {self.task.name!r}: {exc.explanation}"
@@ -185,7 +199,7 @@ class DockerSandbox:
             build_from_dir(Path(model.path), overlay, link_base=WEIGHTS_MOUNT)
         from_image = model.overlay and model.in_image and not overlay.exists()
         if missing or from_image:
-            helper = self.client.containers.create(image, entrypoint=["true"], labels={MANAGED_LABEL: "1"})
+            helper = self.client.containers.create(image, entrypoint=["true"], labels=self._helper_labels())
             try:
                 for repo in missing:
                     chunks = _archive(helper, image, repo.path, f"repo {repo.name!r}")
@@ -196,6 +210,9 @@ class DockerSandbox:
                 helper.remove(force=True)
         for repo in self.task.repos:
             ensure_baseline(repo_host_dir(self.run_dir, repo.name))
+
+    def _helper_labels(self) -> dict[str, str]:
+        return {MANAGED_LABEL: "1", "porter.run": self.run_id, **owner_labels()}
 
     def _ensure_internal_network(self) -> None:
         if self.client.networks.list(names=[INTERNAL_NETWORK]):
@@ -230,7 +247,7 @@ class DockerSandbox:
                 network_mode=f"container:{self.container.id}",
                 cap_add=["NET_ADMIN"],
                 remove=True,
-                labels={MANAGED_LABEL: "1"},
+                labels=self._helper_labels(),
             )
         except docker.errors.ContainerError as exc:
             raise SandboxError(
@@ -337,10 +354,10 @@ class DockerSandbox:
     # ------------------------------------------------------------------ files and addresses
 
     def read_file(self, path: str) -> str:
-        return self.paths.read(path)
+        return self.paths.read_text(path)
 
     def write_file(self, path: str, text: str) -> None:
-        self.paths.write(path, text)
+        self.paths.write_text(path, text)
 
     def repo_dir(self, name: str) -> Path:
         try:

@@ -16,6 +16,7 @@ default route. Docker does not publish ports on internal networks, so `endpoint(
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from porter.task import Task
 
 INTERNAL_NETWORK = "porter-internal"
 MANAGED_LABEL = "porter.managed"
+OWNER_HOST, OWNER_PID, OWNER_START = "porter.owner_host", "porter.owner_pid", "porter.owner_start"
 # The container idles under docker's init (tini): it reaps the process groups porter kills and
 # forwards `docker stop`'s TERM, so stopping takes milliseconds, not the 10 s kill timeout.
 IDLE_ENTRYPOINT = ["sleep", "infinity"]
@@ -41,21 +43,47 @@ def image_name(task: Task) -> str:
     return task.sandbox.image or f"porter-task-{task.name.lower()}:latest"
 
 
-def labels(task: Task, run_id: str, run_dir: Path) -> dict[str, str]:
+def labels(task: Task, run_id: str, run_dir: Path, owned: bool = True) -> dict[str, str]:
     return {
         "porter.run": run_id,
         "porter.task": task.name,
         "porter.run_dir": str(run_dir),
         MANAGED_LABEL: "1",
+        **(owner_labels() if owned else {}),
     }
+
+
+def owner_labels() -> dict[str, str]:
+    """Who owns a container (host, pid and the pid's start time, so a reused pid is not mistaken for the owner):
+    `porter sandbox prune` spares what a live porter process owns."""
+    return {OWNER_HOST: os.uname().nodename, OWNER_PID: str(os.getpid()), OWNER_START: process_start(os.getpid())}
+
+
+def process_start(pid: int) -> str:
+    """The process's start time in clock ticks since boot (/proc/PID/stat field 22), "" when it does not exist."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[19]  # fields after the command name, which may hold spaces
+
+
+def owner_alive(container_labels: dict[str, str]) -> bool | None:
+    """True/False when the owner is (not) running on this host; None when it is another host's or unlabelled."""
+    pid = container_labels.get(OWNER_PID, "")
+    if container_labels.get(OWNER_HOST) != os.uname().nodename or not pid.isdigit():
+        return None
+    start = process_start(int(pid))
+    return bool(start) and start == container_labels.get(OWNER_START)
 
 
 def repo_host_dir(run_dir: Path, repo_name: str) -> Path:
     return run_dir / "repos" / repo_name
 
 
-def container_options(task: Task, run_id: str, run_dir: Path) -> dict:
-    """Keyword arguments of `client.containers.create` for the task's sandbox in `run_dir`."""
+def container_options(task: Task, run_id: str, run_dir: Path, owned: bool = True) -> dict:
+    """Keyword arguments of `client.containers.create` for the task's sandbox in `run_dir` (`owned`: labelled
+    with this process as its owner)."""
     spec = task.sandbox
     refuse_secrets(spec.env, task)
     options: dict = {
@@ -64,7 +92,7 @@ def container_options(task: Task, run_id: str, run_dir: Path) -> dict:
         "entrypoint": IDLE_ENTRYPOINT,
         "init": True,
         "detach": True,
-        "labels": labels(task, run_id, run_dir),
+        "labels": labels(task, run_id, run_dir, owned),
         "environment": dict(spec.env),
         "working_dir": spec.workdir,
         "devices": [_device_rule(device) for device in spec.devices],
@@ -111,7 +139,11 @@ def _mounts(task: Task, run_dir: Path) -> list[Mount]:
     ]
     mounts += _model_mounts(task)
     for repo in task.patchable_repos():
-        mounts.append(Mount(target=repo.path, source=str(repo_host_dir(run_dir, repo.name)), type="bind"))
+        tree = repo_host_dir(run_dir, repo.name)
+        mounts.append(Mount(target=repo.path, source=str(tree), type="bind"))
+        # The git directory is porter's: read-only inside (git log/diff work there), so nothing the sandbox
+        # writes can reach a hook, a config or an fsmonitor that porter's host-side git would run.
+        mounts.append(Mount(target=f"{repo.path}/.git", source=str(tree / ".git"), type="bind", read_only=True))
     mounts.append(Mount(target=SCRATCH_DIR, source=str(run_dir / "scratch"), type="bind"))
     return mounts
 

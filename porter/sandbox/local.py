@@ -6,12 +6,19 @@ by the caller), else from the host directory `repo.path` itself (copied, never p
 a repo found in neither place is an error naming both. The checkpoint appears at its container path:
 the model overlay built from the weights directory, or (overlay off) a link to it. Commands run with
 `bash -c` in their own session, cwd mapped into the root, and an environment of only the task's
-`sandbox.env`, PATH, HOME, LANG and `PORTER_SANDBOX_ROOT=<root>` (commands that need sandbox paths prefix them with it).
-Does not cover containers (docker.py) or resource limits: a local command can do what the user can.
+`sandbox.env`, PATH, HOME, LANG and `PORTER_SANDBOX_ROOT=<root>` (commands that need sandbox paths prefix
+them with it); never porter's own. porter makes itself non-dumpable when a local sandbox starts, so
+`/proc/<porter>/environ` (the API key) is root-only and commands run as the same user cannot read it; as
+root (which could), each command runs in its own PID namespace with its own /proc (`unshare`), where
+porter does not exist. That is all the isolation there is: a local command can read and write every file
+the user can (everything, as root), which start() says. Does not cover containers (docker.py) or resource
+limits.
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import logging
 import os
 import shutil
@@ -25,18 +32,19 @@ from porter.sandbox.base import (
     DEFAULT_OUTPUT_LIMIT,
     SCRATCH_DIR,
     ExecResult,
-    HostPaths,
     OutputCapture,
     SandboxError,
     refuse_secrets,
 )
+from porter.sandbox.guard import PathGuard
 from porter.sandbox.model_overlay import build_from_dir
 from porter.sandbox.repos import ensure_baseline
 from porter.task import Task
 
 logger = logging.getLogger(__name__)
 TIMEOUT_EXIT_CODE = 124
-_warned = False
+PR_SET_DUMPABLE = 4  # <linux/prctl.h>
+ENVIRONMENT_ALLOWED = ("PATH", "HOME", "LANG")  # the only host variables a local command sees
 
 
 class LocalSandbox:
@@ -50,7 +58,7 @@ class LocalSandbox:
         self.exec_log = self.run_dir / "logs" / "exec.log"
         self.output_limit = DEFAULT_OUTPUT_LIMIT  # bytes of output an ExecResult keeps (head + tail)
         roots = {repo.path: self.host_path(repo.path) for repo in task.patchable_repos()}
-        self.paths = HostPaths({**roots, SCRATCH_DIR: self.host_path(SCRATCH_DIR)})
+        self.paths = PathGuard({**roots, SCRATCH_DIR: self.host_path(SCRATCH_DIR)})
         self.processes: list[LocalProcess] = []
         refuse_secrets(task.sandbox.env, task)
 
@@ -58,10 +66,18 @@ class LocalSandbox:
         return self.root / sandbox_path.lstrip("/")
 
     def start(self) -> None:
-        global _warned
-        if not _warned:
-            logger.warning("local sandbox: commands run on this host with no isolation (task %s)", self.task.name)
-            _warned = True
+        hidden = hide_own_environment()
+        if pid_namespace():
+            how = "hidden from them (each command has its own PID namespace and /proc)"
+        else:
+            how = "hidden from them (porter is not dumpable)" if hidden and os.geteuid() else "NOT hidden from them"
+        logger.warning(
+            "local sandbox (task %s): NO ISOLATION. Commands run on this host as %s and can read and write every "
+            "file that user can; porter's own environment is %s",
+            self.task.name,
+            "root" if os.geteuid() == 0 else "you",
+            how,
+        )
         self.host_path(SCRATCH_DIR).mkdir(parents=True, exist_ok=True)
         self.host_path(self.task.sandbox.workdir).mkdir(parents=True, exist_ok=True)
         for repo in self.task.repos:
@@ -92,7 +108,7 @@ class LocalSandbox:
 
     def environment(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         refuse_secrets(extra or {}, self.task)
-        env = {name: os.environ[name] for name in ("PATH", "HOME", "LANG") if name in os.environ}
+        env = {name: os.environ[name] for name in ENVIRONMENT_ALLOWED if name in os.environ}
         env.update(self.task.sandbox.env)
         env.update(extra or {})
         env["PORTER_SANDBOX_ROOT"] = str(self.root)
@@ -105,7 +121,7 @@ class LocalSandbox:
         started = time.monotonic()
         try:
             child = subprocess.Popen(
-                ["bash", "-c", cmd],
+                command_argv(cmd),
                 cwd=self.host_path(workdir),
                 env=self.environment(),
                 stdout=subprocess.PIPE,
@@ -134,7 +150,7 @@ class LocalSandbox:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "ab") as log_file:
             child = subprocess.Popen(
-                ["bash", "-c", cmd],
+                command_argv(cmd),
                 cwd=self.host_path(self.task.sandbox.workdir),
                 env=self.environment(env),
                 stdout=log_file,
@@ -150,10 +166,10 @@ class LocalSandbox:
         return kill_group_record(record)
 
     def read_file(self, path: str) -> str:
-        return self.paths.read(path)
+        return self.paths.read_text(path)
 
     def write_file(self, path: str, text: str) -> None:
-        self.paths.write(path, text)
+        self.paths.write_text(path, text)
 
     def repo_dir(self, name: str) -> Path:
         try:
@@ -179,6 +195,35 @@ class LocalSandbox:
         self.processes.clear()
         if remove:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def hide_own_environment() -> bool:
+    """Make this process non-dumpable: its /proc/<pid>/environ and mem become root-only, so a command started
+    as the same user cannot read porter's keys there. Children are dumpable again after exec (kernel rule)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+@functools.cache
+def pid_namespace() -> list[str]:
+    """As root (which reads every process's /proc/PID/environ, dumpable or not), the argv prefix that gives a
+    command its own PID namespace and /proc, where porter's process does not exist; [] when unavailable."""
+    prefix = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return []
+    probe = subprocess.run([*prefix, "true"], capture_output=True)
+    return prefix if probe.returncode == 0 else []
+
+
+def command_argv(cmd: str) -> list[str]:
+    if not pid_namespace():
+        return ["bash", "-c", cmd]
+    # The namespace's PID 1 ignores signals it has no handler for: a wrapper shell takes that place, so the
+    # command itself (and a server it starts) gets TERM like anywhere else.
+    return [*pid_namespace(), "bash", "-c", 'bash -c "$1" & wait $!', "porter-sandbox", cmd]
 
 
 def _pump(pipe, sink) -> None:

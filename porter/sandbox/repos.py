@@ -15,8 +15,7 @@ import tarfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-import git
-
+from porter import safe_git
 from porter.sandbox.base import SandboxError
 
 BASELINE_AUTHOR = {
@@ -77,13 +76,21 @@ def extract_tree(
 
 
 def ensure_baseline(tree: Path) -> str:
-    """Make `tree` a git repo with a commit (keeping an existing one) and return its HEAD commit id."""
-    if (tree / ".git").exists():
-        repo = git.Repo(tree)
+    """Make `tree` a git repo with a commit (keeping an existing one) and return its HEAD commit id.
+
+    A `.git` that came with the tree (from an image) is kept only as a directory, with its config cut down
+    to keys that cannot run anything; a `.git` file (a worktree pointer into the image) is replaced.
+    """
+    dot_git = tree / ".git"
+    if dot_git.is_symlink() or dot_git.is_file():
+        dot_git.unlink()
+    if dot_git.is_dir():
+        safe_git.sanitize_config(dot_git)
+        repo = safe_git.open_repo(tree)
         if repo.head.is_valid():
             return repo.head.commit.hexsha
     else:
-        repo = git.Repo.init(tree)
+        repo = safe_git.init_repo(tree)
     with repo.git.custom_environment(**BASELINE_AUTHOR):
         repo.git.add("--all")
         repo.git.commit("--allow-empty", "--no-verify", "-q", "-m", "porter baseline: the tree as shipped in the image")

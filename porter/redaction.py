@@ -1,0 +1,169 @@
+"""Secrets porter can know of, and their removal, by value, from everything porter writes or sends.
+
+Covers which host variables count as secrets (by name: *KEY*, *TOKEN*, *SECRET*, *PASSWORD*,
+*CREDENTIAL*, cloud credentials), collecting their values once at the start of a run together with
+the task's key variable whatever its name, replacing those values (and `sk-...` bearer keys) in text,
+in bytes and in files (streamed, so a large log is never read whole), and the problems that make a
+sandbox environment or a task unacceptable (a secret by name, by value, or by `${VAR}` reference).
+Does not decide where text goes: each writer calls `redact`, and a run's outputs are swept by
+`scrub_tree` when it closes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+# Names whose values are secrets. Matched anywhere in the upper-cased name, so ZAI_APIKEY, HF_TOKEN,
+# DB_PASSWORD and GOOGLE_APPLICATION_CREDENTIALS are all caught; cloud credentials by their prefixes.
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|PRIVATE|^AWS_|^AZURE_|^GCP_|^GOOGLE_|_PAT$")
+# sk-... (OpenAI, Anthropic sk-ant-...) and similar bearer keys that porter was never told about; 16+
+# characters so prose like "sk-learn" is left alone, at most 200 so a streamed file needs a bounded overlap.
+KEY_PATTERN = r"\bsk-[A-Za-z0-9][A-Za-z0-9_\-]{15,200}"
+MIN_SECRET_LENGTH = 8  # shorter values ("1", "true", "us") would blank out ordinary words
+_VAR_REFERENCE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
+_CHUNK = 1 << 20
+
+
+def looks_secret(name: str) -> bool:
+    return bool(SECRET_NAME.search(name.upper()))
+
+
+class Secrets:
+    """The secret values of one run, each with the name of the variable it came from."""
+
+    def __init__(self, named_values: Mapping[str, str]):
+        values: dict[str, str] = {}
+        for name, value in named_values.items():
+            if value and len(value) >= MIN_SECRET_LENGTH:
+                # A value with quotes or backslashes appears escaped inside JSON lines: mask that spelling too.
+                for spelling in (value, json.dumps(value, ensure_ascii=False)[1:-1]):
+                    values.setdefault(spelling, name)
+        self.names = dict(values)
+        spellings = sorted(values, key=len, reverse=True)  # longest first: one value may contain another
+        alternatives = [re.escape(spelling) for spelling in spellings] + [KEY_PATTERN]
+        self.pattern = re.compile("|".join(alternatives))
+        self.bytes_pattern = re.compile(b"|".join(a.encode() for a in alternatives))
+        self.overlap = max([len(s.encode()) for s in spellings] + [220])
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str], key_names: Iterable[str | None] = ()) -> Secrets:
+        # A path to an existing file (AWS_CA_BUNDLE, GOOGLE_APPLICATION_CREDENTIALS) names a secret, is not one.
+        named = {name: value for name, value in environ.items() if looks_secret(name) and not _existing_path(value)}
+        named.update({name: environ[name] for name in key_names if name and name in environ})
+        return cls(named)
+
+    def _label(self, found: str) -> str:
+        name = self.names.get(found)
+        return f"[REDACTED:{name}]" if name else "sk-[REDACTED]"
+
+    def redact(self, text: str) -> str:
+        return self.pattern.sub(lambda match: self._label(match.group(0)), text)
+
+    def redact_bytes(self, data: bytes) -> bytes:
+        return self.bytes_pattern.sub(lambda match: self._label(match.group(0).decode()).encode(), data)
+
+    def value_names(self, text: str) -> list[str]:
+        """Names of the secrets whose values occur in `text` (bearer keys as `sk-...`)."""
+        return sorted({self.names.get(match.group(0), "sk-...") for match in self.pattern.finditer(text)})
+
+    def scrub_file(self, path: Path) -> bool:
+        """Rewrite `path` without secrets (streamed, atomically); False when it had none and was left alone."""
+        with open(path, "rb") as source:
+            if not self.copy_redacted(source, None):
+                return False
+        temporary = path.with_name(f".{path.name}.redacting")
+        with open(path, "rb") as source, open(temporary, "wb") as target:
+            self.copy_redacted(source, target)
+        os.chmod(temporary, path.stat().st_mode & 0o7777)
+        os.replace(temporary, path)
+        return True
+
+    def copy_redacted(self, source, target) -> bool:
+        """Copy source to target redacted (target None: only look); True when a secret was found."""
+        found, carry = False, b""
+        while True:
+            chunk = source.read(_CHUNK)
+            data = carry + chunk
+            # Keep back the last `overlap` bytes: a secret may straddle two chunks.
+            limit = len(data) if not chunk else len(data) - self.overlap
+            out, position = bytearray(), 0
+            for match in self.bytes_pattern.finditer(data):
+                if match.start() >= limit:
+                    break
+                found = True
+                out += data[position : match.start()] + self._label(match.group(0).decode()).encode()
+                position = match.end()
+            end = max(position, limit, 0)
+            out += data[position:end]
+            carry = data[end:]
+            if target is not None:
+                target.write(out)
+            if not chunk:
+                return found
+
+
+def _existing_path(value: str) -> bool:
+    return value.startswith("/") and os.path.exists(value)
+
+
+_known: Secrets | None = None
+
+
+def collect(environ: Mapping[str, str] | None = None, key_names: Iterable[str | None] = ()) -> Secrets:
+    """Gather the secrets of this process (and the task's key variable) once; `redact` uses them from then on."""
+    global _known
+    environ = os.environ if environ is None else environ
+    _known = Secrets.from_environment(environ, key_names)
+    return _known
+
+
+def known() -> Secrets:
+    return _known if _known is not None else collect()
+
+
+def redact(text: str) -> str:
+    """`text` with every known secret value replaced by `[REDACTED:NAME]` and bearer keys by `sk-[REDACTED]`."""
+    return known().redact(text)
+
+
+def scrub_tree(root: Path, skip: Iterable[Path] = ()) -> list[Path]:
+    """Redact every regular file under `root` (not following links, not under `skip`); returns those rewritten."""
+    skipped = {Path(path).resolve() for path in skip}
+    secrets, rewritten = known(), []
+    for directory, subdirectories, files in os.walk(root):
+        subdirectories[:] = [d for d in subdirectories if Path(directory, d).resolve() not in skipped]
+        for name in files:
+            path = Path(directory, name)
+            if not path.is_symlink() and path.is_file() and secrets.scrub_file(path):
+                rewritten.append(path)
+    return rewritten
+
+
+def environment_problems(env: Mapping[str, str], key_name: str | None = None) -> list[str]:
+    """Why `env` must not reach a sandbox: secret-looking names, the task's key, secret values, `${SECRET}`."""
+    secrets, problems = known(), []
+    for name, value in env.items():
+        if looks_secret(name) or name == key_name:
+            problems.append(f"{name} (a secret by its name)")
+        elif secrets.value_names(value):
+            problems.append(f"{name} (its value is the secret {', '.join(secrets.value_names(value))})")
+        else:
+            references = [ref for ref in _VAR_REFERENCE.findall(value) if looks_secret(ref) or ref == key_name]
+            if references:
+                problems.append(f"{name} (refers to the secret variable {', '.join(references)})")
+    return problems
+
+
+def secret_fields(data: object, path: str = "") -> list[str]:
+    """Dotted paths of the fields of `data` (a task as plain data) whose text holds a known secret value."""
+    if isinstance(data, dict):
+        return [found for key, value in data.items() for found in secret_fields(value, f"{path}.{key}".lstrip("."))]
+    if isinstance(data, list):
+        return [found for index, value in enumerate(data) for found in secret_fields(value, f"{path}[{index}]")]
+    if isinstance(data, str) and known().value_names(data):
+        return [f"{path} (holds the value of {', '.join(known().value_names(data))})"]
+    return []

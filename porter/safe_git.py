@@ -1,0 +1,135 @@
+"""porter's own git, hardened so that nothing a sandbox writes into a repo is ever executed on the host.
+
+The trees porter patches are written by the sandbox (in Docker their `.git` is mounted read-only, but a
+local sandbox can write anything), so every git porter runs on them: disables hooks, fsmonitor, the
+`ext::` transport, submodule recursion and pagers on its command line (`-c` beats every config file and
+is inherited by any git it spawns); pins GIT_DIR and GIT_WORK_TREE to the repo it checked, so a planted
+`.git` file cannot redirect it; ignores the system config; and refuses a repo whose own config sets
+anything outside a short allow-list (filters, textconv, external diff, includes, fsmonitor, ...), which
+`sanitize_config` strips once from a tree copied out of an image, before any sandbox sees it.
+Does not decide what to commit (porter/repos.py) nor where trees live (the sandboxes).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import git
+
+from porter.sandbox.base import SandboxError
+
+HARDENING = (
+    "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
+    "core.untrackedCache=false",
+    "core.pager=cat",
+    "protocol.ext.allow=never",
+    "diff.ignoreSubmodules=all",
+    "status.submoduleSummary=false",
+    "submodule.recurse=false",
+)
+ENVIRONMENT = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
+# Repo-local config keys that only describe data; anything else (filter.*, diff.*.textconv, include.*,
+# core.fsmonitor, core.sshCommand, remote.*.uploadpack, ...) can make git run a command.
+ALLOWED_KEY = re.compile(
+    r"^(?:core\.(?:repositoryformatversion|filemode|bare|logallrefupdates|ignorecase|precomposeunicode|symlinks"
+    r"|autocrlf|eol|safecrlf|quotepath|checkstat|trustctime|abbrev|compression|bigfilethreshold)"
+    r"|user\.(?:name|email)|init\.defaultbranch|gc\.[a-z]+|pack\.[a-z]+|index\.[a-z]+"
+    r"|extensions\.objectformat|branch\..+\.(?:remote|merge|rebase)|remote\..+\.(?:url|pushurl|fetch|tagopt|prune))$"
+)
+
+
+class UntrustedRepo(SandboxError):
+    """A repo holding something porter did not write and will not run git on (or commit); the message says what."""
+
+
+def _config_entries(config: Path) -> list[tuple[str, str]]:
+    if not config.exists():
+        return []
+    listed = subprocess.run(
+        ["git", "config", "--no-includes", "--file", str(config), "--list", "-z"],
+        capture_output=True,
+        env=_environment(),
+        check=True,
+    ).stdout.decode(errors="replace")
+    entries = []
+    for item in filter(None, listed.split("\0")):
+        key, _, value = item.partition("\n")
+        entries.append((key, value))
+    return entries
+
+
+def check_git_dir(git_dir: Path, name: str = "") -> None:
+    """Raise UntrustedRepo when the repo's own config could make git run something, or points elsewhere."""
+    git_dir = Path(git_dir)
+    what = f"repo {name!r}" if name else str(git_dir)
+    if not git_dir.is_dir() or git_dir.is_symlink():
+        raise UntrustedRepo(f"{what}: {git_dir} is not a git directory porter made (a link or a file); refusing it")
+    for extra in ("commondir", "config.worktree"):
+        if (git_dir / extra).exists():
+            raise UntrustedRepo(f"{what}: {git_dir / extra} redirects git's config; porter did not write it")
+    unknown = sorted({key for key, _ in _config_entries(git_dir / "config") if not ALLOWED_KEY.match(key)})
+    if unknown:
+        raise UntrustedRepo(
+            f"{what}: {git_dir / 'config'} sets {unknown}, which porter did not write and which can make git run "
+            "commands; porter will not run git on it (the sandbox must not change .git)"
+        )
+
+
+def sanitize_config(git_dir: Path) -> list[str]:
+    """Drop every config key outside the allow-list (a tree fresh from an image); returns the dropped keys."""
+    config = Path(git_dir) / "config"
+    entries = _config_entries(config)
+    dropped = sorted({key for key, _ in entries if not ALLOWED_KEY.match(key)})
+    if dropped:
+        fresh = config.with_name("config.porter-tmp")
+        fresh.unlink(missing_ok=True)
+        for key, value in entries:
+            if ALLOWED_KEY.match(key):
+                add = ["git", "config", "--file", str(fresh), "--add", key, value]
+                subprocess.run(add, env=_environment(), check=True)
+        fresh.touch()
+        os.replace(fresh, config)
+    for extra in ("commondir", "config.worktree"):
+        (Path(git_dir) / extra).unlink(missing_ok=True)
+    return dropped
+
+
+def harden(repo: git.Repo) -> git.Repo:
+    """Make every git command of `repo` run hardened, pinned to its checked git dir and work tree."""
+    check_git_dir(Path(repo.git_dir))
+    repo.git.set_persistent_git_options(c=list(HARDENING))
+    pinned = {"GIT_DIR": repo.git_dir, "GIT_WORK_TREE": repo.working_tree_dir} if repo.working_tree_dir else {}
+    repo.git.update_environment(**ENVIRONMENT, **pinned)
+    return repo
+
+
+def open_repo(path: Path | str) -> git.Repo:
+    """A hardened gitpython Repo of the tree at `path` (its `.git` must be a directory porter trusts)."""
+    try:
+        repo = git.Repo(path)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise UntrustedRepo(f"{path} is not a git repository") from None
+    return harden(repo)
+
+
+def init_repo(path: Path) -> git.Repo:
+    return harden(git.Repo.init(path))
+
+
+def _environment() -> dict[str, str]:
+    return {**os.environ, **ENVIRONMENT}
+
+
+def run(tree: Path, arguments: list[str], stdin: str | None = None) -> subprocess.CompletedProcess:
+    """`git ARGUMENTS` in `tree`, hardened (for commands gitpython has no call for, such as `apply`)."""
+    git_dir = Path(tree) / ".git"
+    check_git_dir(git_dir)
+    hardening = [word for option in HARDENING for word in ("-c", option)]
+    env = {**_environment(), "GIT_DIR": str(git_dir), "GIT_WORK_TREE": str(tree)}
+    return subprocess.run(
+        ["git", *hardening, *arguments], cwd=tree, input=stdin, capture_output=True, text=True, env=env
+    )
