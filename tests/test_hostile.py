@@ -139,7 +139,7 @@ def test_the_local_sandbox_hides_porters_environment(host_secrets, tmp_path):
     redaction.collect()
     spec = {
         "name": "hostile-local",
-        "model": {"id": "org/demo", "path": "/models/demo"},
+        "model": {"id": "org/demo", "path": "/models/demo", "in_image": True, "overlay": False},
         "hardware": {"gpu": "MI355X", "count": 1},
         "sandbox": {"kind": "local", "workdir": "/work", "env": {"VISIBLE": "yes"}},
         "serve": {"command": "true"},

@@ -70,6 +70,7 @@ def test_glm52_task_gives_the_rocm_options(tmp_path):
         "/sgl-workspace/aiter": (str(tmp_path / "repos/aiter"), False),
         "/sgl-workspace/sglang/.git": (str(tmp_path / "repos/sglang/.git"), True),
         "/sgl-workspace/aiter/.git": (str(tmp_path / "repos/aiter/.git"), True),
+        "/models/GLM-5.2-MXFP4/.git": (str(tmp_path / "repos/model/.git"), True),
         "/porter/scratch": (str(tmp_path / "scratch"), False),
     }
 
