@@ -45,6 +45,24 @@ class TrackedRepo:
             raise ValueError(f"repo {name!r}: {exc}") from None
         self._ignore_build_products()
 
+    def _stage(self, **options) -> None:
+        try:
+            self.repo.git.add(A=True, **options)
+        except git.GitCommandError as exc:
+            raise ValueError(
+                f"repo {self.name!r}: git cannot stage the tree ({exc.stderr.strip()}); a nested repository or an "
+                "unreadable file is in the way: remove it, or revert"
+            ) from None
+
+    def _new_gitlinks(self) -> list[str]:
+        """Paths staged as another repository (mode 160000) that HEAD does not have: a repo planted in the tree."""
+
+        def gitlinks(listing: str) -> set[str]:
+            return {line.split("\t", 1)[1] for line in listing.splitlines() if line.startswith("160000 ")}
+
+        staged = gitlinks(self.repo.git.ls_files("--stage"))
+        return sorted(staged - gitlinks(self.repo.git.ls_tree("-r", "HEAD")))
+
     def _check(self) -> None:
         # A local sandbox can write .git at any time: check the config before every git call that reads the tree.
         safe_git.check_git_dir(Path(self.repo.git_dir), self.name)
@@ -87,31 +105,39 @@ class TrackedRepo:
     def diff(self) -> str:
         """The pending change against the last commit, new files included."""
         self._check()
-        self.repo.git.add(A=True, intent_to_add=True)
+        self._stage(intent_to_add=True)
         return self.repo.git.diff("HEAD")
 
     def changed_files(self) -> list[str]:
         self._check()
-        self.repo.git.add(A=True, intent_to_add=True)
+        self._stage(intent_to_add=True)
         return [line for line in self.repo.git.diff("HEAD", name_only=True).splitlines() if line]
 
     def accept(self, state: RepoState, message: str) -> str:
         if not self.is_dirty():
             raise ValueError(f"repo {self.name!r} has no change to commit")
-        escaping = escaping_links(self.path, self.changed_files())
+        files = self.changed_files()
+        escaping = escaping_links(self.path, files)
         if escaping:
             raise ValueError(f"repo {self.name!r}: refusing to commit symbolic links that leave the tree: {escaping}")
-        self.repo.git.add(A=True)
+        self._stage()
+        nested = self._new_gitlinks()
+        if nested:
+            self.repo.git.reset("-q")  # unstage; the tree is left as it was for the agent to fix or revert
+            raise ValueError(f"repo {self.name!r}: refusing to commit other git repositories inside it: {nested}")
         commit = self.repo.index.commit(redact(message), author=PORTER_AUTHOR, committer=PORTER_AUTHOR, skip_hooks=True)
         state.accepted.append(commit.hexsha)
         return commit.hexsha
 
     def revert(self) -> list[str]:
         """Drop the pending change (tracked edits and new files); returns the files it touched."""
-        touched = self.changed_files()
+        try:
+            touched = self.changed_files()
+        except ValueError:
+            touched = []  # whatever blocks staging (a nested repo) goes below: the revert itself must not fail
         self._check()
         self.repo.git.reset("--hard", "HEAD")
-        self.repo.git.clean("-fd")
+        self.repo.git.clean("-ffd")  # -ff: nested repositories planted in the tree go too
         return touched
 
 

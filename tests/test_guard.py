@@ -163,6 +163,34 @@ def test_a_planted_hook_and_fsmonitor_are_never_run(tmp_path):
     assert not marker.exists()
 
 
+def test_a_nested_repo_with_an_fsmonitor_is_never_run_nor_committed(tmp_path):
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "a.py").write_text("x\n")
+    tracked = _repo(tree)
+    state = tracked.begin()
+    marker = tmp_path / "pwned"
+    nested = git.Repo.init(tree / "sub")
+    (tree / "sub" / "f.txt").write_text("f\n")
+    with pytest.raises(ValueError, match="a nested repository or an unreadable file is in the way"):
+        tracked.changed_files()  # no commit in it yet: git cannot stage it, and says so as a tool error
+    nested.git.add(A=True)
+    nested.git.commit("-m", "planted", author="m <m@x>", env={"GIT_COMMITTER_NAME": "m", "GIT_COMMITTER_EMAIL": "m@x"})
+    nested.git.config("core.fsmonitor", f"touch {marker}; false")
+    nested.git.config("filter.evil.clean", f"touch {marker}; cat")
+    (tree / "sub" / ".gitattributes").write_text("* filter=evil\n")
+    assert tracked.is_dirty()
+    tracked.diff()
+    (tree / "a.py").write_text("y\n")
+    head = tracked.repo.head.commit.hexsha
+    with pytest.raises(ValueError, match=r"other git repositories inside it: \['sub'\]"):
+        tracked.accept(state, "Take the nested repo")
+    assert tracked.repo.head.commit.hexsha == head
+    tracked.revert()
+    assert not (tree / "sub").exists() and not tracked.is_dirty()
+    assert not marker.exists()
+
+
 @pytest.mark.parametrize(
     ("key", "value"),
     [

@@ -39,6 +39,7 @@ from porter.sandbox.docker_options import (
     check_host_resources,
     container_options,
     image_name,
+    owner_alive,
     owner_labels,
     repo_host_dir,
 )
@@ -132,10 +133,15 @@ class DockerSandbox:
         """The run's container, unless an earlier porter process owns it: that one is recreated (the repos live
         on the host), so its labels name the live owner and `porter sandbox prune` spares it."""
         found = self._find()
-        if found is not None and self.owned and found.labels.get(OWNER_PID) != str(os.getpid()):
-            found.remove(force=True)
-            return None
-        return found
+        if found is None or not self.owned or found.labels.get(OWNER_PID) == str(os.getpid()):
+            return found
+        if owner_alive(found.labels):
+            raise SandboxError(
+                f"the sandbox {found.name} of run {self.run_id} belongs to another live porter process "
+                f"(pid {found.labels.get(OWNER_PID)}); one run directory takes one porter at a time"
+            )
+        found.remove(force=True)
+        return None
 
     def _find(self):
         filters = {"label": [f"porter.run={self.run_id}", f"porter.task={self.task.name}", f"{MANAGED_LABEL}=1"]}
