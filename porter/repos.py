@@ -49,7 +49,7 @@ class TrackedRepo:
         try:
             self.repo.git.add(A=True, **options)
         except git.GitCommandError as exc:
-            raise ValueError(
+            raise safe_git.UntrustedRepo(
                 f"repo {self.name!r}: git cannot stage the tree ({exc.stderr.strip()}); a nested repository or an "
                 "unreadable file is in the way: remove it, or revert"
             ) from None
@@ -119,12 +119,12 @@ class TrackedRepo:
         files = self.changed_files()
         escaping = escaping_links(self.path, files)
         if escaping:
-            raise ValueError(f"repo {self.name!r}: refusing to commit symbolic links that leave the tree: {escaping}")
+            raise safe_git.UntrustedRepo(f"repo {self.name!r}: refusing to commit symbolic links out of it: {escaping}")
         self._stage()
         nested = self._new_gitlinks()
         if nested:
             self.repo.git.reset("-q")  # unstage; the tree is left as it was for the agent to fix or revert
-            raise ValueError(f"repo {self.name!r}: refusing to commit other git repositories inside it: {nested}")
+            raise safe_git.UntrustedRepo(f"repo {self.name!r}: refusing to commit nested git repositories: {nested}")
         commit = self.repo.index.commit(redact(message), author=PORTER_AUTHOR, committer=PORTER_AUTHOR, skip_hooks=True)
         state.accepted.append(commit.hexsha)
         return commit.hexsha
@@ -133,7 +133,7 @@ class TrackedRepo:
         """Drop the pending change (tracked edits and new files); returns the files it touched."""
         try:
             touched = self.changed_files()
-        except ValueError:
+        except safe_git.UntrustedRepo:
             touched = []  # whatever blocks staging (a nested repo) goes below: the revert itself must not fail
         self._check()
         self.repo.git.reset("--hard", "HEAD")

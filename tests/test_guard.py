@@ -172,7 +172,7 @@ def test_a_nested_repo_with_an_fsmonitor_is_never_run_nor_committed(tmp_path):
     marker = tmp_path / "pwned"
     nested = git.Repo.init(tree / "sub")
     (tree / "sub" / "f.txt").write_text("f\n")
-    with pytest.raises(ValueError, match="a nested repository or an unreadable file is in the way"):
+    with pytest.raises(safe_git.UntrustedRepo, match="a nested repository or an unreadable file is in the way"):
         tracked.changed_files()  # no commit in it yet: git cannot stage it, and says so as a tool error
     nested.git.add(A=True)
     nested.git.commit("-m", "planted", author="m <m@x>", env={"GIT_COMMITTER_NAME": "m", "GIT_COMMITTER_EMAIL": "m@x"})
@@ -183,7 +183,7 @@ def test_a_nested_repo_with_an_fsmonitor_is_never_run_nor_committed(tmp_path):
     tracked.diff()
     (tree / "a.py").write_text("y\n")
     head = tracked.repo.head.commit.hexsha
-    with pytest.raises(ValueError, match=r"other git repositories inside it: \['sub'\]"):
+    with pytest.raises(safe_git.UntrustedRepo, match=r"refusing to commit nested git repositories: \['sub'\]"):
         tracked.accept(state, "Take the nested repo")
     assert tracked.repo.head.commit.hexsha == head
     tracked.revert()

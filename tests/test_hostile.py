@@ -99,7 +99,8 @@ def test_the_issue_attack_is_refused_at_every_step(docker_client, host_secrets, 
     finally:
         runs.finish_outputs(ctx)
         ctx.sandbox.stop(remove=True)
-    results = [record["content"] for record in tool_results(ctx.run_dir)]
+    records = tool_results(ctx.run_dir)
+    results = [record["content"] for record in records]
     assert "resolves through a symbolic link to /proc/" in results[1] and "leak_env.txt" in results[1]
     assert "host_etc/porter_pwned resolves through a symbolic link to /etc" in results[2]
     assert "host_dir/planted.txt resolves through a symbolic link" in results[3]
@@ -111,7 +112,7 @@ def test_the_issue_attack_is_refused_at_every_step(docker_client, host_secrets, 
     assert "inside a repo's .git directory" in results[9]
     assert "[REDACTED:ZAI_APIKEY]" in results[10] and "[REDACTED:PORTER_TEST_MODEL_ACCESS]" in results[10]
     assert "[REDACTED:ZAI_APIKEY]" in results[11] and "TWIN_TIME_SCALE" in results[11]
-    assert json.loads(results[13].rsplit("\n", 1)[-1])["tool"] == "accept"
+    assert records[13]["name"] == "accept" and "internal error" not in results[13]
     assert _fingerprint(watched) == before
     assert not marker.exists()
     assert (tree / ".git" / "config").read_bytes() == git_config

@@ -8,7 +8,8 @@ import pytest
 from local_tasks import open_local_run
 
 from porter import agent, tools
-from porter.models import ScriptedModel, redact
+from porter.models import ScriptedModel
+from porter.redaction import redact
 from porter.transcript import read_transcript
 
 
