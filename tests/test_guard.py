@@ -191,6 +191,20 @@ def test_a_nested_repo_with_an_fsmonitor_is_never_run_nor_committed(tmp_path):
     assert not marker.exists()
 
 
+def test_a_patch_through_a_symlink_does_not_apply(layout):
+    tree, outside, _ = layout
+    ensure_baseline(tree)
+    (tree / "host").symlink_to(outside)
+    patch = "--- a/host/secret.txt\n+++ b/host/secret.txt\n@@ -1 +1 @@\n-host only\n+pwned\n"
+    new_file = "--- /dev/null\n+++ b/host/planted.txt\n@@ -0,0 +1 @@\n+pwned\n"
+    for text in (patch, new_file):
+        assert patch_problems(text) == []  # nothing in the text says "link": git must refuse it by itself
+        applied = safe_git.run(tree, ["apply", "--recount", "-"], stdin=text)
+        assert applied.returncode != 0 and "beyond a symbolic link" in applied.stderr
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+    assert (outside / "secret.txt").read_text() == "host only\n"
+
+
 @pytest.mark.parametrize(
     ("key", "value"),
     [
