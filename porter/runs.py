@@ -76,6 +76,7 @@ def open_run(task: Task, task_path: str, resume_dir: str | None = None) -> RunCo
     ctx = RunContext(task, sandbox, state, run_dir, transcript, repos)
     if resume_dir:
         ctx.kill_leftover_server()  # a SIGKILLed porter leaves its server holding the port and the devices
+        scrub_run_dir(ctx)  # a killed porter never swept what it had written (server logs, error log)
         transcript.record("note", step=state.step, text=f"resumed from {run_dir}; the server is not running")
         state.finished = None
         state.messages.append(
