@@ -15,11 +15,12 @@ Figures (the last line printed is one JSON object):
   an ablation, not a true held-out test: the rules were written by people who had read every log;
 - key-line recall: the labelled line is in the excerpt, plain and buried in `--noise-lines` lines of healthy
   engine noise (porter.triage.noise), over the cases whose label quotes a line of the posted log;
-- speed (one core, after a warm-up, median of 3) of triage_file on a healthy engine log with a crash
+- speed (one core, after a warm-up, median of 3; MB per CPU-second, which a shared machine does not skew, and
+  MB per wall-second beside it) of triage_file on a healthy engine log with a crash
   inside, the same with aiter untuned-config warnings, and all-new prose (request logging whose prompts are
   English drawn with Zipf weights from a vocabulary that includes words like "error", "memory", "build",
   "default", "support", "still" and "change", so some lines do reach the rules);
-- peak RSS and MB/s of `porter triage` in a child process on a `--rss-mb` file with no newline at all (tqdm
+- peak RSS and MB per CPU-second of triage_file in a child process on a `--rss-mb` file with no newline at all (tqdm
   redraws joined by \\r) with a HIP out-of-memory message inside one redraw.
 """
 
@@ -152,22 +153,23 @@ def speed(megabytes: int, make_block) -> dict:
         triage_file(path)
         timings = []
         for _ in range(3):
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             result = triage_file(path)
-            timings.append(time.perf_counter() - started)
+            timings.append((time.process_time() - cpu_started, time.perf_counter() - started))
     finally:
         path.unlink()
-    median = statistics.median(timings)
+    cpu, wall = statistics.median(t[0] for t in timings), statistics.median(t[1] for t in timings)
     return {
         "bytes": size,
-        "median_s": round(median, 3),
-        "mb_per_s": round(size / median / 1e6, 1),
+        "median_cpu_s": round(cpu, 3),
+        "mb_per_s": round(size / cpu / 1e6, 1),
+        "mb_per_s_wall": round(size / wall / 1e6, 1),
         "category": result.category,
     }
 
 
 def one_line_file_rss(megabytes: int) -> dict:
-    """Peak RSS and MB/s of a child `porter triage` on a file of tqdm redraws with no newline at all."""
+    """Peak RSS and MB/s of triage_file in a child process on a file of tqdm redraws with no newline at all."""
     redraw = "".join(
         f"\rLoading safetensors checkpoint shards: {percent:3d}% Completed | {percent}/100 [01:{percent:02d}<02:10]"
         for percent in range(100)
@@ -188,12 +190,14 @@ def one_line_file_rss(megabytes: int) -> dict:
         seconds = time.perf_counter() - started
     finally:
         path.unlink()
-    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = usage.ru_utime + usage.ru_stime
     return {
         "bytes": size,
-        "seconds": round(seconds, 2),
-        "mb_per_s": round(size / seconds / 1e6, 1),
-        "peak_rss_mb": round(peak_kib / 1024, 1),
+        "cpu_s": round(cpu, 2),
+        "mb_per_s": round(size / cpu / 1e6, 1),
+        "mb_per_s_wall": round(size / seconds / 1e6, 1),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
         "category": child.stdout.strip() or child.stderr.strip()[-200:],
     }
 
@@ -243,7 +247,10 @@ def main() -> int:
         "all_new_prose": speed(args.speed_mb, prose_blocks),
     }
     for name, figure in figures.items():
-        print(f"speed {name}: {figure['mb_per_s']} MB/s on {figure['bytes'] / 1e6:.0f} MB (median of 3, one core)")
+        print(
+            f"speed {name}: {figure['mb_per_s']} MB/s per CPU second ({figure['mb_per_s_wall']} MB/s wall) on "
+            f"{figure['bytes'] / 1e6:.0f} MB, median of 3, one core"
+        )
     one_line = one_line_file_rss(args.rss_mb)
     print(
         f"one {one_line['bytes'] / 1e6:.0f} MB line: {one_line['mb_per_s']} MB/s, peak RSS {one_line['peak_rss_mb']} MB"

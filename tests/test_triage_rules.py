@@ -139,6 +139,13 @@ CLASS_LINES = [
         "UserWarning: Attempting to use hipBLASLt on an unsupported architecture! Overriding blas backend to hipblas",
     ),
     ("other", "what():  std::filesystem::remove: Permission denied: /root/.cache/x"),
+    (
+        "out_of_memory",
+        "ValueError: The model's max seq len (131072) is larger than the maximum number of tokens that can be "
+        "stored in KV cache (51200). Try increasing `gpu_memory_utilization` or decreasing `max_model_len`",
+    ),
+    ("quant_config_mismatch", "ValueError: Unsupported quantization method: mxfp4_moe_v2"),
+    ("compile_error", "torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised: LoweringException"),
 ]
 
 

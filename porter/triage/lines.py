@@ -29,7 +29,15 @@ TRIGGER_WORDS = (
     *("_status_", "hiperror", "hip error", "kernel image", "device function", "nobinary", "code object", "hipmodule"),
     # memory
     *("of memory", "enough memory", "allocate memory", "available memory", "cache memory", "outofmemory"),
-    *("insufficient", "profiled value", "max_total_num_tokens", "oom-kill", "oom_kill", "illegal memory"),
+    *(
+        "stored in kv cache",
+        "insufficient",
+        "profiled value",
+        "max_total_num_tokens",
+        "oom-kill",
+        "oom_kill",
+        "illegal memory",
+    ),
     *("illegaladdress", "memory access", "access fault", "page fault", "memory fault", "memory_fault", "_fault"),
     *("fault by", "retry fault", "amdgpu", "utcl2", "gfxhub", "mmhub", "gpu hang", "gpu reset"),
     # support, dtypes, kernels, arch
@@ -41,7 +49,16 @@ TRIGGER_WORDS = (
     *("param_data", "loaded_weight", "params_dict", "unexpected key", "missing key", "quantization", "quant_config"),
     *("exclude",),
     # compilers and builds
-    *("undefined symbol", "undefined reference", "compilation", "failed to compile", "llvm", "linker command"),
+    *(
+        "compilerfailed",
+        "inductorerror",
+        "undefined symbol",
+        "undefined reference",
+        "compilation",
+        "failed to compile",
+        "llvm",
+        "linker command",
+    ),
     *("of resource", "outofresource", "resources requested", "build stopped", "start build", "finish build"),
     # collectives and transport
     *("collective", "watchdog", "nccl warn", "nccl communicator", "processgroup", "process group", "tcpstore"),
@@ -80,6 +97,7 @@ PREFIX = re.compile(
     | \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+(?:(?:stdout|stderr)\s+[FP]\s)?  # k8s / CI
     | \d{4}-\d\d-\d\d[ ]\d\d:\d\d:\d\d(?:[.,]\d+)?\s+(?:\[[A-Za-z]+\]\s+)?               # stamp [Level]
     | \d{1,3}%\|[^|\n]{0,200}\|[^\[\n]{0,40}\[[^\]\n]{0,60}\]                         # a tqdm bar left on the line
+    | \[\s*\d+\.\d+\]\s                                                   # dmesg
     | \((?P<worker>[\w.-]+(?:\s+pid=\d+)?(?:,\s*ip=[\d.]+)?)\)\s*          # (Worker_TP0 pid=12) (raylet)
     | \[(?P<rank>rank\d+)\]:\s?                                           # torchrun
     | (?P<level>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s+(?:\d\d-\d\d\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+)?

@@ -126,9 +126,10 @@ RULES: tuple[Rule, ...] = (
         "negative_kv_budget",
         "out_of_memory",
         92,
-        ("profiled value", "max_total_num_tokens", "memory"),
+        ("profiled value", "max_total_num_tokens", "memory", "kv cache"),
         r"profiled value -\d|max_total_num_tokens=-\d|(?i:not enough memory)|No available memory for the cache blocks"
-        r"|larger than the available KV cache memory|(?i:insufficient (?:gpu |device )?memory)",
+        r"|larger than the available KV cache memory|(?i:insufficient (?:gpu |device )?memory)"
+        r"|larger than the maximum number of tokens that can be stored in KV cache",
     ),
     _rule(
         "triton_out_of_resources",
@@ -146,7 +147,7 @@ RULES: tuple[Rule, ...] = (
         ),
         r"OutOfResources|out of resource: (?:shared memory|registers)|CompilationError|CompileError"
         r"|Error building extension|undefined symbol|undefined reference to|LLVM ERROR|linker command failed"
-        r"|compilation (?:failed|terminated)|failed to compile|error in backend",
+        r"|compilation (?:failed|terminated)|failed to compile|error in backend|BackendCompilerFailed|InductorError",
     ),
     _rule(
         "quantized_name_miss",
@@ -157,7 +158,8 @@ RULES: tuple[Rule, ...] = (
         r"|has no attribute '\w*(?:weight|scale|qzeros|g_idx|zero_point)\w*'"
         r"|\b[\w.]*(?:_scale|qweight|qzeros|scales|g_idx|zero_point|blockscale)\w*'? (?:is )?not found in "
         r"|(?i:(?:unexpected|missing) keys?\b.{0,120}(?:_scale|qweight|qzeros|g_idx|zero_point|blockscale))"
-        r"|(?i:unknown quantization method|quant(?:ization)?[ _]config\S* (?:not found|is missing|mismatch|does not))",
+        r"|(?i:(?:unknown|unsupported|invalid) quantization (?:method|scheme|type)"
+        r"|quant(?:ization)?[ _]config\S* (?:not found|is missing|mismatch|does not))",
     ),
     _rule(
         "dtype_unsupported",

@@ -43,13 +43,21 @@ SHORT_PATH = re.compile(r".*(?:site-packages/|dist-packages/|/python/)")
 
 
 def hit_lines(chunk: bytes) -> dict[int, list[int]]:
-    """Index of each line of `chunk` that holds a trigger word -> the offsets of those words in `chunk`."""
+    """Index of each line of `chunk` that holds a trigger word -> the offsets of those words in `chunk` (all of
+    them for a line longer than LONG_LINE_BYTES, which is read around each; the first otherwise)."""
     hits: dict[int, list[int]] = {}
-    index, previous = 0, 0
+    index, counted_to, line_end, long_line = 0, 0, -1, False
     for position in trigger_positions(chunk):
-        index += chunk.count(b"\n", previous, position)
-        previous = position
-        hits.setdefault(index, []).append(position)
+        if position < line_end:  # another word on the line just seen
+            if long_line:
+                hits[index].append(position)
+            continue
+        index += chunk.count(b"\n", counted_to, position)
+        counted_to = position
+        line_end = chunk.find(b"\n", position)
+        line_end = len(chunk) if line_end < 0 else line_end
+        long_line = line_end - chunk.rfind(b"\n", 0, position) > LONG_LINE_BYTES
+        hits[index] = [position]
     return hits
 
 
