@@ -121,6 +121,12 @@ CLASS_LINES = [
     ("compile_error", "ld.lld: error: unable to find library -lamdhip64"),
     ("compile_error", "fatal error: error in backend: Cannot select: intrinsic %llvm.amdgcn.mfma.f32.32x32x16.fp8"),
     ("compile_error", "[aiter] failed build jit [module_gemm_a8w8]"),
+    (
+        "compile_error",
+        "subprocess.CalledProcessError: Command '['/opt/rocm/llvm/bin/clang++', '--offload-arch=gfx942', '-c', "
+        "'k.hip']' returned non-zero exit status 1.",
+    ),
+    ("compile_error", "make[2]: *** [CMakeFiles/ggml-hip.dir/build.make:76: ggml-hip/mmq.cu.o] Error 1"),
     # quantised parameter names the loader cannot place
     ("quant_config_mismatch", "ValueError: model.layers.0.mlp.down_proj.weight_scale not found in params_dict"),
     ("missing_rocm_guard", "ImportError: cannot import name 'flash_attn_func' from 'flash_attn' (unknown location)"),
@@ -206,6 +212,23 @@ def test_a_cuda_only_diagnostic_anywhere_makes_the_first_error_a_missing_guard()
     )
     result = triage_text(log)
     assert (result.category, result.key_line_no) == ("missing_rocm_guard", 1)
+
+
+def test_a_wrapped_build_failure_is_read_through_to_the_first_compiler_error():
+    log = (
+        "[1/3] /opt/rocm/llvm/bin/clang++ --offload-arch=gfx942 -c moe.hip -o moe.o\n"
+        "moe.hip:12:3: error: no member named 'dispatch' in namespace 'ck'\n"
+        "ninja: build stopped: subcommand failed.\n"
+        "Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3/subprocess.py", line 571, in run\n'
+        "subprocess.CalledProcessError: Command '['ninja', '-v']' returned non-zero exit status 1.\n"
+        "\n"
+        "The above exception was the direct cause of the following exception:\n"
+        "\n"
+        "RuntimeError: Error building extension 'moe_ext'\n"
+    )
+    result = triage_text(log)
+    assert (result.category, result.key_line_no, result.facts["file"]) == ("compile_error", 2, "moe.hip")
 
 
 def test_the_cause_of_a_chained_exception_is_the_key_line():

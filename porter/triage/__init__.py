@@ -4,9 +4,11 @@
 and return a `Triage`: the category (one of rules.CATEGORIES, or "ok" for a log with no error and no
 finding), the key line and its number, the implicated file/function/kernel, a signature stable across
 runs of the same failure, an excerpt within a token budget (characters / 4) that always contains the
-key line, and every class seen as a `Finding` with structured facts for rule-based fixers. `triage_main`
-is the `porter triage` command. Modules: lines.py (prefilter, prefixes), rules.py (classes),
-facts.py, scanner.py (the pass), excerpt.py, report.py. Does not fix anything or talk to a model.
+key line, and every class seen as a `Finding` with structured facts for rule-based fixers and a confidence
+(an `other` finding is unclassified: the excerpt says so and shows the strongest evidence). When findings
+compete, the precedence is the rule scores in rules.py. `triage_main` is the `porter triage` command.
+Modules: lines.py (Aho-Corasick prefilter, prefixes), rules.py (classes, precedence), status.py (status
+codes), facts.py, scanner.py (the pass), excerpt.py, report.py. Does not fix anything or talk to a model.
 """
 
 from __future__ import annotations

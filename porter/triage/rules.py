@@ -298,9 +298,12 @@ RULES: tuple[Rule, ...] = (
         "build_failed",
         "compile_error",
         60,  # the build tool's summary or a wrapper around a build: the first compiler error beats it
-        ("ninja", "error: command", "build", "collect2"),
+        ("ninja", "error: command", "build", "collect2", "calledprocesserror", "make", "error compiling"),
         r"ninja: build stopped|(?i:error: command .{0,80}(?:hipcc|clang|g\+\+|gcc|nvcc))|collect2: error:"
-        r"|(?i:fail(?:ed)? (?:to )?build\b|build failed\b)",
+        r"|(?i:fail(?:ed)? (?:to )?build\b|build failed\b)|\bmake(?:\[\d+\])?: \*\*\* .{0,200}Error \d"
+        r"|CalledProcessError: Command .{0,300}\b(?:clang\+\+|clang|hipcc|amdclang\+\+|g\+\+|gcc|nvcc|ninja|make"
+        r"|cmake)\b"
+        r"|Error compiling objects for extension",
         confidence=0.6,
     ),
 )
