@@ -15,6 +15,7 @@ import yaml
 
 from porter import __version__
 from porter.task import TaskError, load_task
+from porter.transcript import RunDirError
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -114,7 +115,7 @@ def replay(run_or_transcript: str, sandbox_kind) -> None:
 
     try:
         report = replay_run(run_or_transcript, sandbox_kind=sandbox_kind)
-    except (FileNotFoundError, TaskError) as exc:
+    except (FileNotFoundError, TaskError, RunDirError) as exc:
         _fail(str(exc))
     click.echo(report.render())
     sys.exit(0 if report.reproduced else 1)
@@ -234,7 +235,10 @@ def report(run_dir: str) -> None:
     """Write RUN_DIR/report.md with plots."""
     from porter.report import write_report
 
-    click.echo(write_report(run_dir))
+    try:
+        click.echo(write_report(run_dir))
+    except (RunDirError, TaskError) as exc:
+        _fail(str(exc))
 
 
 @main.command()
@@ -244,7 +248,10 @@ def pr(run_dir: str, remote) -> None:
     """Write the patch series and a PR description per repo for RUN_DIR."""
     from porter.pr import write_prs
 
-    written = write_prs(run_dir, remote)
+    try:
+        written = write_prs(run_dir, remote)
+    except (RunDirError, TaskError) as exc:
+        _fail(str(exc))
     if not written:
         _fail(f"{run_dir}: the run kept no commit, so there is no PR to write", code=1)
     for path in written:

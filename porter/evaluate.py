@@ -23,6 +23,7 @@ from porter import agent, runs
 from porter.redaction import redact
 from porter.replay import replay
 from porter.task import TaskError, load_task
+from porter.transcript import RunDirError, read_transcript
 
 
 @dataclass
@@ -43,7 +44,11 @@ def discover(corpus: Path) -> tuple[list[Path], list[Path], list[str]]:
     tasks = sorted(p for p in corpus.glob("*.yaml") if p.name != "corpus.yaml")
     recordings = sorted(p for p in corpus.iterdir() if (p / "transcript.jsonl").is_file())
     config = corpus / "corpus.yaml"
-    engines = (yaml.safe_load(config.read_text()) or {}).get("engines", []) if config.is_file() else []
+    try:
+        settings = yaml.safe_load(config.read_text()) if config.is_file() else {}
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise FileNotFoundError(f"{config}: not a readable corpus.yaml ({exc})") from None
+    engines = settings.get("engines", []) if isinstance(settings, dict) else []
     if not tasks and not recordings:
         raise FileNotFoundError(f"{corpus}: no task files and no recorded runs (folders with transcript.jsonl)")
     return tasks, recordings, engines
@@ -201,9 +206,15 @@ def _money(value: float | None) -> str:
 def check_corpus(corpus: str | Path) -> list[str]:
     """Problems with the corpus's task files, found before any sandbox starts."""
     problems = []
-    for task_path in discover(Path(corpus))[0]:
+    tasks, recordings, _ = discover(Path(corpus))
+    for task_path in tasks + [recording / "task.yaml" for recording in recordings]:
         try:
             load_task(task_path)
         except TaskError as exc:
+            problems.append(str(exc))
+    for recording in recordings:
+        try:
+            read_transcript(recording / "transcript.jsonl")
+        except RunDirError as exc:
             problems.append(str(exc))
     return problems

@@ -20,14 +20,13 @@ from porter.repos import PORTER_AUTHOR, RepoState, export_series
 from porter.serve import render_command
 from porter.state import RunState
 from porter.task import OVERLAY_REPO, Task, load_task
-from porter.transcript import read_state
 from porter.triage import triage_file
 
 
 def write_prs(run_dir: str | Path, push_remote: str | None = None) -> list[Path]:
     run_dir = Path(run_dir)
+    state = RunState.read(run_dir)  # first: an empty or foreign directory is named as such
     task = load_task(run_dir / "task.yaml")
-    state = RunState.from_dict(read_state(run_dir))
     written = []
     for name, repo_state in state.repos.items():
         if not repo_state.accepted:

@@ -60,6 +60,7 @@ def locate(path: str | Path) -> tuple[Path, Path]:
 
 def replay(path: str | Path, runs_dir: str | None = None, sandbox_kind: str | None = None) -> ReplayReport:
     transcript, folder = locate(path)
+    read_transcript(transcript)  # a broken recording is named before any sandbox starts
     task: Task = load_task(folder / "task.yaml")
     task.agent.provider = f"replay:{transcript}"
     if runs_dir:
@@ -74,8 +75,10 @@ def replay(path: str | Path, runs_dir: str | None = None, sandbox_kind: str | No
     except ReplayDivergence as divergence:
         report.divergences.append(str(divergence))
     finally:
-        runs.finish_outputs(ctx)
-        ctx.sandbox.stop(remove=True)  # a replay's sandbox is throwaway; its run directory keeps everything
+        try:
+            runs.finish_outputs(ctx)
+        finally:
+            ctx.sandbox.stop(remove=True)  # a replay's sandbox is throwaway; its run directory keeps everything
     recorded, replayed = read_transcript(transcript), read_transcript(ctx.run_dir / "transcript.jsonl")
     report.environment_changes = environment_changes(recorded, replayed)
     compare(report, recorded, replayed)

@@ -9,7 +9,6 @@ Figures from the twin engine are twin figures: the report says which engine prod
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import matplotlib
@@ -20,14 +19,19 @@ import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 from porter.serve import render_command  # noqa: E402
 from porter.state import RunState, target_report  # noqa: E402
 from porter.task import Task, load_task  # noqa: E402
-from porter.transcript import read_state  # noqa: E402
+from porter.transcript import RunDirError, iter_records  # noqa: E402
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
+    """metrics.jsonl (torn last line skipped); a record without its step, check and result is a RunDirError."""
     path = run_dir / "metrics.jsonl"
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    records = list(iter_records(path))
+    for number, record in enumerate(records, start=1):
+        if not isinstance(record.get("result"), dict) or not isinstance(record.get("check"), str):
+            raise RunDirError(f"{path}: record {number} has no `check` and `result`; not a porter measurement")
+    return records
 
 
 def kept_measurements(state: RunState, metrics: list[dict]) -> list[dict]:
@@ -38,8 +42,8 @@ def kept_measurements(state: RunState, metrics: list[dict]) -> list[dict]:
 
 def write_report(run_dir: str | Path) -> Path:
     run_dir = Path(run_dir)
+    state = RunState.read(run_dir)  # first: an empty or foreign directory is named as such
     task = load_task(run_dir / "task.yaml")
-    state = RunState.from_dict(read_state(run_dir))
     metrics = read_metrics(run_dir)
     plots = write_plots(run_dir, task, state, metrics)
     text = render(task, state, metrics, plots, run_dir)

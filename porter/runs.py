@@ -31,7 +31,7 @@ from porter.run_context import RunContext
 from porter.sandbox import SandboxError, make_sandbox
 from porter.state import RunState
 from porter.task import Task
-from porter.transcript import Transcript, read_state
+from porter.transcript import Transcript
 
 
 def new_run_dir(task: Task) -> tuple[Path, str]:
@@ -57,7 +57,7 @@ def open_run(task: Task, task_path: str, resume_dir: str | None = None) -> RunCo
         raise ValueError(f"the task holds secret values, which would reach prompts, logs and the sandbox: {leaking}")
     if resume_dir:
         run_dir = Path(resume_dir).resolve()
-        state = RunState.from_dict(read_state(run_dir))
+        state = RunState.read(run_dir)
         run_id = state.run_id
     else:
         run_dir, run_id = new_run_dir(task)

@@ -12,6 +12,7 @@ from typing import Any
 
 from porter.repos import RepoState
 from porter.task import FlagValue, Task
+from porter.transcript import RunDirError, read_state
 
 # A throughput or speed figure must move by more than this to count as a real change (run-to-run noise).
 IMPROVEMENT_MARGIN = 0.03
@@ -59,6 +60,15 @@ class RunState:
         data["accepted"] = Evidence(**data.get("accepted", {}))
         data["pending"] = Evidence(**data.get("pending", {}))
         return cls(**data)
+
+    @classmethod
+    def read(cls, run_dir) -> RunState:
+        """The state of a run directory; a broken or foreign state.json is a RunDirError naming it."""
+        data = read_state(run_dir)
+        try:
+            return cls.from_dict(data)
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            raise RunDirError(f"{run_dir}/state.json does not match this porter's run state: {exc}") from None
 
     def phase(self) -> str:
         if not (self.accepted.serve or {}).get("healthy"):

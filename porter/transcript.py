@@ -1,18 +1,24 @@
 """The run's append-only record: one JSON object per line, flushed as it happens.
 
-Covers writing records (with secrets redacted before they touch the disk), reading them back for
-replay and resume (a last line cut short by a crash is dropped, not fatal), and the run's small
-`state.json`. Does not decide what is recorded: the loop and the tools do.
+Covers writing records (with secrets redacted before they touch the disk), reading them and any
+other JSONL file of a run (metrics.jsonl) back for replay, resume and reports (a last line cut short by
+a kill is dropped with a warning; a broken line in the middle is an error naming it), and the run's
+small `state.json` (a torn or foreign one is an error naming the file). Every reading error is a
+RunDirError: one line for the CLI. Does not decide what is recorded: the loop and the tools do.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+logger = logging.getLogger(__name__)
+MAX_STATE_BYTES = 256 << 20  # a state.json holds the conversation: megabytes, not gigabytes
 
 KINDS = (
     "run_start",
@@ -55,22 +61,37 @@ class Transcript:
         self._file.close()
 
 
+class RunDirError(ValueError):
+    """A run directory or one of its files that cannot be used; the message names the file (and line)."""
+
+
 def read_transcript(path: Path) -> list[dict]:
-    """All complete records; a torn last line (killed mid-write) is ignored, a torn middle line is an error."""
+    """All complete records; a torn last line (killed mid-write) is skipped with a warning, a torn middle line
+    is an error."""
     return list(iter_records(path))
 
 
 def iter_records(path: Path) -> Iterator[dict]:
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    """The JSON objects of a JSONL file, one per line, as `read_transcript` describes."""
+    try:
+        lines = Path(path).read_bytes().split(b"\n")
+    except OSError as exc:
+        raise RunDirError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    while lines and not lines[-1].strip():
+        lines.pop()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            yield json.loads(line)
-        except json.JSONDecodeError as exc:
+            record = json.loads(line)
+        except ValueError as exc:  # JSONDecodeError, and bytes that are not UTF-8
             if number == len(lines):
+                logger.warning("%s:%d: skipped a torn last line (a kill mid-write?)", path, number)
                 return
-            raise ValueError(f"{path}:{number}: not a JSON record ({exc.msg})") from None
+            raise RunDirError(f"{path}:{number}: not a JSON record ({getattr(exc, 'msg', exc)})") from None
+        if not isinstance(record, dict):
+            raise RunDirError(f"{path}:{number}: a record is a JSON object, this is a {type(record).__name__}")
+        yield record
 
 
 def write_state(run_dir: Path, state: dict, redact: Callable[[str], str]) -> None:
@@ -82,7 +103,21 @@ def write_state(run_dir: Path, state: dict, redact: Callable[[str], str]) -> Non
 
 
 def read_state(run_dir: Path) -> dict:
-    path = run_dir / "state.json"
-    if not path.exists():
-        raise FileNotFoundError(f"{run_dir} has no state.json: it is not a porter run directory (or never started)")
-    return json.loads(path.read_text(encoding="utf-8"))
+    """state.json as a dict; a missing, torn, oversized or foreign one is a RunDirError naming it."""
+    path = Path(run_dir) / "state.json"
+    if not path.is_file():
+        raise RunDirError(f"{run_dir} has no state.json: it is not a porter run directory (or never started)")
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_STATE_BYTES + 1)
+    except OSError as exc:
+        raise RunDirError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    if len(raw) > MAX_STATE_BYTES:
+        raise RunDirError(f"{path}: larger than {MAX_STATE_BYTES} bytes; not a state porter wrote")
+    try:
+        state = json.loads(raw)
+    except ValueError as exc:
+        raise RunDirError(f"{path}: not valid JSON ({getattr(exc, 'msg', exc)}); torn, or not porter's") from None
+    if not isinstance(state, dict) or not isinstance(state.get("run_id"), str):
+        raise RunDirError(f"{path}: not a porter run state (no run_id)")
+    return state

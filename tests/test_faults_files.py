@@ -6,13 +6,17 @@ reading stays bounded in time and memory (alias bombs, 80k keys, huge files).
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from porter.replay import replay
+from porter.state import RunState
 from porter.task import MAX_PROBLEMS, TaskError, load_task
+from porter.transcript import RunDirError, read_transcript
 
 ROOT = Path(__file__).resolve().parents[1]
 BILLION_LAUGHS = "".join(
@@ -66,3 +70,106 @@ def test_thousands_of_unknown_keys_are_counted_not_listed(tmp_path):
     assert len(lines) == MAX_PROBLEMS + 1 and lines[-1].endswith(f"... and {40_000 - MAX_PROBLEMS} more problems")
     first_key_line = (ROOT / "tasks" / "twin_glm52.yaml").read_text().count("\n") + 1
     assert lines[0].startswith(f"{path}:{first_key_line}: k0: unknown field")  # the line index still points right
+
+
+def run_dir_with(tmp_path: Path, state: str | None = None, metrics: str | None = None) -> Path:
+    """A run directory as porter leaves one (task.yaml, state.json, metrics.jsonl), with the given contents."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "task.yaml").write_text((ROOT / "tasks" / "twin_glm52.yaml").read_text())
+    flags = load_task(run_dir / "task.yaml", environ={}).serve.flags
+    good = json.dumps(RunState("twin-run", "task.yaml", dict(flags), dict(flags)).to_dict())
+    (run_dir / "state.json").write_text(good if state is None else state)
+    if metrics is not None:
+        (run_dir / "metrics.jsonl").write_text(metrics)
+    return run_dir
+
+
+MEASUREMENT = json.dumps({"step": 1, "check": "single_stream", "pending": False, "result": {"output_tok_s": 9.0}})
+
+
+@pytest.mark.parametrize("command", ["report", "pr"])
+@pytest.mark.parametrize(
+    ("state", "expected"),
+    [
+        (None, "has no state.json"),
+        ('{"run_id": "twin-run", "fla', "not valid JSON"),
+        ("\x00\xff garbage", "not valid JSON"),
+        ("[1, 2]", "not a porter run state"),
+        ('{"run_id": "twin-run", "bogus": 1}', "does not match this porter's run state"),
+    ],
+)
+def test_report_and_pr_on_a_broken_or_empty_run_dir_print_one_line(tmp_path, command, state, expected):
+    if state is None:
+        run_dir = tmp_path / "empty"
+        run_dir.mkdir()
+    else:
+        run_dir = run_dir_with(tmp_path, state=state)
+    one_porter_line(porter(command, str(run_dir)), expected)
+
+
+def test_a_torn_middle_line_of_metrics_is_named(tmp_path):
+    run_dir = run_dir_with(tmp_path, metrics=f'{MEASUREMENT}\n{{"step": 2, "che\n{MEASUREMENT}\n')
+    one_porter_line(porter("report", str(run_dir)), f"{run_dir / 'metrics.jsonl'}:2: not a JSON record")
+
+
+def test_a_torn_last_line_of_metrics_is_skipped_with_a_warning(tmp_path):
+    run_dir = run_dir_with(tmp_path, metrics=f'{MEASUREMENT}\n{{"step": 2, "che')
+    done = porter("report", str(run_dir))
+    assert done.returncode == 0, done.stderr
+    assert "skipped a torn last line" in done.stderr and (run_dir / "report.md").is_file()
+
+
+def test_a_measurement_of_the_wrong_shape_is_named(tmp_path):
+    run_dir = run_dir_with(tmp_path, metrics=f'{MEASUREMENT}\n{{"step": 2}}\n')
+    one_porter_line(porter("report", str(run_dir)), "record 2 has no `check` and `result`")
+
+
+def test_resume_of_a_broken_run_is_one_line(tmp_path):
+    run_dir = run_dir_with(tmp_path, state='{"run_id": ')
+    done = porter("run", str(run_dir / "task.yaml"), "--resume", str(run_dir), "--skip-preflight")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "not valid JSON" in done.stderr and done.stderr.count("porter: ") == 1
+
+
+def test_a_transcript_torn_in_the_middle_is_named_before_any_sandbox_starts(tmp_path):
+    recording = tmp_path / "recording"
+    recording.mkdir()
+    source = ROOT / "transcripts" / "glm52-day0"
+    (recording / "task.yaml").write_text((source / "task.yaml").read_text())
+    lines = (source / "transcript.jsonl").read_text().splitlines()
+    lines[3] = lines[3][: len(lines[3]) // 2]
+    (recording / "transcript.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(RunDirError, match=r"transcript.jsonl:4: not a JSON record"):
+        replay(recording, runs_dir=str(tmp_path / "runs"))
+    assert not (tmp_path / "runs").exists()  # no run directory, so no sandbox was made for it
+    one_porter_line(porter("replay", str(recording)), "transcript.jsonl:4: not a JSON record")
+
+
+def test_a_transcript_torn_at_the_end_loses_only_that_line(tmp_path, caplog):
+    path = tmp_path / "transcript.jsonl"
+    path.write_text('{"seq": 1, "kind": "note"}\n{"seq": 2, "kind": "no')
+    assert [record["seq"] for record in read_transcript(path)] == [1]
+    assert "skipped a torn last line" in caplog.text
+    path.write_text('{"seq": 1, "kind": "note"}\n[1, 2]\n{"seq": 3}\n')
+    with pytest.raises(RunDirError, match=r":2: a record is a JSON object, this is a list"):
+        read_transcript(path)
+
+
+@pytest.mark.parametrize(
+    ("layout", "expected"),
+    [
+        ({}, "no task files and no recorded runs"),
+        ({"rec/task.yaml": "twin", "rec/transcript.jsonl": '{"seq": 1, "ki\n{"seq": 2}\n'}, "transcript.jsonl:1"),
+        ({"rec/task.yaml": "name: [", "rec/transcript.jsonl": '{"seq": 1}\n'}, "YAML syntax error"),
+        ({"t.yaml": "twin", "corpus.yaml": "engines: [unclosed"}, "not a readable corpus.yaml"),
+    ],
+)
+def test_eval_of_a_broken_or_empty_corpus_is_one_line_before_any_sandbox(tmp_path, layout, expected):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for name, text in layout.items():
+        (corpus / name).parent.mkdir(parents=True, exist_ok=True)
+        (corpus / name).write_text((ROOT / "tasks" / "twin_glm52.yaml").read_text() if text == "twin" else text)
+    one_porter_line(porter("eval", str(corpus), "--out", str(tmp_path / "evals")), expected)
+    assert not (tmp_path / "evals").exists()
