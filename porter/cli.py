@@ -15,10 +15,12 @@ import yaml
 
 from porter import __version__
 from porter.task import TaskError, load_task
+from porter.terminal import printable
 from porter.transcript import RunDirError
 
 
 def _fail(message: str, code: int = 2) -> None:
+    message = printable(message)  # messages quote servers, logs and files: nothing in them drives the terminal
     click.echo(f"porter: {message}", err=True)
     sys.exit(code)
 
@@ -117,7 +119,7 @@ def replay(run_or_transcript: str, sandbox_kind) -> None:
         report = replay_run(run_or_transcript, sandbox_kind=sandbox_kind)
     except (FileNotFoundError, TaskError, RunDirError) as exc:
         _fail(str(exc))
-    click.echo(report.render())
+    click.echo(printable(report.render()))
     sys.exit(0 if report.reproduced else 1)
 
 
@@ -164,7 +166,7 @@ def evaluate(corpus: str, models, workers: int, out_root: str, ray_address, reso
         _fail("--ray-resource needs --ray ADDRESS")
     else:
         out_dir = evaluate_corpus(corpus, providers, workers, out_root)
-    click.echo((out_dir / "leaderboard.md").read_text())
+    click.echo(printable((out_dir / "leaderboard.md").read_text()))  # its notes quote failed runs
     click.echo(f"leaderboard: {out_dir / 'leaderboard.md'}")
 
 

@@ -10,8 +10,14 @@ from rich.table import Table
 
 from porter.run_context import RunContext
 from porter.state import target_report
+from porter.terminal import printable
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def say(text: str) -> None:
+    """One message to the person, shown as written: quoted errors and paths never drive the terminal or markup."""
+    console.print(printable(text), markup=False)
 
 
 def _money(ctx: RunContext) -> str:
@@ -34,7 +40,7 @@ def status_line(ctx: RunContext) -> str:
 
 
 def show_step(ctx: RunContext) -> None:
-    console.print(status_line(ctx))
+    console.print(printable(status_line(ctx)), markup=False)  # flags and crash classes come from the model
 
 
 def summary_table(ctx: RunContext) -> Table:

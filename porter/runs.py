@@ -183,21 +183,19 @@ def run_task(task: Task, task_path: str, resume_dir: str | None = None) -> int:
         model = agent_model(task, Path(resume_dir) if resume_dir else None)
         ctx = open_run(task, task_path, resume_dir)
     except (ModelError, SandboxError, ValueError, FileNotFoundError) as exc:
-        console.console.print(f"porter: cannot start the run: {exc}")
+        console.say(f"porter: cannot start the run: {exc}")
         return 2
-    console.console.print(f"porter: run {ctx.state.run_id} in {ctx.run_dir} (agent: {model.name})")
+    console.say(f"porter: run {ctx.state.run_id} in {ctx.run_dir} (agent: {model.name})")
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a run as cleanly as Ctrl-C does
     try:
         agent.run_loop(ctx, model, redact, on_step=console.show_step)
     except ModelError as exc:
-        console.console.print(
+        console.say(
             f"porter: the model failed: {exc}\nNothing is lost; after fixing it: porter run --resume {ctx.run_dir}"
         )
         return 2
     except KeyboardInterrupt:
-        console.console.print(
-            f"porter: interrupted; nothing half-applied. Continue with: porter run --resume {ctx.run_dir}"
-        )
+        console.say(f"porter: interrupted; nothing half-applied. Continue with: porter run --resume {ctx.run_dir}")
         return 130
     finally:
         finish_outputs(ctx)

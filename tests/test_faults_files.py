@@ -173,3 +173,16 @@ def test_eval_of_a_broken_or_empty_corpus_is_one_line_before_any_sandbox(tmp_pat
         (corpus / name).write_text((ROOT / "tasks" / "twin_glm52.yaml").read_text() if text == "twin" else text)
     one_porter_line(porter("eval", str(corpus), "--out", str(tmp_path / "evals")), expected)
     assert not (tmp_path / "evals").exists()
+
+
+def test_triage_of_a_log_full_of_escape_sequences_prints_none_of_them(tmp_path):
+    log = tmp_path / "serve.log"
+    log.write_bytes(
+        b"loading\r 10%\r 50%\r\n\x1b]0;pwned\x07\x1b[2J"
+        b"RuntimeError: shape mismatch \x1b[31m[256, 6144]\x1b[0m vs [256, 3072] \x07\x9b\xe2\x80\xae\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "porter.cli", "triage", str(log)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0 and "shape mismatch" in done.stdout
+    assert not any(ord(c) < 32 and c not in "\n\t" or 0x7F <= ord(c) <= 0x9F or c == "\u202e" for c in done.stdout)

@@ -194,3 +194,22 @@ def test_the_cli_answers_a_lie_or_a_broken_dataset_with_one_line(server, tmp_pat
     )
     assert done.returncode == expected, done.stderr
     assert done.stderr.startswith("porter: ") and "Traceback" not in done.stderr
+
+
+HOSTILE = "\x1b]0;pwned\x07\x1b[2J\x1b[31m[/bold] \x07\x9b31m\u202eevil\x1bP1$r\x1b\\"
+
+
+def no_controls(text: str) -> bool:
+    return not any(ord(c) < 32 and c not in "\n\t" or 0x7F <= ord(c) <= 0x9F or c == "\u202e" for c in text)
+
+
+def test_a_server_error_with_escape_sequences_and_markup_is_printed_inert(server):
+    server.reset(frames=[{"error": HOSTILE}])
+    done = subprocess.run(
+        [sys.executable, "-m", "porter.cli", "bench", server.url, "--single-stream", "--input-len", "4"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "Traceback" not in done.stderr and "[/bold]" in done.stdout  # shown as written, not parsed as markup
+    assert no_controls(done.stdout) and no_controls(done.stderr)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,7 +21,7 @@ import yaml
 from helpers import free_port
 from sse_server import SseServer
 
-from porter import serve
+from porter import runs, serve
 from porter.sandbox import DockerSandbox
 from porter.sandbox.local import LocalSandbox
 from porter.task import Task, load_task
@@ -203,3 +204,10 @@ def test_a_resumed_porter_kills_the_server_group_left_in_its_container(docker_cl
         assert serve.kill_leftover(second, record) is False  # already gone: nothing else is touched
     finally:
         first.stop(remove=True)
+
+
+def test_runs_started_in_the_same_second_get_distinct_ids(tmp_path):
+    task = load_task(fake_engine_task(tmp_path, free_port()))
+    ids = [runs.new_run_dir(task)[1] for _ in range(20)]
+    assert len(set(ids)) == 20
+    assert all(re.fullmatch(r"fault-serve-\d{8}T\d{6}Z-playbook-[0-9a-f]{6}", run_id) for run_id in ids)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from porter.transcript import Transcript, read_state, read_transcript, write_state
+from porter.transcript import RunDirError, Transcript, read_state, read_transcript, write_state
 
 
 def mask(text: str) -> str:
@@ -42,8 +42,8 @@ def test_unknown_kind_is_refused(tmp_path):
 
 
 def test_state_is_replaced_atomically_and_redacted(tmp_path):
-    write_state(tmp_path, {"step": 3, "note": "sk-secret-123"}, mask)
-    assert read_state(tmp_path) == {"step": 3, "note": "[redacted]"}
+    write_state(tmp_path, {"run_id": "r", "step": 3, "note": "sk-secret-123"}, mask)
+    assert read_state(tmp_path) == {"run_id": "r", "step": 3, "note": "[redacted]"}
     assert not (tmp_path / "state.json.tmp").exists()
-    with pytest.raises(FileNotFoundError, match="not a porter run directory"):
+    with pytest.raises(RunDirError, match="not a porter run directory"):
         read_state(tmp_path / "elsewhere")

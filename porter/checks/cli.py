@@ -21,13 +21,14 @@ from rich.table import Table
 from porter.checks import quality, throughput
 from porter.checks.loadgen import CheckError
 from porter.task import QualityCheckSpec, SingleStreamSpec, ThroughputCheckSpec
+from porter.terminal import markup_safe, printable
 
 SINGLE_STREAM_REQUESTS = 3
 DATASET_KINDS = {"gsm8k": "gsm8k", "mc": "multiple_choice"}
 
 
 def _fail(message: str, code: int) -> int:
-    print(f"porter: {message}", file=sys.stderr)
+    print(f"porter: {printable(message)}", file=sys.stderr)
     return code
 
 
@@ -109,7 +110,7 @@ def _print_progress(out: Console, level: dict) -> None:
 
 
 def _print_sweep(out: Console, result: throughput.ThroughputResult) -> None:
-    table = Table(title=f"{result.model}: SLO p{result.slo.percentile:g} TTFT <= {result.slo.ttft_s:g} s")
+    table = Table(title=f"{markup_safe(result.model)}: SLO p{result.slo.percentile:g} TTFT <= {result.slo.ttft_s:g} s")
     columns = [
         "rps",
         "ok",
@@ -148,18 +149,18 @@ def _print_sweep(out: Console, result: throughput.ThroughputResult) -> None:
         out.print(f"knee: {result.knee_rps:g} req/s, total {result.total_tok_s_per_node:,.1f} tok/s per node")
     for level in result.levels:
         for sample in level.error_samples:
-            out.print(f"[red]rps {level.rps:g} error:[/] {sample}")
+            out.print(f"[red]rps {level.rps:g} error:[/] {markup_safe(sample)}")
 
 
 def _print_single(out: Console, result: throughput.SingleStreamResult) -> None:
     speeds = ", ".join(f"{speed:.1f}" for speed in result.per_request_tok_s)
     out.print(
-        f"{result.model}: single stream {result.output_tok_s:,.1f} output tok/s after the first token "
+        f"{markup_safe(result.model)}: single stream {result.output_tok_s:,.1f} output tok/s after the first token "
         f"(median of [{speeds}]), median TTFT {_number(result.median_ttft_ms)} ms, "
         f"{result.completed} completed, {result.errors} errors"
     )
     for sample in result.error_samples:
-        out.print(f"[red]error:[/] {sample}")
+        out.print(f"[red]error:[/] {markup_safe(sample)}")
 
 
 def dataset_spec(dataset: str, samples: int) -> QualityCheckSpec:
@@ -197,7 +198,7 @@ def quality_main(url, dataset, samples, as_json) -> int:
         result = quality.run_quality(url, spec)
     except CheckError as exc:
         return _fail(str(exc), 1)
-    table = Table(title=f"{result.name} on {result.model} ({result.n} questions)")
+    table = Table(title=f"{markup_safe(result.name)} on {markup_safe(result.model)} ({result.n} questions)")
     for column in ("score", "95% CI", "strict", "flexible", "errors", "dataset sha256"):
         table.add_column(column, justify="right")
     table.add_row(

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from porter.terminal import printable
 from porter.triage.report import Finding, Triage, build_triage
 from porter.triage.rules import CATEGORIES
 from porter.triage.scanner import CHUNK_BYTES, Scanner
@@ -116,7 +117,7 @@ def triage_main(logfile: str, as_json: bool) -> int:
     except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         print(f"porter: cannot read log {logfile!r}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    print(render_text(result))
+    print(printable(render_text(result)))  # a log's escape sequences stop here, not in the terminal
     if as_json:
         print(json.dumps(result.to_dict(), default=str))
     return 0
