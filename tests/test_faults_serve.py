@@ -102,8 +102,9 @@ def test_sigkill_mid_check_then_resume_kills_the_orphan_and_measures_the_new_ser
         assert process.poll() is None, process.stderr.read()[-2000:]
         return None
 
-    run_dir = wait_for(serving_state, 60, "the first run to serve")
-    time.sleep(1.5)  # into the single-stream check (3 requests of ~3 s each)
+    run_dir = wait_for(serving_state, 60, "the first run to spawn its server")  # recorded before it is healthy
+    wait_for(lambda: serve.port_taken(f"http://127.0.0.1:{port}"), 60, "the server to listen")
+    time.sleep(2.5)  # into the single-stream check (3 requests of ~3 s each)
     process.send_signal(signal.SIGKILL)
     process.wait()
     orphan = read_state(run_dir)["server_process"]["pgid"]
