@@ -118,8 +118,11 @@ class Cluster:
             self.ray.cancel(ref, force=False)
         deadline = time.monotonic() + grace_s
         remaining = list(refs)
-        while remaining and time.monotonic() < deadline:
-            _ready, remaining = self.ray.wait(remaining, num_returns=len(remaining), timeout=1.0)
+        try:
+            while remaining and time.monotonic() < deadline:
+                _ready, remaining = self.ray.wait(remaining, num_returns=len(remaining), timeout=1.0)
+        except KeyboardInterrupt:
+            pass  # a second Ctrl-C: no more grace (each cell's watchdog still reaps its container)
         for ref in remaining:
             self.ray.cancel(ref, force=True)
         return [ref for ref in refs if ref not in remaining]
