@@ -28,6 +28,7 @@ LOOP_PROBE_INTERVAL_S = 0.005
 SATURATION_LAG_MS = 5.0
 PARSE_SLICE = 128
 LISTING_MAX_BYTES = 1 << 20  # a GET /v1/models answer larger than this is not a model listing
+LISTING_DEADLINE_S = 30.0  # a listing is answered from memory: a server silent this long is hung
 
 
 @dataclass(frozen=True)
@@ -421,14 +422,15 @@ async def get_json(
     deadlines: Deadlines = DEFAULT_DEADLINES,
     max_bytes: int = LISTING_MAX_BYTES,
 ) -> object:
-    """A small JSON answer within the first-byte deadline; a hang, a flood or garbage is a CheckError."""
+    """A small JSON answer within its deadline; a hang, a flood or garbage is a CheckError."""
+    deadline_s = min(deadlines.first_byte_s, LISTING_DEADLINE_S)
     try:
-        async with asyncio.timeout(deadlines.first_byte_s), session.get(url) as response:
+        async with asyncio.timeout(deadline_s), session.get(url) as response:
             if response.status != 200:
                 raise CheckError(f"GET {url} answered HTTP {response.status}")
             body = await read_capped(response, LISTING_MAX_BYTES)
     except TimeoutError:
-        raise CheckError(f"GET {url} did not answer within {deadlines.first_byte_s:g} s") from None
+        raise CheckError(f"GET {url} did not answer within {deadline_s:g} s") from None
     except (aiohttp.ClientError, OSError) as exc:
         raise CheckError(f"GET {url} failed: {type(exc).__name__}: {exc}") from None
     if len(body) > LISTING_MAX_BYTES:
