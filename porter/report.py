@@ -23,21 +23,22 @@ from porter.transcript import RunDirError, iter_records  # noqa: E402
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
-    """metrics.jsonl (torn last line skipped); a record without its step, check and result is a RunDirError."""
+    """metrics.jsonl (torn last line skipped); a record without its step, check or result is a RunDirError."""
     path = run_dir / "metrics.jsonl"
     if not path.exists():
         return []
     records = list(iter_records(path))
     for number, record in enumerate(records, start=1):
-        if not isinstance(record.get("result"), dict) or not isinstance(record.get("check"), str):
-            raise RunDirError(f"{path}: record {number} has no `check` and `result`; not a porter measurement")
+        shape = (record.get("step"), record.get("check"), record.get("result"))
+        if not (isinstance(shape[0], int) and isinstance(shape[1], str) and isinstance(shape[2], dict)):
+            raise RunDirError(f"{path}: record {number} lacks its step, check or result; not a porter measurement")
     return records
 
 
 def kept_measurements(state: RunState, metrics: list[dict]) -> list[dict]:
     """Measurements of configurations that were kept: the baseline and every accepted change."""
     kept = {attempt.get("fingerprint") for attempt in state.attempts if attempt["outcome"] == "kept"}
-    return [m for m in metrics if not m["pending"] or m["result"].get("fingerprint") in kept]
+    return [m for m in metrics if not m.get("pending") or m["result"].get("fingerprint") in kept]
 
 
 def write_report(run_dir: str | Path) -> Path:

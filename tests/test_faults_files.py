@@ -121,8 +121,8 @@ def test_a_torn_last_line_of_metrics_is_skipped_with_a_warning(tmp_path):
 
 
 def test_a_measurement_of_the_wrong_shape_is_named(tmp_path):
-    run_dir = run_dir_with(tmp_path, metrics=f'{MEASUREMENT}\n{{"step": 2}}\n')
-    one_porter_line(porter("report", str(run_dir)), "record 2 has no `check` and `result`")
+    run_dir = run_dir_with(tmp_path, metrics=f'{MEASUREMENT}\n{{"step": "2", "check": "x", "result": {{}}}}\n')
+    one_porter_line(porter("report", str(run_dir)), "record 2 lacks its step, check or result")
 
 
 def test_resume_of_a_broken_run_is_one_line(tmp_path):
