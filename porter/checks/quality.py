@@ -38,6 +38,7 @@ ATTEMPTS = 3
 QUALITY_DEADLINES = Deadlines(first_byte_s=180.0, total_s=180.0, max_bytes=4 << 20)
 # The check stops once more than this share of its questions failed (and at least MIN_FAILURES did).
 MAX_FAILURE_SHARE = 0.1
+MAX_DATASET_BYTES = 256 << 20  # GSM8K's test split is under 1 MB; the whole file is read into memory
 MIN_FAILURES = 5
 STOP = ["Question:", "</s>", "<|im_end|>"]
 MC_FIELDS = ("Question", "Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3")
@@ -139,6 +140,8 @@ def resolve_dataset(reference: str) -> Path:
 def read_rows(path: Path) -> list[dict]:
     """Rows of a JSONL or CSV file; errors name the file and the line."""
     try:
+        if path.stat().st_size > MAX_DATASET_BYTES:
+            raise CheckError(f"{path}: larger than {MAX_DATASET_BYTES >> 20} MB; a quality set is a few MB")
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CheckError(f"{path}: not UTF-8 text (byte {exc.start}); datasets are UTF-8 JSONL or CSV") from None
