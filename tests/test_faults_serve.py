@@ -212,3 +212,53 @@ def test_runs_started_in_the_same_second_get_distinct_ids(tmp_path):
     ids = [runs.new_run_dir(task)[1] for _ in range(20)]
     assert len(set(ids)) == 20
     assert all(re.fullmatch(r"fault-serve-\d{8}T\d{6}Z-playbook-[0-9a-f]{6}", run_id) for run_id in ids)
+
+
+@pytest.mark.docker
+def test_on_the_twin_a_sigkilled_porters_server_is_gone_after_resume(docker_client, tmp_path):
+    """The row as reported: porter SIGKILLed mid-check in a Docker sandbox, resumed: one server, not two.
+
+    The container of a dead porter is recreated on resume (porter/sandbox/docker.py), which ends the orphan
+    with it; kill_recorded is the second line (its own test above) for a container that is kept.
+    """
+    from twin_tasks import build_twin, fast_twin_task, tool_results
+
+    build_twin()
+    first = [call("serve"), call("run_check", kind="single_stream"), {"sleep_s": 120, **call("finish", reason="no")}]
+    second = [
+        call("serve"),
+        call("bash", command="ps -eo args= | grep -c '^python3 -m twin.launch_server'"),
+        call("finish", reason="resumed and done"),
+    ]
+    (tmp_path / "first.yaml").write_text(yaml.safe_dump(first))
+    (tmp_path / "second.yaml").write_text(yaml.safe_dump(second))
+    task_path = fast_twin_task(tmp_path)
+    porter = [sys.executable, "-m", "porter.cli", "run", str(task_path), "--skip-preflight"]
+    process = subprocess.Popen([*porter, "--provider", f"scripted:{tmp_path / 'first.yaml'}"], stderr=subprocess.PIPE)
+
+    def measuring():
+        for transcript in (tmp_path / "runs").glob("*/transcript.jsonl"):
+            if any(r["name"] == "serve" for r in tool_results(transcript.parent)):
+                return transcript.parent
+        assert process.poll() is None, process.stderr.read()[-2000:]
+        return None
+
+    run_dir = wait_for(measuring, 240, "the first run to be healthy and measuring")
+    time.sleep(2)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert read_state(run_dir)["server_process"]["sandbox"] == "docker"
+    try:
+        resumed = subprocess.run(
+            [*porter, "--resume", str(run_dir), "--provider", f"scripted:{tmp_path / 'second.yaml'}"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        state = read_state(run_dir)
+        assert state["finished"] == "resumed and done", resumed.stderr[-2000:]
+        results = tool_results(run_dir)
+        assert results[-3]["name"] == "serve" and results[-3]["facts"]["healthy"] is True
+        assert results[-2]["content"].split("\n", 1)[1].strip() == "1"  # the resumed run's server, no orphan
+    finally:
+        subprocess.run(["docker", "rm", "-f", f"porter-{read_state(run_dir)['run_id']}"], capture_output=True)
