@@ -37,7 +37,7 @@ MAX_ARCHIVE_BYTES = 256 * 2**20  # one object in the cluster's store; a twin run
 SHED_ORDER = ("repos", "root", "logs")  # what stays on the node, in this order, when a run is too big to ship
 ATTEMPTS = 2  # a cell whose worker or node died runs once more
 CANCEL_GRACE_S = 60.0  # a cancelled cell stops its container before it ends
-PROGRESS_EVERY_S = 30.0
+PROGRESS_EVERY_S = 15.0  # also how soon a cell whose only nodes died is failed
 CELL_PREFIX = "porter-eval"
 WATCHDOG_DONE = b"done"
 
