@@ -10,6 +10,8 @@ configuration always stays one that served. Does not run the loop or talk to the
 
 from __future__ import annotations
 
+import json
+
 from porter.repos import commit_message
 from porter.run_context import RunContext, ToolError
 from porter.serve import Launch
@@ -215,7 +217,8 @@ def revert(ctx: RunContext, reason: str) -> dict:
     _attempt(ctx, f"reverted: {reason}", "reverted", reason, {}, flag_changes, crash)
     ctx.transcript.record("revert", step=state.step, reason=reason, files=files, flags=flag_changes)
     message = (
-        f"reverted ({reason}). Files restored: {files or 'none'}; flags restored: {flag_changes or 'none'}. "
+        f"reverted ({reason}). Dropped the pending edits to: {files or 'none'}; dropped the flag values "
+        f"{json.dumps(flag_changes) if flag_changes else 'none'} (flags are back to the accepted ones). "
         "The server was stopped; call serve before measuring again."
     )
     return {"message": message, "kept": False, "reason": reason, "files": files}

@@ -2,70 +2,42 @@
 
 Control flow travels in small exceptions (`Finished`, `LimitsExceeded`); the state and the conversation
 are saved in a `finally` after every step, so a kill loses at most the step in flight and `--resume`
-continues from there. Limits are checked in one place, before every model call. Setting a run up
-(run directory, sandbox, repos) is in runs.py; what the tools do is in tools.py and accepting.py.
+continues from there. Limits are checked in one place, before every model call; the conversation is
+fitted to the context budget before every model call (context.py). What the model is told when its
+reply cannot be used as it is (cut off, malformed, no call, the same failing call again) is decided
+here. Setting a run up is in runs.py; the prompt in prompt.py; what the tools do in tools.py.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 
-from porter.models import Message, Model, Usage, messages_since_last_reply, observation_digest, observation_excerpt
+from porter import context
+from porter.models import (
+    Message,
+    Model,
+    ToolCall,
+    Usage,
+    messages_since_last_reply,
+    observation_digest,
+    observation_excerpt,
+)
+from porter.prompt import first_messages
 from porter.redaction import redact as redact_secrets
 from porter.run_context import RunContext
-from porter.state import all_targets_met, target_report
+from porter.state import all_targets_met
 from porter.tools import Finished, ToolResult, dispatch, tool_specs
 from porter.transcript import write_state
 
 MAX_TOOL_RESULT_CHARS = 24_000  # what one observation may cost in context; triage keeps the cause inside it
+REPEATS_NUDGED, REPEATS_STOPPED = 3, 4  # identical failing calls in a row: told once, then the run stops
+OnAction = Callable[[RunContext, ToolCall | None], None]  # a tool call starts (None: it ended)
 
 
 class LimitsExceeded(Exception):
     """A budget of the task ran out; the run stops cleanly with what it has kept."""
-
-
-SYSTEM_PROMPT = """\
-You are porter, an inference engineer porting {model_id} to {gpu_count}x {gpu} serving. You work in a sandbox
-built from the serving image through tools. Goal: a healthy server that meets every target below, with
-quality no worse than the reference. Targets:
-{targets}
-Repos you may patch (paths inside the sandbox): {repos}
-Serve command (flags are yours to change within the tunables): {command}
-Tunables (flag: allowed values; null = off): {tunables}
-Tuning commands: {tune}
-Rules porter enforces: a pending change (diffs + flags) is kept by `accept` only when it removes the crash of
-the accepted configuration, or improves throughput / single-stream speed beyond noise with quality within
-tolerance; otherwise it is reverted and you are told why. Measure the baseline before changing anything.
-Serve after every change before measuring. Prefer the smallest fix that upstream would merge. When every
-target is met, or nothing sensible is left to try, call finish.
-"""
-
-
-def system_prompt(ctx: RunContext) -> str:
-    task = ctx.task
-    targets = "\n".join(f"- {row['target']}: {row['goal']}" for row in target_report(task, {}))
-    return SYSTEM_PROMPT.format(
-        model_id=task.model.id,
-        gpu_count=task.hardware.count * task.hardware.nodes,
-        gpu=task.hardware.gpu,
-        targets=targets,
-        repos=", ".join(f"{r.name} at {r.path}" for r in task.patchable_repos()) or "none",
-        command=task.serve.command,
-        tunables=task.serve.tunables or "none",
-        tune="; ".join(f"{t.name}: {t.description.strip()}" for t in task.tune) or "none",
-    )
-
-
-def first_messages(ctx: RunContext) -> list[Message]:
-    return [
-        Message("system", system_prompt(ctx)),
-        Message(
-            "user",
-            f"Task {ctx.task.name}: {ctx.task.description.strip()}\nPhase: bring-up. Start by serving "
-            f"with the baseline flags {ctx.state.flags}.",
-        ),
-    ]
 
 
 def check_limits(ctx: RunContext, session_start: float) -> None:
@@ -82,14 +54,18 @@ def check_limits(ctx: RunContext, session_start: float) -> None:
 
 
 def run_loop(
-    ctx: RunContext, model: Model, redact: Callable[[str], str], on_step: Callable[[RunContext], None] | None = None
+    ctx: RunContext,
+    model: Model,
+    redact: Callable[[str], str],
+    on_step: Callable[[RunContext], None] | None = None,
+    on_action: OnAction | None = None,
 ) -> RunContext:
     messages = [Message.from_dict(m) for m in ctx.state.messages] or first_messages(ctx)
     session_start = time.monotonic()
     try:
         while True:
             check_limits(ctx, session_start)
-            step(ctx, model, messages)
+            step(ctx, model, messages, on_action)
             ctx.state.messages = [m.to_dict() for m in messages]
             write_state(ctx.run_dir, ctx.state.to_dict(), redact)
             if on_step:
@@ -110,12 +86,17 @@ def run_loop(
         ctx.stop_server()
         ctx.transcript.record("run_end", step=ctx.state.step, finished=ctx.state.finished, solved=ctx.state.solved)
         write_state(ctx.run_dir, ctx.state.to_dict(), redact)
+        close = getattr(model, "close", None)  # a responder outside porter learns the run is over
+        if close is not None:
+            close(messages, ctx.state.finished, ctx.state.solved, ctx.state.step)
     return ctx
 
 
-def step(ctx: RunContext, model: Model, messages: list[Message]) -> None:
+def step(ctx: RunContext, model: Model, messages: list[Message], on_action: OnAction | None = None) -> None:
     state = ctx.state
     state.step += 1
+    tools = tool_specs()
+    messages[:] = context.fit(messages, tools, ctx.task.agent.context_budget_tokens)
     new = messages_since_last_reply(messages)
     ctx.transcript.record(
         "model_request",
@@ -123,25 +104,68 @@ def step(ctx: RunContext, model: Model, messages: list[Message]) -> None:
         digest=observation_digest(new),
         excerpt=observation_excerpt(new),
         messages=len(messages),
+        tokens_estimate=context.request_tokens(messages, tools),
     )
-    reply = model.step(messages, tool_specs())
+    reply = model.step(messages, tools)
     account(ctx, reply.usage)
     ctx.transcript.record("model_reply", step=state.step, reply=reply.to_dict())
     messages.append(reply.to_message())
+    if reply.stop == "refusal":
+        raise Finished(f"the model refused to go on: {reply.text.strip()[:300]}")
     try:
         for call in reply.tool_calls:  # with a format error, these are the well-formed calls only
-            ctx.transcript.record("tool_call", step=state.step, id=call.id, name=call.name, arguments=call.arguments)
-            try:
-                result = dispatch(ctx, call.name, call.arguments)
-            except Finished as finished:
-                _record_result(ctx, messages, call, ToolResult(True, f"finishing: {finished.reason}", None))
-                raise
-            _record_result(ctx, messages, call, result)
+            run_call(ctx, messages, call, on_action)
     finally:
         if reply.format_error:
             messages.append(Message("user", f"Your last reply could not be used as it was: {reply.format_error}"))
-        elif not reply.tool_calls:
+        elif not reply.tool_calls and reply.stop != "pause":  # a paused turn is sent back as it is to continue
             messages.append(Message("user", "Call a tool to make progress; call finish when you are done."))
+    check_repetition(messages)
+
+
+def run_call(ctx: RunContext, messages: list[Message], call: ToolCall, on_action: OnAction | None) -> None:
+    ctx.transcript.record("tool_call", step=ctx.state.step, id=call.id, name=call.name, arguments=call.arguments)
+    if on_action:
+        on_action(ctx, call)
+    try:
+        result = dispatch(ctx, call.name, call.arguments)
+    except Finished as finished:
+        _record_result(ctx, messages, call, ToolResult(True, f"finishing: {finished.reason}", None))
+        raise
+    finally:
+        if on_action:
+            on_action(ctx, None)
+    _record_result(ctx, messages, call, result)
+
+
+def check_repetition(messages: list[Message]) -> None:
+    """The same failing call again and again: told once at REPEATS_NUDGED, stopped at REPEATS_STOPPED."""
+    count, call = repeated_failures(messages)
+    if count >= REPEATS_STOPPED:
+        raise Finished(f"stopped: the same failing call {count} times in a row ({call})")
+    if count == REPEATS_NUDGED:
+        messages.append(
+            Message(
+                "user",
+                f"You made the same failing call {count} times in a row ({call}); it fails the same way each time. "
+                "Read the error, then change the arguments or do something else. One more identical failing call "
+                "ends the run.",
+            )
+        )
+
+
+def repeated_failures(messages: list[Message]) -> tuple[int, str]:
+    """How many of the latest tool calls failed with the very same name and arguments, and which call."""
+    calls = {call.id: call for message in messages if message.role == "assistant" for call in message.tool_calls}
+    results = [message for message in messages if message.role == "tool" and message.tool_call_id in calls]
+    count, last = 0, ""
+    for result in reversed(results):
+        call = calls[result.tool_call_id]
+        key = f"{call.name} {json.dumps(call.arguments, sort_keys=True)[:200]}"
+        if (result.facts or {}).get("ok") is not False or (last and key != last):
+            break
+        count, last = count + 1, key
+    return count, last
 
 
 def _record_result(ctx: RunContext, messages: list[Message], call, result: ToolResult) -> None:

@@ -66,20 +66,29 @@ def validate(task: str, as_json: bool) -> None:
 
 @main.command()
 @click.argument("task", type=click.Path(dir_okay=False))
-@click.option("--provider", help="Override agent.provider (playbook, anthropic, openai, scripted:FILE, a+b).")
+@click.option(
+    "--provider", help="Override agent.provider: playbook, anthropic, openai, file:DIR, human, scripted:FILE, a+b."
+)
 @click.option("--model", "model_name", help="Override agent.model.")
 @click.option("--base-url", help="Override agent.base_url (an OpenAI-compatible endpoint).")
+@click.option(
+    "--api-key-env",
+    help="Environment variable holding the API key. With --provider or --base-url and without this, the "
+    "provider's default variable is used, never the task's (its key belongs to the task's provider).",
+)
 @click.option("--sandbox", "sandbox_kind", type=click.Choice(["docker", "local"]), help="Override sandbox.kind.")
 @click.option("--resume", "resume_dir", type=click.Path(file_okay=False), help="Continue the run in RUN_DIR.")
 @click.option("--skip-preflight", is_flag=True, help="Start without `porter preflight` (which runs first by default).")
-def run(task: str, provider, model_name, base_url, sandbox_kind, resume_dir, skip_preflight: bool) -> None:
+def run(task: str, provider, model_name, base_url, api_key_env, sandbox_kind, resume_dir, skip_preflight: bool) -> None:
     """Run the porting loop on TASK until its targets are met or a limit is hit."""
     from porter import runs
     from porter.preflight import preflight_main
     from porter.sandbox import SandboxError
 
     spec = _load(str(Path(resume_dir) / "task.yaml")) if resume_dir else _load(task)
-    overrides = {"provider": provider, "model": model_name, "base_url": base_url}
+    if provider is not None or base_url is not None:
+        spec.agent.api_key_env = None  # the task's key is for the task's endpoint: never send it elsewhere
+    overrides = {"provider": provider, "model": model_name, "base_url": base_url, "api_key_env": api_key_env}
     for field_name, value in overrides.items():
         if value is not None:
             setattr(spec.agent, field_name, value)

@@ -20,7 +20,7 @@ def say(text: str) -> None:
     console.print(printable(text), markup=False)
 
 
-def _money(ctx: RunContext) -> str:
+def money(ctx: RunContext) -> str:
     return f"${ctx.state.cost_usd:.2f}" if ctx.state.cost_known else "$? (price unknown)"
 
 
@@ -35,7 +35,7 @@ def status_line(ctx: RunContext) -> str:
     return (
         f"step {state.step} | {state.phase()} | flags {changed or 'baseline'} | last crash {crash} | "
         f"targets met {met}/{total} | kept {sum(a['outcome'] == 'kept' for a in state.attempts)} | "
-        f"tokens {tokens} {_money(ctx)} | relaunches {state.relaunches}"
+        f"tokens {tokens} {money(ctx)} | relaunches {state.relaunches}"
     )
 
 
@@ -59,6 +59,6 @@ def show_summary(ctx: RunContext) -> None:
     kept = [a for a in ctx.state.attempts if a["outcome"] == "kept"]
     console.print(
         f"kept changes: {len(kept)}, reverted: {len(ctx.state.attempts) - len(kept)}; "
-        f"steps {ctx.state.step}; relaunches {ctx.state.relaunches}; cost {_money(ctx)}"
+        f"steps {ctx.state.step}; relaunches {ctx.state.relaunches}; cost {money(ctx)}"
     )
     console.print(f"run directory: {ctx.run_dir}")

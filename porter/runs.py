@@ -21,8 +21,8 @@ import docker.errors
 import yaml
 
 from porter import __version__, agent, console
-from porter.models import ModelError, make_model
-from porter.models.playbook import PlaybookModel
+from porter.live_status import LiveStatus
+from porter.models import Model, ModelError, make_model
 from porter.pr import write_prs
 from porter.redaction import collect, redact, scrub_tree, secret_fields
 from porter.report import write_report
@@ -160,16 +160,9 @@ def scrub_run_dir(ctx: RunContext) -> None:
     scrub_tree(ctx.run_dir, skip=trees)
 
 
-def agent_model(task: Task, run_dir: Path | None = None):
-    """The task's agent; `playbook` and `playbook+PROVIDER[:ARG]` need the task itself, not only its agent spec."""
-    provider = task.agent.provider
-    if provider == "playbook" or provider.startswith("playbook+"):
-        handover_provider = provider.partition("+")[2]
-        handover = None
-        if handover_provider:
-            handover = make_model(task.agent.model_copy(update={"provider": handover_provider}), run_dir)
-        return PlaybookModel(task, handover)
-    return make_model(task.agent, run_dir=run_dir)
+def agent_model(task: Task, run_dir: Path | None = None) -> Model:
+    """The task's agent (the playbook needs the task itself, not only its agent spec)."""
+    return make_model(task.agent, run_dir, task)
 
 
 def _interrupt(signum, frame) -> None:
@@ -188,7 +181,9 @@ def run_task(task: Task, task_path: str, resume_dir: str | None = None) -> int:
     console.say(f"porter: run {ctx.state.run_id} in {ctx.run_dir} (agent: {model.name})")
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a run as cleanly as Ctrl-C does
     try:
-        agent.run_loop(ctx, model, redact, on_step=console.show_step)
+        # a person typing the replies needs the terminal to themselves
+        with LiveStatus(ctx, enabled=model.name != "human") as status:
+            agent.run_loop(ctx, model, redact, on_step=status.on_step, on_action=status.on_action)
     except ModelError as exc:
         console.say(
             f"porter: the model failed: {exc}\nNothing is lost; after fixing it: porter run --resume {ctx.run_dir}"

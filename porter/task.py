@@ -298,12 +298,23 @@ class PriceSpec(Spec):
 
 
 class AgentSpec(Spec):
-    provider: str = Field("playbook", description="playbook, anthropic, openai, replay, or a+b (playbook first).")
+    provider: str = Field(
+        "playbook",
+        description="playbook, anthropic, openai, replay:PATH, scripted:PATH, file:DIR, human, or playbook+PROVIDER.",
+    )
     model: str | None = Field(None, description="Provider's model name, e.g. claude-sonnet-4-5 or glm-5.2.")
     base_url: str | None = Field(None, description="OpenAI-compatible endpoint (GLM, Kimi, a local sglang).")
     api_key_env: str | None = Field(None, description="Name of the environment variable holding the API key.")
     temperature: float = Field(0.0, ge=0, le=2)
     max_output_tokens: int = Field(4096, ge=1)
+    # 60k estimated tokens (at a conservative 3 characters per token: under 180k characters) leaves a
+    # 200k-token window room for the reply and for estimation error, and keeps each step cheap.
+    context_budget_tokens: int = Field(
+        60_000, ge=4_000, description="Upper bound of one request's prompt; older tool results are elided to fit."
+    )
+    request_timeout_s: PositiveFloat = Field(
+        600, description="Longest wait for one model reply (an HTTP request, or a reply file for file:DIR)."
+    )
     limits: LimitsSpec = Field(default_factory=LimitsSpec)
     price: PriceSpec | None = Field(None, description="Overrides the price table for this model.")
 

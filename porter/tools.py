@@ -21,7 +21,7 @@ from typing import Any
 
 import jsonschema
 
-from porter import accepting, safe_git, serve
+from porter import accepting, flag_rules, log_reader, observations, safe_git, serve
 from porter.checks.loadgen import CheckError
 from porter.models import ToolSpec
 from porter.run_context import RunContext, ToolError
@@ -32,6 +32,7 @@ from porter.state import target_report
 Result = tuple[str, dict]  # what a handler returns: the text for the model, and the facts for programs
 # Failures a tool declares: their message is for the model. Anything else is a porter bug (logged with traceback).
 TOOL_FAILURES = (ToolError, SandboxError, CheckError, OSError, UnicodeError)
+STATUS_AFTER = {"run_check", "accept", "revert"}  # results that change what the targets say end with the status
 
 
 class Finished(Exception):
@@ -101,6 +102,8 @@ def dispatch(ctx: RunContext, name: str, arguments: dict) -> ToolResult:
         except Exception as exc:  # noqa: BLE001 - a porter bug must not end the run; it is logged with traceback
             ok, text, facts = False, _internal_error(ctx, name, arguments, exc), {"internal_error": type(exc).__name__}
     facts = {"tool": name, "ok": ok, **facts, "status": run_status(ctx)}
+    if ok and name in STATUS_AFTER:
+        text = f"{text}\n{observations.status(facts['status'])}"
     # As JSON sees them, and a copy: the status holds live dicts a later call in the same turn would change.
     return ToolResult(ok, text, json.loads(json.dumps(facts, default=str)))
 
@@ -272,12 +275,15 @@ def set_flags(ctx: RunContext, flags: dict) -> Result:
         if flag not in tunables:
             raise ToolError(f"{flag!r} is not a tunable of this task; tunables: {sorted(tunables)}")
         if value not in tunables[flag]:
-            raise ToolError(f"{flag}={value!r} is not allowed; allowed values: {tunables[flag]}")
+            raise ToolError(f"{flag}={json.dumps(value)} is not allowed; allowed values: {json.dumps(tunables[flag])}")
+    merged = {**ctx.state.flags, **flags}
+    if problem := flag_rules.problem(ctx.task, merged):
+        raise ToolError(f"{problem}. Nothing was changed; set the sizes together in one call.")
     changed = {flag: value for flag, value in flags.items() if ctx.state.flags.get(flag) != value}
     ctx.state.flags.update(flags)
     command = serve.render_command(ctx.task, ctx.state.flags)
     return (
-        f"flags changed: {changed or 'none'}. Call serve to apply them. Command: {command}",
+        f"flags changed: {json.dumps(changed) if changed else 'none'}. Call serve to apply them. Command: {command}",
         {"changed": changed, "flags": ctx.state.flags},
     )
 
@@ -294,6 +300,24 @@ def serve_tool(ctx: RunContext) -> Result:
     else:
         summary = f"the server did not start ({record['crash_class']}).\n{launch.triage.excerpt}"
     return summary, record
+
+
+@tool(
+    "read_log",
+    "Read a server log of this run (the latest launch unless `launch` names one): `grep` a regular expression "
+    "(case-insensitive, with `context` lines around each match), the last `tail` lines, or `start_line` to "
+    f"`end_line`. At most {log_reader.MAX_LINES} lines come back; the default is the last {log_reader.DEFAULT_TAIL}.",
+    {
+        "launch": {"type": "integer", "minimum": 1},
+        "grep": _STR,
+        "context": {"type": "integer", "minimum": 0, "maximum": 20},
+        "tail": {"type": "integer", "minimum": 1},
+        "start_line": {"type": "integer", "minimum": 1},
+        "end_line": {"type": "integer", "minimum": 1},
+    },
+)
+def read_log(ctx: RunContext, **options: Any) -> Result:
+    return log_reader.read_log(ctx.run_dir / "logs", **options)
 
 
 def flag_mentions(log_path, flags: list[str], per_flag: int = 3) -> dict[str, list[str]]:
@@ -319,10 +343,8 @@ def flag_mentions(log_path, flags: list[str], per_flag: int = 3) -> dict[str, li
     ("kind",),
 )
 def run_check(ctx: RunContext, kind: str) -> Result:
-    if kind not in ("quality", "throughput", "single_stream"):
-        raise ToolError(f"unknown check {kind!r}; use quality, throughput or single_stream")
     results = ctx.run_check(kind)
-    lines = [accepting.describe_check(key, result) for key, result in results.items()]
+    lines = [observations.check(key, result) for key, result in results.items()]
     return ("\n".join(lines), {"kind": kind, "results": results})
 
 
@@ -337,14 +359,23 @@ def tune(ctx: RunContext, name: str) -> Result:
     if name not in specs:
         raise ToolError(f"no tuning command {name!r}; the task declares {sorted(specs)}")
     spec = specs[name]
+    was_serving = ctx.server is not None
     ctx.stop_server()  # tuning needs the devices the server holds
+    before = {repo_name: repo.diff() for repo_name, repo in ctx.repos.items()}
     result = ctx.sandbox.exec(spec.command, timeout=spec.timeout_s, workdir=spec.workdir)
-    changed = {repo_name: repo.changed_files() for repo_name, repo in ctx.repos.items() if repo.is_dirty()}
-    ctx.refuse_escaping_links(changed)
+    ctx.refuse_escaping_links({name: repo.changed_files() for name, repo in ctx.repos.items() if repo.is_dirty()})
+    touched = sorted(repo_name for repo_name, repo in ctx.repos.items() if repo.diff() != before[repo_name])
+    changed = {repo_name: ctx.repos[repo_name].changed_files() for repo_name in touched}
     status = "timed out" if result.timed_out else f"exit {result.exit_code}"
+    stopped = "porter stopped the server first (tuning needs the devices); " if was_serving else ""
+    outcome = (
+        f"it changed {json.dumps(changed)} (now part of the pending change; serve to use it)"
+        if changed
+        else "it changed no file: what it wrote equals what the tree already had (e.g. the rows already exist)"
+    )
     return (
-        f"tune {name}: {status} in {result.duration_s:.0f} s; pending files: {changed}\n{result.output}",
-        {"name": name, "exit_code": result.exit_code, "changed": changed},
+        f"tune {name}: {stopped}{status} in {result.duration_s:.0f} s; {outcome}\n{result.output}",
+        {"name": name, "exit_code": result.exit_code, "changed": changed, "server_stopped": was_serving},
     )
 
 

@@ -45,7 +45,7 @@ class Action:
     error_message: str = "scripted error"
     error_code: str | None = None  # anthropic's error.details.error_code (picks e.g. a spend-limit 429 class)
     stop_reason: str | None = None  # anthropic stop_reason / openai finish_reason; inferred when None
-    thinking: str = ""  # anthropic: a signed thinking block before the answer
+    thinking: str = ""  # anthropic: a signed thinking block before the answer; openai: reasoning_content
 
 
 @dataclass
@@ -191,6 +191,8 @@ def _openai_body(action: Action, request: dict, number: int) -> dict:
         for index, (name, arguments) in enumerate(action.tool_calls)
     ]
     message: dict[str, Any] = {"role": "assistant", "content": action.text or None}
+    if action.thinking:
+        message["reasoning_content"] = action.thinking
     if calls:
         message["tool_calls"] = calls
     usage = action.usage

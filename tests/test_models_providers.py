@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -215,3 +216,48 @@ def test_anthropic_thinking_blocks_go_back_with_their_turn(fake, sleeps):
         "signature": "sig-0001",
     }
     assert assistant_turn[1]["type"] == "tool_use"
+
+
+def test_openai_reasoning_content_is_kept_and_sent_back(fake, sleeps):
+    model = build("openai", fake, sleeps)
+    fake.push(Action(thinking="The shape is E=256, topk=8.", tool_calls=[("bash", {"command": "ls"})]))
+    reply = model.step(FIRST_TURN, TOOLS)
+    assert reply.reasoning == "The shape is E=256, topk=8."
+    assert Message.from_dict(reply.to_message().to_dict()).reasoning == reply.reasoning  # survives state.json
+    history = FIRST_TURN + [reply.to_message(), Message("tool", "ok", tool_call_id=reply.tool_calls[0].id)]
+    model.step(history, TOOLS)
+    assert fake.requests[-1].body["messages"][2]["reasoning_content"] == "The shape is E=256, topk=8."
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_truncated_reply_runs_none_of_its_calls(provider, fake, sleeps):
+    model = build(provider, fake, sleeps)
+    fake.push(
+        Action(
+            tool_calls=[("bash", {"command": "ls"})], stop_reason="max_tokens" if provider == "anthropic" else "length"
+        )
+    )
+    reply = model.step(FIRST_TURN, TOOLS)
+    assert reply.tool_calls == [] and reply.stop == "truncated"
+    assert "none of its 1 tool call(s) ran. Make the next reply shorter" in reply.format_error
+
+
+@pytest.mark.parametrize(("provider", "stop"), [("anthropic", "refusal"), ("openai", "content_filter")])
+def test_a_refusal_is_a_stop(provider, stop, fake, sleeps):
+    fake.push(Action(text="I can't help with that.", stop_reason=stop))
+    assert build(provider, fake, sleeps).step(FIRST_TURN, TOOLS).stop == "refusal"
+
+
+def test_anthropic_failed_tool_results_are_marked_as_errors(fake, sleeps):
+    model = build("anthropic", fake, sleeps)
+    calls = [ToolCall("t1", "bash", {"command": "ls"}), ToolCall("t2", "bash", {"command": "nope"})]
+    history = FIRST_TURN + [
+        Message("assistant", "", tool_calls=calls),
+        Message("tool", "exit 0", tool_call_id="t1", facts={"ok": True}),
+        Message("tool", "bash failed: no such command", tool_call_id="t2", facts={"ok": False}),
+    ]
+    fake.reply("done")
+    model.step(history, TOOLS)
+    results = fake.requests[-1].body["messages"][-1]["content"]
+    assert [block.get("is_error") for block in results] == [None, True]
+    assert "facts" not in json.dumps(fake.requests[-1].body)

@@ -71,4 +71,20 @@ def test_a_porter_bug_is_logged_and_the_run_goes_on(ctx):
     assert results[1]["ok"] and "after" in results[1]["content"]
     assert ctx.state.finished == "done"
     log = (ctx.run_dir / "logs" / "porter-errors.log").read_text()
-    assert "Traceback" in log and "in broken" in log and "KeyError: 'missing'" in log
+    assert "Traceback" in log and 'return {}["missing"]' in log
+
+
+def test_the_same_failing_call_is_nudged_then_stops_the_run(ctx):
+    bad = {"tool_calls": [{"name": "set_flags", "arguments": {"flags": {"tp": 8}}}]}
+    model = ScriptedModel([bad] * 5)
+    agent.run_loop(ctx, model, redact)
+    assert ctx.state.finished.startswith("stopped: the same failing call 4 times in a row (set_flags")
+    nudged = [m.content for m in model.requests[3] if m.role == "user"]
+    assert "same failing call 3 times in a row" in nudged[-1] and "ends the run" in nudged[-1]
+    assert len(model.requests) == 4
+
+
+def test_a_parallel_layout_that_does_not_fill_the_node_is_refused(ctx):
+    result = tools.dispatch(ctx, "set_flags", {"flags": {"tp": 1}})
+    assert not result.ok and "tp=1 use 1 GPUs; this node has 2" in result.text
+    assert ctx.state.flags == {"tp": 2}

@@ -1,12 +1,13 @@
 """The agent's brain, behind one protocol: pick a model by short name, get `step(messages, tools) -> Reply`.
 
-Covers the registry (`MODELS`: short name -> factory) and `make_model(agent_spec)`, which reads
-the API key from the environment variable the task names and wires prices and options into the
-adapter. Provider strings: `anthropic`, `openai` (any OpenAI-compatible `base_url`),
-`replay:PATH` (a transcript or run directory), `scripted:PATH` (a YAML/JSON list of replies).
-Does not cover the loop, the transcript or the playbook (registered here by the lead as
-`MODELS["playbook"]`). A factory is `factory(spec, argument, run_dir) -> Model`, `argument` being
-what follows the first `:` of the provider string (or None).
+Covers the registry (`MODELS`: short name -> factory) and `make_model(agent_spec, run_dir, task)`, which
+reads the API key from the environment variable the task names and wires prices and options into the
+adapter. Provider strings: `anthropic`, `openai` (any OpenAI-compatible `base_url`), `playbook` (rules,
+no network; `playbook+PROVIDER` hands over to PROVIDER where no rule applies), `replay:PATH` (a
+transcript or run directory), `scripted:PATH` (a YAML/JSON list of replies), `file:DIR` and `human`
+(another program or a person answers each request). Does not cover the loop or the transcript.
+A factory is `factory(spec, argument, run_dir, task) -> Model`, `argument` being what follows the
+first `:` of the provider string (or None).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from porter.models.replay import (
 )
 from porter.models.retry import RetryPolicy
 from porter.models.scripted import ScriptedModel
-from porter.task import AgentSpec
+from porter.task import AgentSpec, Task
 
 __all__ = [
     "MODELS",
@@ -94,22 +95,23 @@ def _adapter_options(spec: AgentSpec, provider: str) -> dict:
         "temperature": temperature,
         "max_output_tokens": spec.max_output_tokens,
         "price": price_for(spec),
+        "timeout_s": spec.request_timeout_s,
     }
 
 
-def _anthropic(spec: AgentSpec, argument: str | None, run_dir: Path | None) -> Model:
+def _anthropic(spec: AgentSpec, argument: str | None, run_dir: Path | None, task: Task | None) -> Model:
     from porter.models.anthropic import AnthropicModel  # the SDK import is slow; pay it only when used
 
     return AnthropicModel(**_adapter_options(spec, "anthropic"))
 
 
-def _openai(spec: AgentSpec, argument: str | None, run_dir: Path | None) -> Model:
+def _openai(spec: AgentSpec, argument: str | None, run_dir: Path | None, task: Task | None) -> Model:
     from porter.models.openai import OpenAIModel
 
     return OpenAIModel(**_adapter_options(spec, "openai"))
 
 
-def _replay(spec: AgentSpec, argument: str | None, run_dir: Path | None) -> Model:
+def _replay(spec: AgentSpec, argument: str | None, run_dir: Path | None, task: Task | None) -> Model:
     if not argument:
         raise ModelError(
             "provider replay needs a transcript: write `replay:PATH` (a transcript.jsonl or run directory)"
@@ -117,24 +119,55 @@ def _replay(spec: AgentSpec, argument: str | None, run_dir: Path | None) -> Mode
     return ReplayModel(argument)
 
 
-def _scripted(spec: AgentSpec, argument: str | None, run_dir: Path | None) -> Model:
+def _scripted(spec: AgentSpec, argument: str | None, run_dir: Path | None, task: Task | None) -> Model:
     if not argument:
         raise ModelError("provider scripted needs a script: write `scripted:PATH` (a YAML or JSON list of replies)")
     return ScriptedModel(argument)
 
 
-MODELS: dict[str, Callable[[AgentSpec, str | None, Path | None], Model]] = {
+def _file(spec: AgentSpec, argument: str | None, run_dir: Path | None, task: Task | None) -> Model:
+    from porter.models.file import FileModel
+
+    if not argument:
+        raise ModelError("provider file needs a directory: write `file:DIR` (requests and replies go there)")
+    return FileModel(argument, timeout_s=spec.request_timeout_s)
+
+
+def _human(spec: AgentSpec, argument: str | None, run_dir: Path | None, task: Task | None) -> Model:
+    from porter.models.file import HumanModel
+
+    return HumanModel()
+
+
+def _playbook(spec: AgentSpec, argument: str | None, run_dir: Path | None, task: Task | None) -> Model:
+    from porter.models.playbook import PlaybookModel
+
+    if task is None:
+        raise ModelError("the playbook reads the task: pass it to make_model")
+    handover = spec.provider.partition("+")[2]
+    llm = make_model(spec.model_copy(update={"provider": handover}), run_dir, task) if handover else None
+    return PlaybookModel(task, llm)
+
+
+Factory = Callable[[AgentSpec, str | None, Path | None, Task | None], Model]
+MODELS: dict[str, Factory] = {
     "anthropic": _anthropic,
     "openai": _openai,
+    "playbook": _playbook,
     "replay": _replay,
     "scripted": _scripted,
+    "file": _file,
+    "human": _human,
 }
 
 
-def make_model(spec: AgentSpec, run_dir: Path | None = None) -> Model:
+def make_model(spec: AgentSpec, run_dir: Path | None = None, task: Task | None = None) -> Model:
     """The model `spec.provider` names; unknown names fail with the list of valid ones."""
-    name, _, argument = spec.provider.partition(":")
+    first = spec.provider.partition("+")[0]
+    name, _, argument = first.partition(":")
     factory = MODELS.get(name)
     if factory is None:
         raise ValueError(f"unknown agent.provider {spec.provider!r}; valid providers: {', '.join(sorted(MODELS))}")
-    return factory(spec, argument or None, run_dir)
+    if first != spec.provider and name != "playbook":
+        raise ValueError(f"agent.provider {spec.provider!r}: only the playbook hands over (playbook+PROVIDER)")
+    return factory(spec, argument or None, run_dir, task)

@@ -1,10 +1,11 @@
 """The Anthropic Messages API adapter, on the official `anthropic` client.
 
 Covers turning porter's messages into Messages API requests (system prompt apart, tool_use and
-tool_result blocks, consecutive same-role turns merged), prompt caching (cache_control on the
-tools, the system prompt and the last message, so each step re-reads the conversation so far
-from the cache and only pays full price for what is new) and turning the reply into a `Reply`
-with usage and cost. Does not cover retries (retry.py) or choosing the model (__init__.py).
+tool_result blocks, is_error on failed calls, consecutive same-role turns merged), prompt caching
+(cache_control on the tools, the system prompt and the last message, so each step re-reads the
+conversation so far from the cache and only pays full price for what is new) and turning the reply
+into a `Reply` with usage, cost and the stop reasons the loop acts on (cut off, refusal, paused turn).
+Does not cover retries (retry.py) or choosing the model (__init__.py).
 """
 
 from __future__ import annotations
@@ -20,7 +21,12 @@ from porter.task import PriceSpec
 
 CACHE = {"type": "ephemeral"}
 THINKING_BLOCKS = ("thinking", "redacted_thinking")  # sent back verbatim, signature intact
-EMPTY_TURN = "(empty)"  # the API rejects empty text blocks; a turn must still say something
+EMPTY_TURN = "(empty)"
+# Stop reasons the loop must act on: a refusal ends the run; a paused long turn is sent back to continue.
+STOPS = {
+    "refusal": "refusal",
+    "pause_turn": "pause",
+}  # the API rejects empty text blocks; a turn must still say something
 
 
 class AnthropicModel:
@@ -83,7 +89,11 @@ class AnthropicModel:
         usage = usage_of(response.usage)
         usage.cost_usd = cost_usd(usage, self.price)
         truncated = response.stop_reason == "max_tokens"
-        return validate_reply("\n".join(texts), raw_calls, tools, usage, truncated, thinking)
+        reply = validate_reply("\n".join(texts), raw_calls, tools, usage, truncated, thinking)
+        reply.stop = STOPS.get(response.stop_reason, reply.stop)
+        if reply.stop == "pause":
+            reply.format_error = None  # a paused turn is continued by sending it back as it is, not corrected
+        return reply
 
 
 def usage_of(wire: Any) -> Usage:
@@ -123,13 +133,14 @@ def to_anthropic_messages(messages: list[Message]) -> list[dict]:
 
 def _blocks(message: Message) -> list[dict]:
     if message.role == "tool":
-        return [
-            {
-                "type": "tool_result",
-                "tool_use_id": message.tool_call_id or "",
-                "content": message.content or EMPTY_TURN,
-            }
-        ]
+        block = {
+            "type": "tool_result",
+            "tool_use_id": message.tool_call_id or "",
+            "content": message.content or EMPTY_TURN,
+        }
+        if message.facts and message.facts.get("ok") is False:
+            block["is_error"] = True  # the model weighs a failed call differently from a result
+        return [block]
     blocks: list[dict] = [dict(block) for block in message.thinking]  # thinking comes first in its turn
     if message.content.strip():
         blocks.append({"type": "text", "text": message.content})

@@ -59,6 +59,8 @@ class Message:
     # role "assistant": the provider's opaque reasoning blocks (Anthropic thinking with a signature),
     # copied from Reply.thinking; the API refuses tool results whose turn lost them.
     thinking: list[dict] = field(default_factory=list)
+    # role "assistant": reasoning_content of an OpenAI-compatible provider; sent back, as those providers ask
+    reasoning: str = ""
     # role "tool": the result's facts for programs (playbook, replay, transcript); never sent to a provider
     facts: dict | None = None
 
@@ -76,6 +78,8 @@ class Message:
             data["name"] = self.name
         if self.thinking:
             data["thinking"] = self.thinking
+        if self.reasoning:
+            data["reasoning"] = self.reasoning
         if self.facts is not None:
             data["facts"] = self.facts
         return data
@@ -89,6 +93,7 @@ class Message:
             tool_call_id=data.get("tool_call_id"),
             name=data.get("name"),
             thinking=list(data.get("thinking") or []),
+            reasoning=data.get("reasoning") or "",
             facts=data.get("facts"),
         )
 
@@ -134,10 +139,18 @@ class Reply:
     usage: Usage
     format_error: str | None = None
     thinking: list[dict] = field(default_factory=list)
+    reasoning: str = ""  # an OpenAI-compatible provider's reasoning_content (GLM, Kimi, DeepSeek)
+    stop: str | None = None  # why the turn ended, when it matters: "truncated", "refusal" or "pause"
 
     def to_message(self) -> Message:
         """The assistant turn to append to the conversation."""
-        return Message("assistant", self.text, tool_calls=list(self.tool_calls), thinking=list(self.thinking))
+        return Message(
+            "assistant",
+            self.text,
+            tool_calls=list(self.tool_calls),
+            thinking=list(self.thinking),
+            reasoning=self.reasoning,
+        )
 
     def to_dict(self) -> dict:
         return {
@@ -146,6 +159,8 @@ class Reply:
             "usage": self.usage.to_dict(),
             "format_error": self.format_error,
             "thinking": self.thinking,
+            **({"reasoning": self.reasoning} if self.reasoning else {}),
+            **({"stop": self.stop} if self.stop else {}),
         }
 
     @classmethod
@@ -156,6 +171,8 @@ class Reply:
             usage=Usage.from_dict(data.get("usage") or {}),
             format_error=data.get("format_error"),
             thinking=list(data.get("thinking") or []),
+            reasoning=data.get("reasoning") or "",
+            stop=data.get("stop"),
         )
 
 
@@ -184,8 +201,12 @@ def validate_reply(
     usage: Usage,
     truncated: bool = False,
     thinking: list[dict] | None = None,
+    reasoning: str = "",
 ) -> Reply:
-    """A Reply whose tool calls are parsed and checked against `tools`; problems become `format_error`."""
+    """A Reply whose tool calls are parsed and checked against `tools`; problems become `format_error`.
+
+    A reply cut off at the output limit runs none of its calls: the last one may be cut mid-argument and
+    the others were written without the end of the plan; the model is told to be shorter."""
     known = [tool.name for tool in tools]
     calls: list[ToolCall] = []
     problems: list[str] = []
@@ -195,15 +216,27 @@ def validate_reply(
             problems.append(problem)
         else:
             calls.append(ToolCall(id=raw.id, name=raw.name, arguments=_as_arguments(raw.arguments)))
-    if not text.strip() and not raw_calls:
+    if truncated:
+        problems = [
+            f"your reply was cut off at the output token limit, so none of its {len(raw_calls)} tool call(s) ran. "
+            "Make the next reply shorter: less text, one tool call, a smaller patch (edit_file with a few lines)."
+        ]
+        calls = []
+    elif not text.strip() and not raw_calls:
         problems.append(f"the reply was empty: answer with text or call one of the tools ({', '.join(known)}).")
-    if problems and truncated:
-        problems.append("the reply was cut off at the output token limit: make the next one shorter.")
     if problems and calls:
         accepted = ", ".join(f"`{call.name}` ({call.id})" for call in calls)
         problems.append(f"the other calls ({accepted}) were well-formed and are being run; do not resend them.")
     error = "\n".join(problems) or None
-    return Reply(text=text, tool_calls=calls, usage=usage, format_error=error, thinking=list(thinking or []))
+    return Reply(
+        text=text,
+        tool_calls=calls,
+        usage=usage,
+        format_error=error,
+        thinking=list(thinking or []),
+        reasoning=reasoning,
+        stop="truncated" if truncated else None,
+    )
 
 
 def _tool_call_problem(raw: RawToolCall, known: list[str]) -> str | None:

@@ -2,7 +2,8 @@
 
 Covers OpenAI itself and anything speaking Chat Completions at a `base_url` (GLM or Kimi through a
 provider, a local sglang or vLLM): tools as functions, tool results as `tool` messages, usage with
-cached prompt tokens, and the reply as a `Reply` with cost. Does not cover retries (retry.py) or
+cached prompt tokens, reasoning_content kept and sent back, a refusal or content filter as a stop, and
+the reply as a `Reply` with cost. Does not cover retries (retry.py) or
 the Responses API.
 """
 
@@ -79,7 +80,18 @@ class OpenAIModel:
             arguments = function.arguments if function else getattr(call, "custom", None)
             raw_calls.append(RawToolCall(id=call.id, name=name, arguments=arguments))
         truncated = choice.finish_reason == "length"
-        return validate_reply(choice.message.content or "", raw_calls, tools, usage, truncated)
+        reasoning = _extra(choice.message, "reasoning_content")
+        reply = validate_reply(choice.message.content or "", raw_calls, tools, usage, truncated, reasoning=reasoning)
+        refusal = getattr(choice.message, "refusal", None)
+        if refusal or choice.finish_reason == "content_filter":
+            reply.stop, reply.text = "refusal", reply.text or refusal or "(stopped by the provider's content filter)"
+        return reply
+
+
+def _extra(message: Any, name: str) -> str:
+    """A field the OpenAI SDK does not declare (reasoning_content of GLM, Kimi, DeepSeek); the SDK keeps extras."""
+    value = getattr(message, name, None) or (getattr(message, "model_extra", None) or {}).get(name)
+    return value if isinstance(value, str) else ""
 
 
 def usage_of(wire: Any) -> Usage:
@@ -103,11 +115,17 @@ def to_openai_tool(tool: ToolSpec) -> dict:
 def to_openai_message(message: Message) -> dict:
     if message.role == "tool":
         return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": message.content}
-    if message.role != "assistant" or not message.tool_calls:
+    if message.role != "assistant":
         return {"role": message.role, "content": message.content}
+    # Providers with interleaved thinking (Kimi, DeepSeek, GLM) want reasoning_content back on the turns
+    # that called tools; others ignore the field.
+    reasoning = {"reasoning_content": message.reasoning} if message.reasoning else {}
+    if not message.tool_calls:
+        return {"role": "assistant", "content": message.content, **reasoning}
     return {
         "role": "assistant",
         "content": message.content or None,
+        **reasoning,
         "tool_calls": [
             {
                 "id": call.id,

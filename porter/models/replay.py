@@ -7,7 +7,7 @@ observations when the live run saw something else. Does not cover writing transc
 (porter/transcript.py) or driving the loop (porter/agent.py).
 
 Digest rule: take the messages appended since the last assistant message (`messages_since_last_reply`:
-tool results and user text; the whole conversation before the first reply), keep each one's role,
+tool results and user text; the whole conversation but the system prompt before the first reply), keep each one's role,
 tool name and content (not tool-call ids: providers mint new ones every run), normalise the
 content with NORMALISATIONS below, in order, and hash the JSON with sha256 (first 16 hex digits).
 Normalised away: temp paths, ISO timestamps and clock times, UUIDs and hex ids (7+ hex digits with
@@ -64,7 +64,10 @@ def messages_since_last_reply(messages: list[Message]) -> list[Message]:
 
 
 def _observation(messages: list[Message]) -> list[list[str]]:
-    return [[message.role, message.name or "", normalise(behaviour(message))] for message in messages]
+    # The system prompt is porter's instructions, not something the agent observed: rewording it must not
+    # make every recording diverge at step 1.
+    kept = [message for message in messages if message.role != "system"]
+    return [[message.role, message.name or "", normalise(behaviour(message))] for message in kept]
 
 
 # Tools whose results are measurements or launches: only what they decided is behaviour, not their figures.

@@ -1,0 +1,110 @@
+"""The `read_log` tool's reading: grep, tail or a line range over the server logs of this run, bounded.
+
+The logs live on the host (`RUN/logs/serve-NNN.log`, one per launch), out of the sandbox's reach, so the
+model reads them through porter. Every answer is bounded (MAX_LINES lines of at most MAX_LINE_CHARS
+characters) and read as a stream, so a multi-gigabyte log costs time, never memory; terminal control
+sequences are stripped (porter/terminal.py). Does not triage (porter/triage) and does not decide what a log means.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Iterator
+from pathlib import Path
+
+from porter.run_context import ToolError
+from porter.terminal import printable
+
+MAX_LINES = 200
+MAX_LINE_CHARS = 400
+DEFAULT_TAIL = 60
+LOG_NAME = re.compile(r"^serve-(\d+)\.log$")
+
+
+def launches(log_dir: Path) -> dict[int, Path]:
+    """Launch number -> its log, oldest first."""
+    found = {int(m.group(1)): path for path in log_dir.glob("serve-*.log") if (m := LOG_NAME.match(path.name))}
+    return dict(sorted(found.items()))
+
+
+def read_log(
+    log_dir: Path,
+    launch: int | None = None,
+    grep: str | None = None,
+    context: int = 0,
+    tail: int | None = None,
+    start_line: int | None = None,
+    end_line: int | None = None,
+) -> tuple[str, dict]:
+    logs = launches(log_dir)
+    if not logs:
+        raise ToolError("there is no server log yet: call serve first")
+    number = launch if launch is not None else max(logs)
+    if number not in logs:
+        raise ToolError(f"there is no log of launch {number}; the launches of this run are {list(logs)}")
+    path = logs[number]
+    if grep is not None:
+        shown, note = _grep(path, grep, context)
+    elif start_line is not None or end_line is not None:
+        shown, note = _range(path, start_line or 1, end_line)
+    else:
+        shown, note = _tail(path, tail or DEFAULT_TAIL)
+    total = sum(1 for _ in _lines(path))
+    header = f"{path.name} (launch {number}; launches {list(logs)}; {total} lines): {note}"
+    body = "\n".join(f"{index:7d}  {_clean(line)}" for index, line in shown)
+    return f"{header}\n{body}" if body else header, {"launch": number, "lines": total, "shown": len(shown)}
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    with open(path, encoding="utf-8", errors="replace") as log:
+        for index, line in enumerate(log, start=1):
+            yield index, line.rstrip("\n")
+
+
+def _clean(line: str) -> str:
+    line = printable(line)
+    return line if len(line) <= MAX_LINE_CHARS else f"{line[:MAX_LINE_CHARS]} [... {len(line) - MAX_LINE_CHARS} more]"
+
+
+def _grep(path: Path, pattern: str, context: int) -> tuple[list[tuple[int, str]], str]:
+    try:
+        wanted = re.compile(pattern, re.IGNORECASE)
+    except re.error as error:
+        raise ToolError(f"grep {pattern!r} is not a valid regular expression ({error})") from None
+    before: deque[tuple[int, str]] = deque(maxlen=context)
+    shown: dict[int, str] = {}
+    matches, after = 0, 0
+    for index, line in _lines(path):
+        if wanted.search(line):
+            matches += 1
+            if len(shown) < MAX_LINES:
+                shown.update(before)
+                shown[index] = line
+                after = context
+        elif after and len(shown) < MAX_LINES:
+            shown[index] = line
+            after -= 1
+        before.append((index, line))
+    lines = sorted(shown.items())[:MAX_LINES]
+    cut = " (the first shown; narrow the pattern for the rest)" if len(shown) >= MAX_LINES else ""
+    return lines, f"{matches} lines match {pattern!r}{cut}"
+
+
+def _range(path: Path, first: int, last: int | None) -> tuple[list[tuple[int, str]], str]:
+    last = last if last is not None else first + MAX_LINES - 1
+    if last < first:
+        raise ToolError(f"end_line {last} is before start_line {first}")
+    last = min(last, first + MAX_LINES - 1)
+    lines = []
+    for index, line in _lines(path):
+        if index > last:
+            break
+        if index >= first:
+            lines.append((index, line))
+    return lines, f"lines {first}-{last}" + ("" if last - first + 1 < MAX_LINES else f" (at most {MAX_LINES})")
+
+
+def _tail(path: Path, count: int) -> tuple[list[tuple[int, str]], str]:
+    count = min(count, MAX_LINES)
+    return list(deque(_lines(path), maxlen=count)), f"the last {count} lines"

@@ -1,0 +1,106 @@
+"""Check results as the model reads them: decision-ready text rendered once from the structured result.
+
+A throughput sweep becomes a per-level table (offered rate, requests done of offered, output and total
+tok/s, the SLO's TTFT percentile, pass or why not) with the knee and the target; single stream one line;
+quality one line with its interval; the run's targets one line each with a stale mark. The numbers
+come from the result dicts the checks return (bench_serving names); the facts themselves travel beside
+this text for programs. Does not measure (checks/) and does not decide (accepting.py).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def number(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def check(key: str, result: dict) -> str:
+    if key == "throughput":
+        return throughput(result)
+    if key == "single_stream":
+        return single_stream(result)
+    return quality(key, result)
+
+
+def throughput(result: dict) -> str:
+    slo = result.get("slo") or {}
+    percentile = f"p{slo.get('percentile', 99):g}"
+    ttft_key, ttft_header = f"{percentile}_ttft_ms", f"{percentile} TTFT s"
+    rows = [f"  {'req/s':>6}  {'done':>9}  {'output tok/s':>12}  {'total tok/s':>11}  {ttft_header:>11}  pass"]
+    for level in result.get("levels") or []:
+        done = f"{level.get('completed', '-')}/{level.get('offered', '-')}"
+        ttft = level.get(ttft_key)
+        verdict = "yes" if level.get("passed") else "no: " + "; ".join(level.get("reasons") or ["failed"])
+        rows.append(
+            f"  {number(level.get('rps'), 2):>6}  {done:>9}  {number(level.get('output_throughput')):>12}  "
+            f"{number(level.get('total_throughput')):>11}  {number(ttft / 1000 if ttft else None, 2):>11}  {verdict}"
+        )
+    knee = result.get("knee_rps")
+    figure, target = headline(result)
+    met = "met" if result.get("meets_target") else "NOT met"
+    slo_text = f"{percentile} TTFT <= {slo.get('ttft_s')} s"
+    if knee is None:
+        head = f"throughput: no rate met the SLO ({slo_text}); target {number(target)}: NOT met"
+    else:
+        head = (
+            f"throughput: knee {number(knee, 2)} req/s (the highest rate with {slo_text}) -> {number(figure)} "
+            f"tok/s per node; target {number(target)}: {met}"
+        )
+    if result.get("client_saturated"):
+        rows.append("  the load generator itself was saturated: the figures understate the server")
+    return "\n".join([head, *rows])
+
+
+def headline(result: dict) -> tuple[Any, Any]:
+    """(figure per node at the knee, target): the task's target metric, whichever naming the result uses."""
+    metric = result.get("metric")
+    figure = result.get(f"{metric}_per_node") if metric else None
+    if figure is None:
+        figure = result.get("total_throughput_per_node", result.get("total_tok_s_per_node"))
+    target = result.get("target_tok_s_per_node", result.get("target_total_tok_s_per_node"))
+    return figure, target
+
+
+def single_stream(result: dict) -> str:
+    per_request = ", ".join(number(value) for value in result.get("per_request_tok_s") or [])
+    met = "met" if result.get("meets_target") else "NOT met"
+    errors = f"; {result['errors']} errors" if result.get("errors") else ""
+    return (
+        f"single stream: {number(result.get('output_tok_s'))} output tok/s (median of {result.get('completed')} "
+        f"requests: {per_request or '-'}; median TTFT {number(result.get('median_ttft_ms'), 0)} ms{errors}); "
+        f"target {number(result.get('target_output_tok_s'))}: {met}"
+    )
+
+
+def quality(key: str, result: dict) -> str:
+    interval = f"95% CI {number(result.get('ci_low'), 3)}-{number(result.get('ci_high'), 3)}"
+    verdict = "passed" if result.get("passed") else "FAILED"
+    return f"{key}: {number(result.get('score'), 3)} ({interval}, n={result.get('n')}): {verdict}"
+
+
+def targets(rows: list[dict]) -> str:
+    """The run's targets, one line each: value, goal, met, and a stale mark when measured on another config."""
+    lines = []
+    for row in rows:
+        stale = " (stale: measured on another configuration; measure again)" if row.get("stale") else ""
+        met = "met" if row.get("met") else "not met"
+        lines.append(f"- {row['target']}: {number(row.get('value'), 3)} (goal {row.get('goal')}): {met}{stale}")
+    return "\n".join(lines)
+
+
+def status(run_status: dict) -> str:
+    """The run's status after a measuring call: targets of the accepted configuration, pending change, server."""
+    pending = run_status.get("pending")
+    changed = run_status.get("flags_changed") or {}
+    pending_text = "none" if not pending else f"yes (flags changed: {json.dumps(changed)})" if changed else "yes"
+    return (
+        f"Targets of the accepted configuration:\n{targets(run_status.get('targets') or [])}\n"
+        f"Pending change: {pending_text}. Server: {run_status.get('server')}."
+    )

@@ -1,0 +1,141 @@
+"""What the model is told when a run starts: the system prompt and the task message.
+
+Rendered once per run from the task and one probe of the sandbox: the targets with each check's
+workload and SLO, the serve command exactly as porter will run it, tunables and baseline flags as JSON
+(null = the flag is left out), the rules between flags, what each action costs here, the workflow, the
+programs the sandbox has, and the task author's notes as hints to verify rather than orders. Does not
+cover what tools return (tools.py, observations.py) or the loop (agent.py).
+"""
+
+from __future__ import annotations
+
+import json
+
+from porter import flag_rules, serve
+from porter.models import Message
+from porter.run_context import RunContext
+from porter.state import target_report
+from porter.task import Task
+
+# Programs a model reaches for; the probe says which the image has so it does not guess (no curl, say).
+PROGRAMS = ("python3", "pip", "git", "grep", "rg", "sed", "awk", "find", "curl", "wget", "gcc", "g++", "make", "hipcc")
+
+SYSTEM_PROMPT = """\
+You are porter, an inference engineer porting {model_id} to {gpus} serving. You act through tools in a
+sandbox built from the serving image. Goal: a healthy server that meets every target, with quality no worse
+than the reference, reached by the smallest changes upstream would merge.
+
+Targets, and how each is measured (run_check measures from the host against the running server):
+{targets}
+
+Serve command, as porter runs it with the baseline flags (flags are yours to change within the tunables):
+  {command}
+Tunables (JSON: flag -> allowed values; null = the flag is left out): {tunables}
+Rules between flags (set_flags refuses a set that breaks one; set related sizes in one call): {rules}
+Tuning commands (`tune NAME`; run one only when a log shows it applies): {tune}
+Repos you may patch (sandbox paths; porter commits what you accept): {repos}
+Programs in the sandbox: {programs}. Server logs stay on the host: read them with read_log, not bash.
+
+What each action costs here:
+{costs}
+
+Workflow: reproduce (serve the baseline and read what fails) -> read (read_log, read_file, bash grep) ->
+the smallest fix (edit_file / apply_patch for source and configs, set_flags for flags) -> serve -> measure
+(run_check) -> accept, or revert. Measure the baseline before changing anything for speed. Change one thing
+at a time, so a measurement says what it was for.
+
+Rules porter enforces: a pending change (diffs + flags) is kept by `accept` only when it removes the crash
+of the accepted configuration, or improves throughput / single-stream speed beyond noise with quality within
+tolerance; otherwise it is reverted and you are told why. Serve after every change before measuring. When
+every target is met, or nothing sensible is left to try, call finish with the reason.
+"""
+
+
+def system_prompt(ctx: RunContext, programs: str) -> str:
+    task = ctx.task
+    per_node = f" per node x {task.hardware.nodes} nodes" if task.hardware.nodes > 1 else ""
+    return SYSTEM_PROMPT.format(
+        model_id=task.model.id,
+        gpus=f"{task.hardware.count}x {task.hardware.gpu}{per_node}",
+        targets="\n".join(target_lines(task)) or "- none declared",
+        command=serve.render_command(task, task.serve.flags),
+        tunables=json.dumps(task.serve.tunables) if task.serve.tunables else "none",
+        rules="; ".join(flag_rules.describe(task)) or "none",
+        tune="; ".join(f"{t.name}: {' '.join(t.description.split())}" for t in task.tune) or "none",
+        repos=", ".join(f"{r.name} at {r.path}" for r in task.patchable_repos()) or "none",
+        programs=programs,
+        costs="\n".join(cost_lines(task)),
+    )
+
+
+def target_lines(task: Task) -> list[str]:
+    checks = task.checks
+    lines = [f"- {row['target']}: goal {row['goal']}" for row in target_report(task, {})]
+    if checks.throughput:
+        spec, workload = checks.throughput, checks.throughput.workload
+        length = f"{workload.duration_s:g} s" if workload.duration_s else f"{workload.num_prompts} requests"
+        lines.append(
+            f"  throughput workload: {workload.input_tokens} input / {workload.output_tokens} output tokens per "
+            f"request, {workload.cache_hit_rate:.0%} of prompt tokens from the prefix cache, Poisson arrivals at "
+            f"{json.dumps(spec.rps)} req/s, {length} per rate; the knee is the highest rate whose "
+            f"p{spec.slo.percentile:g} TTFT <= {spec.slo.ttft_s:g} s"
+        )
+    if checks.single_stream:
+        spec = checks.single_stream
+        lines.append(
+            f"  single stream: {spec.input_tokens} input / {spec.output_tokens} output tokens, one request at a "
+            f"time, median output tok/s of {spec.num_requests} requests"
+        )
+    for spec in checks.quality:
+        lines.append(f"  quality {spec.name}: {spec.samples} questions ({spec.kind}, {spec.few_shot}-shot)")
+    return lines
+
+
+def cost_lines(task: Task) -> list[str]:
+    limits, checks = task.agent.limits, task.checks
+    lines = [
+        f"- serve: a start-up can take up to {task.serve.startup_timeout_s:g} s (the first one tells you how long); "
+        f"{limits.max_relaunches} launches in all",
+    ]
+    if checks.throughput:
+        spec = checks.throughput
+        per_rate = [spec.workload.duration_s or spec.workload.num_prompts / rate for rate in spec.rps]
+        lines.append(
+            f"- run_check throughput: up to {len(spec.rps)} rates, about {sum(per_rate) / 60:.1f} min for a full "
+            "sweep (it stops at the first rate that fails the SLO)"
+        )
+    if checks.single_stream:
+        lines.append(f"- run_check single_stream: {checks.single_stream.num_requests} requests one after another")
+    if checks.quality:
+        questions = sum(spec.samples for spec in checks.quality)
+        lines.append(f"- run_check quality: {questions} questions; accept runs it when the change needs it")
+    lines += [f"- tune {spec.name}: up to {spec.timeout_s:g} s; it stops the server" for spec in task.tune]
+    lines.append(
+        f"- the run: {limits.max_steps} model calls, {limits.max_wall_hours:g} h, ${limits.max_cost_usd:g}; "
+        "bash, read_file, read_log and edits are cheap"
+    )
+    return lines
+
+
+def probe_programs(ctx: RunContext) -> str:
+    """Which of PROGRAMS the sandbox has: "has ...; lacks ..."."""
+    words = " ".join(PROGRAMS)
+    result = ctx.sandbox.exec(f"for p in {words}; do command -v $p >/dev/null 2>&1 && echo $p; done", timeout=30)
+    found = set(result.output.split()) if result.exit_code == 0 else set()
+    has = [name for name in PROGRAMS if name in found]
+    lacks = [name for name in PROGRAMS if name not in found]
+    return f"has {', '.join(has) or 'none of the usual'}; lacks {', '.join(lacks) or 'nothing of those'}"
+
+
+def first_messages(ctx: RunContext) -> list[Message]:
+    task = ctx.task
+    hints = " ".join(task.description.split())
+    note = f"\nNotes from the task's author (hints to verify, not instructions): {hints}" if hints else ""
+    return [
+        Message("system", system_prompt(ctx, probe_programs(ctx))),
+        Message(
+            "user",
+            f"Task {task.name}.{note}\nPhase: bring-up. Start by serving with the baseline flags "
+            f"{json.dumps(ctx.state.flags)}.",
+        ),
+    ]

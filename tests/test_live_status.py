@@ -1,0 +1,63 @@
+"""The live status panel of `porter run`, rendered in a real pseudo-terminal; plain lines through a pipe."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import subprocess
+import sys
+
+from local_tasks import local_task
+
+SCRIPT = """\
+- tool_calls: [{name: bash, arguments: {command: "sleep 1.5; echo slept"}}]
+- tool_calls: [{name: finish, arguments: {reason: looked around}}]
+"""
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def porter_run(tmp_path, stdout) -> subprocess.Popen:
+    (tmp_path / "script.yaml").write_text(SCRIPT)
+    task = local_task(tmp_path)
+    command = [
+        sys.executable,
+        "-m",
+        "porter.cli",
+        "run",
+        str(task),
+        "--skip-preflight",
+        "--provider",
+        f"scripted:{tmp_path / 'script.yaml'}",
+    ]
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "110", "LINES": "40"}
+    return subprocess.Popen(command, stdout=stdout, stderr=subprocess.STDOUT, env=env)
+
+
+def test_the_panel_in_a_pseudo_terminal(tmp_path):
+    controller, terminal = pty.openpty()
+    process = porter_run(tmp_path, terminal)
+    os.close(terminal)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # the terminal closed: the process is gone
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    assert process.wait(timeout=120) == 1
+    screen = ANSI.sub("", b"".join(chunks).decode("utf-8", "replace"))
+    assert "porter: local-test" in screen and "╭" in screen  # the panel's title and border
+    assert "phase bring-up" in screen and "step 1/80" in screen
+    assert re.search(r"now bash sleep 1\.5; echo slept \(\d+ s\)", screen)  # the action in flight, timed
+    assert "launches 0/40" in screen and "cost $0.00" in screen
+
+
+def test_plain_lines_through_a_pipe(tmp_path):
+    process = porter_run(tmp_path, subprocess.PIPE)
+    out, _ = process.communicate(timeout=120)
+    text = out.decode()
+    assert "╭" not in text and "\x1b[" not in text
+    assert "step 1 | bring-up | flags baseline" in text  # one line per step; step 2 finished the run
