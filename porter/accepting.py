@@ -149,6 +149,7 @@ def _crash_of(evidence: Evidence) -> str | None:
 
 def _keep(ctx: RunContext, summary: str, why: str, evidence: str, flags_too: bool) -> dict:
     state = ctx.state
+    served = ctx.server_fingerprint is not None and ctx.server_fingerprint == ctx.fingerprint()
     flag_changes = {k: v for k, v in state.flags.items() if state.accepted_flags.get(k) != v}
     failed = _what_failed(ctx)
     crash = (state.pending.first_crash_serve or {}).get("crash_class") or _crash_of(state.accepted)
@@ -159,6 +160,8 @@ def _keep(ctx: RunContext, summary: str, why: str, evidence: str, flags_too: boo
             changed = f"{files}" + (f"\nServe flags changed alongside: {flag_changes}" if flag_changes else "")
             message = commit_message(summary, failed, why or summary, changed, evidence)
             commits[name] = repo.accept(state.repos[name], message)
+    if served:  # committing changes the fingerprint (HEAD moves), not what the running server was built from
+        ctx.server_fingerprint = ctx.fingerprint()
     if flags_too:
         state.accepted_flags = dict(state.flags)
         state.accepted = Evidence(serve=state.pending.serve, checks={**state.accepted.checks, **state.pending.checks})

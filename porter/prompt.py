@@ -120,7 +120,8 @@ def cost_lines(task: Task) -> list[str]:
 def probe_programs(ctx: RunContext) -> str:
     """Which of PROGRAMS the sandbox has: "has ...; lacks ..."."""
     words = " ".join(PROGRAMS)
-    result = ctx.sandbox.exec(f"for p in {words}; do command -v $p >/dev/null 2>&1 && echo $p; done", timeout=30)
+    # `; true`: the loop's status is that of the last program probed, which may well be missing
+    result = ctx.sandbox.exec(f"for p in {words}; do command -v $p >/dev/null 2>&1 && echo $p; done; true", timeout=30)
     found = set(result.output.split()) if result.exit_code == 0 else set()
     has = [name for name in PROGRAMS if name in found]
     lacks = [name for name in PROGRAMS if name not in found]

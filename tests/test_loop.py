@@ -148,6 +148,24 @@ def test_the_story_transcript_replays(story_run, tmp_path):
 # ---------------------------------------------------------------- faults
 
 
+def test_the_server_that_was_accepted_is_measured_without_a_restart(twin_image, tmp_path):
+    script = [
+        call("serve"),
+        call("run_check", kind="single_stream"),
+        call("set_flags", flags=SPEC_314),
+        fix("a-quark-exclude-mtp.patch"),  # a commit when kept: HEAD moves, the running tree does not
+        call("serve"),
+        call("run_check", kind="single_stream"),
+        call("accept", summary="Speculative decoding, with the MTP shared expert excluded under the engine's name"),
+        call("run_check", kind="single_stream"),  # the accepted server as it runs: no restart needed
+    ]
+    ctx = run_scripted(fast_twin_task(tmp_path), script)
+    results = tool_results(ctx.run_dir)
+    assert results[6]["content"].startswith("kept:"), results[6]["content"]
+    assert results[7]["ok"] and results[7]["content"].startswith("single stream:"), results[7]["content"]
+    assert ctx.state.relaunches == 2
+
+
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])
 def test_provider_errors_mid_run_are_retried_and_the_key_never_leaks(twin_image, tmp_path, monkeypatch, provider):
     secret = "sk-test-" + "k" * 24
