@@ -10,8 +10,9 @@ import yaml
 from local_tasks import open_local_run
 
 from porter import agent, context, runs
-from porter.models import Message, ScriptedModel, ToolCall, redact
+from porter.models import Message, ScriptedModel, ToolCall
 from porter.models.openai import to_openai_message, to_openai_tool
+from porter.redaction import redact
 from porter.task import load_task
 from porter.tools import tool_specs
 from porter.transcript import read_state

@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from porter import agent, runs
-from porter.models import redact
+from porter.redaction import redact
 from porter.task import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
