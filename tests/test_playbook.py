@@ -131,4 +131,8 @@ def test_flag_searches_follow_the_tunables():
         "speculative-eagle-topk": 1,
         "speculative-num-draft-tokens": 6,
     }
-    assert topologies(task.serve.tunables, 8) == [{"tp": 8, "dp": None}, {"tp": 4, "dp": 2}, {"tp": 2, "dp": 4}]
+    assert topologies(task.serve.tunables, 8) == [
+        {"tp-size": 8, "dp-size": None},
+        {"tp-size": 4, "dp-size": 2},
+        {"tp-size": 2, "dp-size": 4},
+    ]
