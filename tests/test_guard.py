@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from porter import safe_git
 from porter.repos import TrackedRepo
+from porter.sandbox import SandboxError
 from porter.sandbox.guard import PathGuard, PathRefused, escaping_links, patch_problems
 from porter.sandbox.repos import ensure_baseline
 from porter.task import RepoSpec
@@ -82,6 +83,13 @@ def test_a_link_swapped_in_after_the_check_is_not_followed(layout):
     (tree / "b.py").symlink_to(outside / "secret.txt")
     with pytest.raises(PathRefused, match="symbolic link"):
         guard_module._open_beneath(host_root, relative.parent.parent / "b.py", os.O_RDONLY, "/src/engine/b.py")
+
+
+def test_a_fifo_is_refused_without_hanging(layout):
+    tree, _, guard = layout
+    os.mkfifo(tree / "pipe")
+    with pytest.raises(SandboxError, match="not a regular file"):
+        guard.read_text("/src/engine/pipe")
 
 
 def test_add_root_lets_another_tree_in(layout, tmp_path):

@@ -17,6 +17,7 @@ import errno
 import os
 import posixpath
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 
@@ -81,7 +82,11 @@ class PathGuard:
 
     def read_bytes(self, sandbox_path: str) -> bytes:
         host_root, relative = self._inside(sandbox_path)
-        descriptor = _open_beneath(host_root, relative, os.O_RDONLY, sandbox_path)
+        # O_NONBLOCK: a FIFO swapped in by the sandbox must not hang porter on open; only regular files are read.
+        descriptor = _open_beneath(host_root, relative, os.O_RDONLY | os.O_NONBLOCK, sandbox_path)
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            os.close(descriptor)
+            raise SandboxError(f"{sandbox_path} is not a regular file")
         with os.fdopen(descriptor, "rb") as file:
             return file.read()
 
