@@ -23,7 +23,7 @@ from sse_server import SseServer
 
 from porter import runs, serve
 from porter.sandbox import DockerSandbox
-from porter.sandbox.local import LocalSandbox
+from porter.sandbox.local import LocalSandbox, kill_group_record
 from porter.task import Task, load_task
 from porter.transcript import read_state, read_transcript
 
@@ -102,30 +102,41 @@ def test_sigkill_mid_check_then_resume_kills_the_orphan_and_measures_the_new_ser
         assert process.poll() is None, process.stderr.read()[-2000:]
         return None
 
-    run_dir = wait_for(serving_state, 60, "the first run to spawn its server")  # recorded before it is healthy
-    wait_for(lambda: serve.port_taken(f"http://127.0.0.1:{port}"), 60, "the server to listen")
-    time.sleep(2.5)  # into the single-stream check (3 requests of ~3 s each)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    orphan = read_state(run_dir)["server_process"]["pgid"]
-    assert group_alive(orphan) and serve.port_taken(f"http://127.0.0.1:{port}")
+    records: list[dict] = []
+    try:
+        run_dir = wait_for(serving_state, 60, "the first run to spawn its server")  # recorded before it is healthy
+        wait_for(lambda: serve.port_taken(f"http://127.0.0.1:{port}"), 60, "the server to listen")
+        time.sleep(2.5)  # into the single-stream check (3 requests of ~3 s each)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        records.append(read_state(run_dir)["server_process"])
+        orphan = records[0]["pgid"]
+        assert group_alive(orphan) and serve.port_taken(f"http://127.0.0.1:{port}")
 
-    resumed = subprocess.run(
-        [*porter, "--resume", str(run_dir), "--provider", f"scripted:{tmp_path / 'second.yaml'}"],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    state = read_state(run_dir)
-    assert state["finished"] == "resumed and done", resumed.stdout[-2000:] + resumed.stderr[-2000:]
-    assert not group_alive(orphan)
-    assert not serve.port_taken(f"http://127.0.0.1:{port}")  # the resumed run's own server is gone too
-    assert state["server_process"] is None
-    notes = [r["text"] for r in read_transcript(run_dir / "transcript.jsonl") if r["kind"] == "note"]
-    assert any("killed a server porter left running" in note for note in notes)
-    # 40 ms between tokens is 25 tok/s; the orphan (10 ms) would have read ~100
-    speed = state["pending"]["checks"]["single_stream"]["output_tok_s"]
-    assert 15 < speed < 30
+        resumed = subprocess.run(
+            [*porter, "--resume", str(run_dir), "--provider", f"scripted:{tmp_path / 'second.yaml'}"],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        state = read_state(run_dir)
+        assert state["finished"] == "resumed and done", resumed.stdout[-2000:] + resumed.stderr[-2000:]
+        assert not group_alive(orphan)
+        assert not serve.port_taken(f"http://127.0.0.1:{port}")  # the resumed run's own server is gone too
+        assert state["server_process"] is None
+        notes = [r["text"] for r in read_transcript(run_dir / "transcript.jsonl") if r["kind"] == "note"]
+        assert any("killed a server porter left running" in note for note in notes)
+        # 40 ms between tokens is 25 tok/s; the orphan (10 ms) would have read ~100
+        speed = state["pending"]["checks"]["single_stream"]["output_tok_s"]
+        assert 15 < speed < 30
+    finally:  # a failing run of this test must not leave its own orphans behind either
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for state_file in (tmp_path / "runs").glob("*/state.json"):
+            records.append(json.loads(state_file.read_text()).get("server_process") or {})
+        for record in records:
+            kill_group_record(record)
 
 
 def test_a_taken_port_is_refused_before_launch(tmp_path):
