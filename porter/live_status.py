@@ -21,8 +21,8 @@ from rich.text import Text
 from porter import console as plain
 from porter.models import ToolCall
 from porter.run_context import RunContext
-from porter.state import target_report
 from porter.terminal import printable
+from porter.tools import run_status
 
 
 class LiveStatus:
@@ -35,6 +35,7 @@ class LiveStatus:
         self.live = Live(self, console=Console(file=stream), refresh_per_second=4) if live else None
         self.action: str | None = None
         self.action_started = 0.0
+        self.targets = run_status(ctx)["targets"]  # read between calls, not at every redraw (it asks git)
 
     def __enter__(self) -> LiveStatus:
         if self.live:
@@ -49,6 +50,8 @@ class LiveStatus:
     def on_action(self, ctx: RunContext, call: ToolCall | None) -> None:
         self.action = None if call is None else describe_call(call)
         self.action_started = time.monotonic()
+        if call is None:
+            self.targets = run_status(ctx)["targets"]
 
     def on_step(self, ctx: RunContext) -> None:
         if self.live:
@@ -57,7 +60,7 @@ class LiveStatus:
             plain.show_step(ctx)
 
     def __rich__(self) -> Panel:
-        return render_panel(self.ctx, self.action, time.monotonic() - self.action_started)
+        return render_panel(self.ctx, self.targets, self.action, time.monotonic() - self.action_started)
 
 
 def describe_call(call: ToolCall) -> str:
@@ -66,7 +69,7 @@ def describe_call(call: ToolCall) -> str:
     return printable(f"{call.name} {detail}".strip())  # the model wrote it: no terminal control reaches the screen
 
 
-def render_panel(ctx: RunContext, action: str | None, elapsed_s: float) -> Panel:
+def render_panel(ctx: RunContext, targets: list[dict], action: str | None, elapsed_s: float) -> Panel:
     state, limits = ctx.state, ctx.task.agent.limits
     kept = sum(attempt["outcome"] == "kept" for attempt in state.attempts)
     doing = f"{action} ({elapsed_s:.0f} s)" if action else "waiting for the model"
@@ -91,14 +94,14 @@ def render_panel(ctx: RunContext, action: str | None, elapsed_s: float) -> Panel
         ("   cost ", "dim"),
         plain.money(ctx),
     )
-    return Panel(Group(head, targets_table(ctx), spend), title=f"porter: {ctx.task.name}", expand=False)
+    return Panel(Group(head, targets_table(targets), spend), title=f"porter: {ctx.task.name}", expand=False)
 
 
-def targets_table(ctx: RunContext) -> Table:
+def targets_table(targets: list[dict]) -> Table:
     table = Table(box=None, pad_edge=False)
     for column in ("target", "value", "goal", "met"):
         table.add_column(column)
-    for row in target_report(ctx.task, ctx.state.accepted.checks):
+    for row in targets:
         value = row["value"]
         shown = "-" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
         if row.get("stale"):

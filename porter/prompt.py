@@ -14,8 +14,8 @@ import json
 from porter import flag_rules, serve
 from porter.models import Message
 from porter.run_context import RunContext
-from porter.state import target_report
 from porter.task import Task
+from porter.tools import run_status
 
 # Programs a model reaches for; the probe says which the image has so it does not guess (no curl, say).
 PROGRAMS = ("python3", "pip", "git", "grep", "rg", "sed", "awk", "find", "curl", "wget", "gcc", "g++", "make", "hipcc")
@@ -53,11 +53,12 @@ every target is met, or nothing sensible is left to try, call finish with the re
 
 def system_prompt(ctx: RunContext, programs: str) -> str:
     task = ctx.task
+    targets = [f"- {row['target']}: goal {row['goal']}" for row in run_status(ctx)["targets"]]
     per_node = f" per node x {task.hardware.nodes} nodes" if task.hardware.nodes > 1 else ""
     return SYSTEM_PROMPT.format(
         model_id=task.model.id,
         gpus=f"{task.hardware.count}x {task.hardware.gpu}{per_node}",
-        targets="\n".join(target_lines(task)) or "- none declared",
+        targets="\n".join(targets + workload_lines(task)) or "- none declared",
         command=serve.render_command(task, task.serve.flags),
         tunables=json.dumps(task.serve.tunables) if task.serve.tunables else "none",
         rules="; ".join(flag_rules.describe(task)) or "none",
@@ -68,9 +69,9 @@ def system_prompt(ctx: RunContext, programs: str) -> str:
     )
 
 
-def target_lines(task: Task) -> list[str]:
+def workload_lines(task: Task) -> list[str]:
     checks = task.checks
-    lines = [f"- {row['target']}: goal {row['goal']}" for row in target_report(task, {})]
+    lines = []
     if checks.throughput:
         spec, workload = checks.throughput, checks.throughput.workload
         length = f"{workload.duration_s:g} s" if workload.duration_s else f"{workload.num_prompts} requests"
