@@ -14,7 +14,7 @@ import json
 import time
 from collections.abc import Callable
 
-from porter import context
+from porter import accepting, context
 from porter.models import (
     Message,
     Model,
@@ -70,7 +70,7 @@ def run_loop(
             write_state(ctx.run_dir, ctx.state.to_dict(), redact)
             if on_step:
                 on_step(ctx)
-            if all_targets_met(ctx.task, ctx.state.accepted.checks) and not ctx.is_pending():
+            if accepting.confirm_targets(ctx):  # re-measures stale targets on the accepted configuration first
                 raise Finished("every target is met by the accepted configuration")
     except Finished as finished:
         ctx.state.finished = finished.reason
@@ -80,7 +80,7 @@ def run_loop(
         ctx.state.finished = "interrupted (Ctrl-C); continue with --resume"
         raise
     finally:
-        ctx.state.solved = all_targets_met(ctx.task, ctx.state.accepted.checks)
+        ctx.state.solved = all_targets_met(ctx.task, ctx.state) and not ctx.is_pending()
         ctx.state.wall_s += time.monotonic() - session_start
         ctx.state.messages = [m.to_dict() for m in close_dangling_calls(messages)]
         ctx.stop_server()

@@ -79,7 +79,10 @@ def validate(task: str, as_json: bool) -> None:
 @click.option("--sandbox", "sandbox_kind", type=click.Choice(["docker", "local"]), help="Override sandbox.kind.")
 @click.option("--resume", "resume_dir", type=click.Path(file_okay=False), help="Continue the run in RUN_DIR.")
 @click.option("--skip-preflight", is_flag=True, help="Start without `porter preflight` (which runs first by default).")
-def run(task: str, provider, model_name, base_url, api_key_env, sandbox_kind, resume_dir, skip_preflight: bool) -> None:
+@click.option("--fresh", is_flag=True, help="Measure everything anew; reuse nothing from the measurement cache.")
+def run(
+    task: str, provider, model_name, base_url, api_key_env, sandbox_kind, resume_dir, skip_preflight: bool, fresh: bool
+) -> None:
     """Run the porting loop on TASK until its targets are met or a limit is hit."""
     from porter import runs
     from porter.preflight import preflight_main
@@ -101,7 +104,7 @@ def run(task: str, provider, model_name, base_url, api_key_env, sandbox_kind, re
             _fail(f"cannot start the run: {exc}")
         if preflight_main(spec) != 0:
             _fail("preflight failed (the table above says what to fix); --skip-preflight starts anyway")
-    sys.exit(runs.run_task(spec, task, resume_dir))
+    sys.exit(runs.run_task(spec, task, resume_dir, fresh=fresh))
 
 
 @main.command()

@@ -29,7 +29,7 @@ def status_line(ctx: RunContext) -> str:
     serve = state.pending.serve or state.accepted.serve or {}
     crash = serve.get("crash_class") or "-"
     changed = {k: v for k, v in state.flags.items() if ctx.task.serve.flags.get(k) != v}
-    met = sum(row["met"] for row in target_report(ctx.task, state.accepted.checks))
+    met = sum(row["met"] for row in target_report(ctx.task, state))
     total = len(target_report(ctx.task, {}))
     tokens = state.tokens["input"] + state.tokens["output"]
     return (
@@ -47,9 +47,10 @@ def summary_table(ctx: RunContext) -> Table:
     table = Table(title=f"{ctx.task.name}: {ctx.state.finished}")
     for column in ("target", "value", "goal", "met"):
         table.add_column(column)
-    for row in target_report(ctx.task, ctx.state.accepted.checks):
+    for row in target_report(ctx.task, ctx.state):
         value = row["value"]
         shown = f"{value:.3f}" if isinstance(value, float) else str(value)
+        shown += " (stale: measured on another configuration)" if row["stale"] else ""
         table.add_row(row["target"], shown, str(row["goal"]), "yes" if row["met"] else "no")
     return table
 

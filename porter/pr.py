@@ -209,7 +209,7 @@ def _evidence(state: RunState) -> list[str]:
     for attempt in state.attempts:
         row = f"| {attempt['summary']} | {attempt['outcome']} | {round_figures(str(attempt['evidence']))} |"
         lines.append(row.replace("\n", " "))
-    quality = {k: v for k, v in state.accepted.checks.items() if k.startswith("quality:")}
+    quality = {k: v for k, v in state.checks_on(state.accepted_config).items() if k.startswith("quality:")}
     if quality:
         lines += ["", "Quality of the final configuration:", ""]
         for key, result in quality.items():

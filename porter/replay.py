@@ -127,7 +127,7 @@ def _metric_drift(where: str, before: dict, after: dict) -> list[str]:
         for verdict in ("meets_target", "passed"):
             if verdict in old_result and old_result.get(verdict) != new_result.get(verdict):
                 drifts.append(f"{where}: {key} {verdict} was {old_result.get(verdict)}, now {new_result.get(verdict)}")
-        for metric in ("total_tok_s_per_node", "output_tok_s", "score"):
+        for metric in ("output_throughput_per_node", "total_throughput_per_node", "output_tok_s", "score"):
             old_value, new_value = old_result.get(metric), new_result.get(metric)
             if isinstance(old_value, int | float) and isinstance(new_value, int | float) and old_value:
                 change = abs(new_value / old_value - 1)

@@ -1,10 +1,13 @@
-"""`report.md` and its plots for a run directory, written from what the run recorded.
+"""`report.md`, `report.json` and the plots for a run directory, written from what the run recorded.
 
-Covers the task and targets, the timeline of attempts (kept or reverted, with the crash class or the
-metrics, tokens and dollars), final metrics against targets, the final serve command, and the plots
-(throughput and TTFT against offered RPS per kept configuration with the SLO line and the knee, and the
-objective over the steps). Reads state.json and metrics.jsonl only; never reruns anything.
-Figures from the twin engine are twin figures: the report says which engine produced them.
+Covers the task and targets (each target's median on the accepted configuration with its samples; a
+figure from another configuration is marked stale; figures reused from the measurement cache are
+counted), the timeline of attempts (kept or reverted, with the crash class or the metrics, tokens and
+dollars), the final serve command, the plots (throughput and TTFT against offered RPS per kept
+configuration with the SLO line and the knee, and the objective over the steps), and report.json:
+outcome, accepted configuration, targets with metric, value, samples and the configuration they were
+measured on, relaunches, server hours, tokens, cost. Reads state.json and metrics.jsonl only; never
+reruns anything. Figures from the twin engine are twin figures: the report says which engine produced them.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 
+from porter.checks import registry  # noqa: E402
 from porter.serve import render_command  # noqa: E402
 from porter.state import RunState, target_report  # noqa: E402
 from porter.task import Task, load_task  # noqa: E402
@@ -50,7 +54,40 @@ def write_report(run_dir: str | Path) -> Path:
     text = render(task, state, metrics, plots, run_dir)
     path = run_dir / "report.md"
     path.write_text(text, encoding="utf-8")
+    (run_dir / "report.json").write_text(json.dumps(report_document(task, state), indent=1, default=str) + "\n")
     return path
+
+
+def report_document(task: Task, state: RunState) -> dict:
+    """What a program needs from a run: every target on the configuration it was measured on."""
+    targets = [
+        {
+            "name": row["target"],
+            "metric": row["metric"],
+            "value": row["value"],
+            "goal": row["goal"],
+            "met": row["met"],
+            "measured_on": row["measured_on"],
+            "stale": row["stale"],
+            "samples": row["samples"],
+            "cached_samples": row["cached"],
+        }
+        for row in target_report(task, state)
+    ]
+    accepted = state.accepted_config
+    return {
+        "run_id": state.run_id,
+        "outcome": "solved" if state.solved else "not solved",
+        "finished": state.finished,
+        "accepted_config": {"fingerprint": accepted, **state.configs.get(accepted or "", {})},
+        "targets": targets,
+        "all_measured_on_accepted": all(t["measured_on"] == accepted for t in targets),
+        "relaunches": state.relaunches,
+        "server_hours": round(state.server_s / 3600, 4),
+        "tokens": state.tokens,
+        "cost_usd": round(state.cost_usd, 4) if state.cost_known else None,
+        "steps": state.step,
+    }
 
 
 def render(task: Task, state: RunState, metrics: list[dict], plots: list[Path], run_dir: Path) -> str:
@@ -69,11 +106,17 @@ def render(task: Task, state: RunState, metrics: list[dict], plots: list[Path], 
         "",
         "## Targets",
         "",
-        "| target | final | goal | met |",
-        "|---|---|---|---|",
+        "| target | metric | final (median) | samples | goal | met | measured on |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for row in target_report(task, state.accepted.checks):
-        lines.append(f"| {row['target']} | {_fmt(row['value'])} | {row['goal']} | {'yes' if row['met'] else 'no'} |")
+    for row in target_report(task, state):
+        lines.append(_target_line(row, state.accepted_config))
+    if any(row["cached"] for row in target_report(task, state)):
+        lines += [
+            "",
+            "Figures marked *cached* were measured by an earlier run on the identical configuration "
+            "(same image, trees, flags and check) and reused from the measurement cache (`--fresh` bypasses it).",
+        ]
     lines += [
         "",
         "## Timeline",
@@ -100,6 +143,19 @@ def render(task: Task, state: RunState, metrics: list[dict], plots: list[Path], 
     return "\n".join(lines)
 
 
+def _target_line(row: dict, accepted: str | None) -> str:
+    samples = ", ".join(_fmt(v) for v in row["samples"]) or "-"
+    if row["cached"]:
+        samples += f" ({row['cached']} cached)"
+    where = row["measured_on"] or "-"
+    if row["stale"]:
+        where += " (stale: not the accepted configuration)"
+    elif row["measured_on"] == accepted and accepted:
+        where += " (accepted)"
+    met = "yes" if row["met"] else "no"
+    return f"| {row['target']} | {row['metric']} | {_fmt(row['value'])} | {samples} | {row['goal']} | {met} | {where} |"
+
+
 def _fmt(value) -> str:
     return f"{value:.3f}".rstrip("0").rstrip(".") if isinstance(value, float) else str(value)
 
@@ -112,7 +168,7 @@ def write_plots(run_dir: Path, task: Task, state: RunState, metrics: list[dict])
     if sweeps and task.checks.throughput:
         written.append(_sweep_plot(plots_dir, task, sweeps))
     if any(m["check"] in ("throughput", "single_stream") for m in metrics):
-        written.append(_objective_plot(plots_dir, metrics))
+        written.append(_objective_plot(plots_dir, task, metrics))
     return written
 
 
@@ -124,13 +180,14 @@ def _sweep_plot(plots_dir: Path, task: Task, sweeps: list[dict]) -> Path:
         levels = result.get("levels") or []
         label = f"step {measurement['step']}: {_flags_label(task, measurement['flags'])}"
         rps = [level["rps"] for level in levels]
-        left.plot(rps, [level.get("total_throughput") for level in levels], marker="o", label=label)
+        left.plot(rps, [level.get(task.checks.throughput.metric) for level in levels], marker="o", label=label)
         ttft_key = f"p{slo.percentile:g}_ttft_ms"
         right.plot(rps, [(level.get(ttft_key) or 0) / 1000 for level in levels], marker="o", label=label)
         if result.get("knee_rps"):
             right.axvline(result["knee_rps"], linestyle=":", alpha=0.5)
     right.axhline(slo.ttft_s, color="red", linestyle="--", label=f"SLO p{slo.percentile:g} TTFT {slo.ttft_s:g} s")
-    left.set(xlabel="offered RPS", ylabel="total tok/s", title="throughput vs offered load")
+    metric = task.checks.throughput.metric.replace("_", " ")
+    left.set(xlabel="offered RPS", ylabel=f"{metric} (tok/s)", title="throughput vs offered load")
     right.set(xlabel="offered RPS", ylabel=f"p{slo.percentile:g} TTFT (s)", title="TTFT vs offered load (knee dotted)")
     for axis in (left, right):
         axis.grid(alpha=0.3)
@@ -140,10 +197,11 @@ def _sweep_plot(plots_dir: Path, task: Task, sweeps: list[dict]) -> Path:
     return _save(figure, plots_dir / "throughput_ttft_vs_rps.png")
 
 
-def _objective_plot(plots_dir: Path, metrics: list[dict]) -> Path:
+def _objective_plot(plots_dir: Path, task: Task, metrics: list[dict]) -> Path:
     """Each headline figure over the steps, one panel each (their scales differ by orders of magnitude)."""
     series = []
-    for check, field in (("throughput", "total_tok_s_per_node"), ("single_stream", "output_tok_s")):
+    perf = [item for item in registry.declared(task) if item.kind.performance]
+    for check, field in ((item.key, item.kind.headline(item.spec)) for item in perf):
         points = [(m["step"], m["result"].get(field)) for m in metrics if m["check"] == check]
         points = [(step, value) for step, value in points if value is not None]
         if points:

@@ -12,15 +12,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-import aiohttp
-
-from porter import serve
-from porter.checks.loadgen import CheckError
-from porter.checks.quality import run_quality
-from porter.checks.throughput import run_single_stream, run_throughput
+from porter import evidence, serve
 from porter.redaction import redact
 from porter.repos import TrackedRepo
 from porter.sandbox import Process, Sandbox
@@ -44,6 +40,8 @@ class RunContext:
     repos: dict[str, TrackedRepo]
     server: serve.Launch | None = None
     server_fingerprint: str | None = None
+    image_digest: str | None = None  # of the sandbox's image, part of every configuration's fingerprint
+    server_started: float | None = None  # monotonic time of the running server's launch (server hours)
 
     # ------------------------------------------------------------ paths
 
@@ -89,13 +87,8 @@ class RunContext:
         return self.state.flags != self.state.accepted_flags or any(repo.is_dirty() for repo in self.repos.values())
 
     def fingerprint(self) -> str:
-        """Identifies flags + tree: a result measured on another fingerprint is not evidence for this one."""
-        digest = hashlib.sha256(json.dumps(self.state.flags, sort_keys=True, default=str).encode())
-        for name in sorted(self.repos):
-            repo = self.repos[name]
-            digest.update(repo.repo.head.commit.hexsha.encode())
-            digest.update(repo.diff().encode())
-        return digest.hexdigest()[:16]
+        """Identifies trees + flags + image: a result measured on another fingerprint is not evidence for this one."""
+        return evidence.fingerprint(self)
 
     # ------------------------------------------------------------ server
 
@@ -103,6 +96,7 @@ class RunContext:
         self.stop_server()
         self.state.relaunches += 1
         log_path = self.run_dir / "logs" / f"serve-{self.state.relaunches:03d}.log"
+        self.server_started = time.monotonic()
         self.server = serve.launch(self.sandbox, self.task, self.state.flags, log_path, on_spawn=self._remember)
         self.server_fingerprint = self.fingerprint()
         return self.server
@@ -116,6 +110,9 @@ class RunContext:
     def stop_server(self) -> None:
         if self.server and self.server.process and self.server.process.alive():
             self.server.process.stop(grace_s=10)
+        if self.server_started is not None:
+            self.state.server_s += time.monotonic() - self.server_started
+        self.server_started = None
         self.server = None
         self.server_fingerprint = None
         self.kill_leftover_server()
@@ -139,59 +136,5 @@ class RunContext:
     # ------------------------------------------------------------ checks
 
     def run_check(self, kind: str) -> dict[str, dict]:
-        """Run a check from the host; results keyed "throughput", "single_stream" or "quality:<name>".
-
-        Whatever stops a check (a missing dataset, the server dying mid-sweep, a client error) becomes a
-        ToolError the agent reads; nothing measured by a check that did not finish is recorded.
-        """
-        base_url = self.require_server()
-        try:
-            results = self._measure(kind, base_url)
-        except (TimeoutError, CheckError, aiohttp.ClientError, OSError) as exc:
-            server = self.server.process if self.server else None
-            died = (
-                f" The server exited (code {server.exit_code()}) meanwhile: call serve."
-                if server and not server.alive()
-                else ""
-            )
-            raise ToolError(f"the {kind} check did not complete: {type(exc).__name__}: {exc}.{died}") from None
-        return self._record(results)
-
-    def _measure(self, kind: str, base_url: str) -> dict[str, dict]:
-        checks = self.task.checks
-        results: dict[str, dict] = {}
-        if kind == "throughput":
-            if checks.throughput is None:
-                raise ToolError("the task declares no throughput check")
-            results["throughput"] = run_throughput(
-                base_url, checks.throughput, nodes=self.task.hardware.nodes
-            ).to_dict()
-        elif kind == "single_stream":
-            if checks.single_stream is None:
-                raise ToolError("the task declares no single_stream check")
-            results["single_stream"] = run_single_stream(base_url, checks.single_stream).to_dict()
-        else:
-            if not checks.quality:
-                raise ToolError("the task declares no quality check")
-            for spec in checks.quality:
-                results[f"quality:{spec.name}"] = run_quality(base_url, spec).to_dict()
-        return results
-
-    def _record(self, results: dict[str, dict]) -> dict[str, dict]:
-        fingerprint = self.server_fingerprint  # require_server checked it is the tree's as it is now
-        evidence = self.state.pending if self.is_pending() else self.state.accepted
-        pending = self.is_pending()
-        with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as metrics:
-            for key, result in results.items():
-                result["fingerprint"] = fingerprint
-                evidence.checks[key] = result
-                line = {
-                    "step": self.state.step,
-                    "check": key,
-                    "pending": pending,
-                    "flags": self.state.flags,
-                    "result": result,
-                }
-                metrics.write(json.dumps(line, default=str) + "\n")
-                self.transcript.record("check", step=self.state.step, name=key, pending=pending, result=result)
-        return results
+        """Run a check from the host; results keyed "throughput", "single_stream" or "quality:<name>"."""
+        return evidence.measure(self, kind)

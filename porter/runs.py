@@ -49,7 +49,7 @@ def new_run_dir(task: Task) -> tuple[Path, str]:
     raise FileExistsError(f"could not claim a fresh run directory under {task.outputs.runs_dir}")
 
 
-def open_run(task: Task, task_path: str, resume_dir: str | None = None) -> RunContext:
+def open_run(task: Task, task_path: str, resume_dir: str | None = None, fresh: bool = False) -> RunContext:
     """A ready RunContext: sandbox started, repos on the run branch, transcript open (appending on resume)."""
     collect(key_names=[task.agent.api_key_env])
     leaking = secret_fields(task.model_dump(mode="json"))
@@ -63,6 +63,7 @@ def open_run(task: Task, task_path: str, resume_dir: str | None = None) -> RunCo
         run_dir, run_id = new_run_dir(task)
         (run_dir / "task.yaml").write_text(redact(yaml.safe_dump(task.model_dump(mode="json"), sort_keys=False)))
         state = RunState(run_id, str(task_path), dict(task.serve.flags), dict(task.serve.flags))
+    state.fresh = state.fresh or fresh
     transcript = Transcript(run_dir / "transcript.jsonl", redact)
     if task.sandbox.kind == "local" and task.sandbox.local_setup and not (run_dir / "root").exists():
         prepare_local_root(task, run_dir / "root")
@@ -169,12 +170,12 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def run_task(task: Task, task_path: str, resume_dir: str | None = None) -> int:
+def run_task(task: Task, task_path: str, resume_dir: str | None = None, fresh: bool = False) -> int:
     """`porter run`: 0 when every target is met, 1 when the run ended without, 130 on Ctrl-C."""
     try:
         choose_sandbox(task)
         model = agent_model(task, Path(resume_dir) if resume_dir else None)
-        ctx = open_run(task, task_path, resume_dir)
+        ctx = open_run(task, task_path, resume_dir, fresh)
     except (ModelError, SandboxError, ValueError, FileNotFoundError) as exc:
         console.say(f"porter: cannot start the run: {exc}")
         return 2

@@ -1,32 +1,31 @@
-"""What a run knows between steps, and the task's targets read against it.
+"""What a run knows between steps, and the task's targets read against the evidence it kept.
 
-Covers the run state saved to `state.json` after every step (flags, accepted commits, the metrics of the
-accepted configuration, the evidence gathered for the pending change, spend) and the comparisons the
-accept rules need. Does not run anything: tools.py fills it, agent.py loops over it.
+Covers the run state saved to `state.json` after every step (flags, accepted commits, the start-ups of
+the accepted and the pending configuration, every check sample with the configuration it was measured
+on, spend) and the questions asked of it: which samples belong to a configuration, their medians, and
+each target's value on the accepted configuration, marked stale when the only figure is from another
+one. Does not run anything: evidence.py records samples, accepting.py decides, agent.py loops.
 """
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from porter.checks import registry
 from porter.repos import RepoState
 from porter.task import FlagValue, Task
 from porter.transcript import RunDirError, read_state
 
-# A throughput or speed figure must move by more than this to count as a real change (run-to-run noise).
-IMPROVEMENT_MARGIN = 0.03
-PERF_METRICS = {"throughput": "total_tok_s_per_node", "single_stream": "output_tok_s"}
-
 
 @dataclass
 class Evidence:
-    """What was observed for one configuration: the last start-up and the last result of each check."""
+    """The start-ups observed for one configuration (check results live in RunState.samples)."""
 
-    serve: dict | None = None  # {"healthy", "crash_class", "signature", "seconds", "log"}
+    serve: dict | None = None  # {"healthy", "crash_class", "signature", "stage", "seconds", "log", "fingerprint"}
     first_crash: str | None = None  # the first crash class seen since the last accept or revert
     first_crash_serve: dict | None = None  # its serve record (key line, log) for commit messages and PRs
-    checks: dict[str, dict] = field(default_factory=dict)  # "throughput" | "single_stream" | "quality:<name>"
 
 
 @dataclass
@@ -38,9 +37,14 @@ class RunState:
     repos: dict[str, RepoState] = field(default_factory=dict)
     accepted: Evidence = field(default_factory=Evidence)
     pending: Evidence = field(default_factory=Evidence)
+    # every check result: {"key", "config", "harness", "step", "value", "result", "cached"}; never overwritten
+    samples: list[dict] = field(default_factory=list)
+    configs: dict[str, dict] = field(default_factory=dict)  # fingerprint -> {"repos", "flags", "image"}
+    accepted_config: str | None = None  # fingerprint of the accepted configuration
     attempts: list[dict] = field(default_factory=list)
     step: int = 0
     relaunches: int = 0
+    server_s: float = 0.0  # seconds servers were up (start-up included), for server hours
     cost_usd: float = 0.0
     cost_known: bool = True
     tokens: dict[str, int] = field(default_factory=lambda: {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0})
@@ -49,6 +53,7 @@ class RunState:
     messages: list[dict] = field(default_factory=list)
     finished: str | None = None
     solved: bool = False
+    fresh: bool = False  # --fresh: measure everything, reuse nothing from the cache
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -57,9 +62,10 @@ class RunState:
     def from_dict(cls, data: dict) -> RunState:
         data = dict(data)
         data["repos"] = {name: RepoState(**repo) for name, repo in data.get("repos", {}).items()}
-        data["accepted"] = Evidence(**data.get("accepted", {}))
-        data["pending"] = Evidence(**data.get("pending", {}))
-        return cls(**data)
+        for side in ("accepted", "pending"):
+            evidence = {k: v for k, v in (data.get(side) or {}).items() if k in Evidence.__dataclass_fields__}
+            data[side] = Evidence(**evidence)
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
     @classmethod
     def read(cls, run_dir) -> RunState:
@@ -73,42 +79,92 @@ class RunState:
     def phase(self) -> str:
         if not (self.accepted.serve or {}).get("healthy"):
             return "bring-up"
-        if not self.accepted.checks:
+        if not self.samples_on(self.accepted_config):
             return "baseline"
         return "optimisation"
 
+    def samples_on(self, config: str | None, key: str | None = None) -> list[dict]:
+        """Samples measured on one configuration (of one check), oldest first."""
+        return [s for s in self.samples if s["config"] == config and (key is None or s["key"] == key)]
 
-def target_report(task: Task, checks: dict[str, dict]) -> list[dict[str, Any]]:
-    """One row per target of the task: name, measured value (or None), target, met."""
+    def checks_on(self, config: str | None) -> dict[str, dict]:
+        """The latest result of each check on one configuration, with its median and sample count."""
+        latest: dict[str, dict] = {}
+        for sample in self.samples_on(config):
+            values = [s["value"] for s in self.samples_on(config, sample["key"]) if s["value"] is not None]
+            latest[sample["key"]] = {
+                **sample["result"],
+                "median": statistics.median(values) if values else None,
+                "samples": len(values),
+            }
+        return latest
+
+
+def median_of(samples: list[dict]) -> float | None:
+    values = [s["value"] for s in samples if s["value"] is not None]
+    return statistics.median(values) if values else None
+
+
+def target_report(task: Task, state: RunState | dict | None) -> list[dict[str, Any]]:
+    """One row per target: name, metric, value (median on the accepted configuration), goal, met, stale.
+
+    A target never measured on the accepted configuration shows its latest figure from another one,
+    marked stale and never met. Without a state (or an empty one) the rows carry the goals only.
+    """
     rows = []
-    spec = task.checks
-    if spec.throughput:
-        value = (checks.get("throughput") or {}).get("total_tok_s_per_node")
-        target = spec.throughput.target_total_tok_s_per_node
-        rows.append(_row("throughput (total tok/s/node at knee)", value, target, value is not None and value >= target))
-    if spec.single_stream:
-        value = (checks.get("single_stream") or {}).get("output_tok_s")
-        target = spec.single_stream.target_output_tok_s
-        rows.append(_row("single stream (output tok/s)", value, target, value is not None and value >= target))
-    for quality in spec.quality:
-        result = checks.get(f"quality:{quality.name}") or {}
-        bar = quality.minimum if quality.minimum is not None else f"{quality.reference} - {quality.tolerance}"
-        rows.append(_row(f"quality {quality.name}", result.get("score"), bar, bool(result.get("passed"))))
+    for item in registry.declared(task):
+        row = {
+            "target": item.kind.label(item.spec),
+            "key": item.key,
+            "metric": item.kind.headline(item.spec),
+            "goal": item.kind.goal(item.spec),
+            "value": None,
+            "met": False,
+            "stale": False,
+            "measured_on": None,
+            "samples": [],
+            "cached": 0,
+        }
+        if isinstance(state, RunState):
+            _fill(row, item, state)
+        rows.append(row)
     return rows
 
 
-def _row(name: str, value: Any, target: Any, met: bool) -> dict[str, Any]:
-    return {"target": name, "value": value, "goal": target, "met": met}
+def _fill(row: dict, item: registry.Declared, state: RunState) -> None:
+    fresh = state.samples_on(state.accepted_config, item.key)
+    anywhere = [s for s in state.samples if s["key"] == item.key]
+    if not anywhere:
+        return
+    measured = fresh or state.samples_on(anywhere[-1]["config"], item.key)  # stale: the latest other configuration
+    row["measured_on"] = measured[-1]["config"]
+    row["stale"] = not fresh
+    row["samples"] = [s["value"] for s in measured]
+    row["cached"] = sum(1 for s in measured if s.get("cached"))
+    if item.kind.performance:
+        row["value"] = median_of(measured)
+        row["met"] = not row["stale"] and row["value"] is not None and row["value"] >= row["goal"]
+    else:
+        row["value"] = measured[-1]["value"]
+        row["met"] = not row["stale"] and item.kind.met(measured[-1]["result"], item.spec)
 
 
-def all_targets_met(task: Task, checks: dict[str, dict]) -> bool:
-    rows = target_report(task, checks)
+def all_targets_met(task: Task, state: RunState, allow_stale: bool = False) -> bool:
+    """Every target met on the accepted configuration (with allow_stale: met by the latest figure anywhere)."""
+    rows = target_report(task, state)
+    if allow_stale:
+        return bool(rows) and all(_met_ignoring_staleness(task, row, state) for row in rows)
     return bool(rows) and all(row["met"] for row in rows)
 
 
-def improvement(kind: str, before: dict | None, after: dict | None) -> float | None:
-    """Relative change of a perf check's headline figure; None when either side is missing."""
-    metric = PERF_METRICS[kind]
-    if not before or not after or before.get(metric) in (None, 0) or after.get(metric) is None:
-        return None
-    return after[metric] / before[metric] - 1.0
+def _met_ignoring_staleness(task: Task, row: dict, state: RunState) -> bool:
+    if not row["stale"]:
+        return row["met"]
+    item = registry.by_key(task, row["key"])
+    latest = [s for s in state.samples if s["key"] == row["key"]][-1]
+    return item.kind.met(latest["result"], item.spec)
+
+
+def stale_targets(task: Task, state: RunState) -> list[str]:
+    """Keys of the targets measured only on other configurations (never-measured ones are not stale)."""
+    return [row["key"] for row in target_report(task, state) if row["stale"]]

@@ -127,6 +127,11 @@ class SandboxSpec(Spec):
     mounts: list[Mount] = Field(default_factory=list, description="Bind mounts (weights, caches).")
     env: dict[str, str] = Field(default_factory=dict, description="The only environment the sandbox gets.")
     network: Literal["none", "bridge", "host"] = Field("none", description="none: no route out of the sandbox.")
+    build_products: list[str] = Field(
+        default_factory=list,
+        description="Glob patterns of sandbox paths the engine writes while it runs (JIT caches, compiled kernels); "
+        "every other change outside the repos makes accept refuse.",
+    )
     workdir: str = Field("/", description="Default working directory inside the sandbox.")
     docker_host: str | None = Field(None, description="Docker engine URL (e.g. ssh://node7); default: local.")
     local_setup: list[str] = Field(
@@ -235,6 +240,9 @@ class WorkloadSpec(Spec):
     num_prompts: int | None = Field(None, ge=1, description="Requests per level, instead of a duration.")
     warmup_s: float = Field(0.0, ge=0, description="Start of each level discarded from the statistics.")
     seed: int = Field(0, description="Seed of the prompts and of the Poisson arrivals.")
+    min_requests: int = Field(
+        32, ge=1, description="Requests each level measures at least (after warm-up), whatever `duration_s` says."
+    )
 
     @model_validator(mode="after")
     def _duration_or_count(self) -> WorkloadSpec:
@@ -252,8 +260,12 @@ class ThroughputCheckSpec(Spec):
     workload: WorkloadSpec
     rps: list[PositiveFloat] = Field(min_length=1, description="Offered request rates, swept in order.")
     slo: SloSpec
-    target_total_tok_s_per_node: PositiveFloat = Field(description="Total tok/s per node at the knee to reach.")
-    bisect_steps: int = Field(0, ge=0, description="Bisection steps between the last pass and the first fail.")
+    metric: Literal["output_throughput", "total_throughput"] = Field(
+        description="bench_serving metric the target holds, per node at the knee: output_throughput (generated "
+        "tok/s, what serving figures usually quote) or total_throughput (prompt + generated tok/s)."
+    )
+    target_tok_s_per_node: PositiveFloat = Field(description="Tok/s per node of `metric` at the knee to reach.")
+    bisect_steps: int = Field(2, ge=0, description="Bisection steps between the last pass and the first fail.")
 
 
 class SingleStreamSpec(Spec):
@@ -267,6 +279,9 @@ class ChecksSpec(Spec):
     quality: list[QualityCheckSpec] = Field(default_factory=list)
     throughput: ThroughputCheckSpec | None = None
     single_stream: SingleStreamSpec | None = None
+    min_improvement: float = Field(
+        0.03, ge=0, lt=1, description="Smallest relative gain kept; the measured spread raises the bar above it."
+    )
 
     @field_validator("quality")
     @classmethod

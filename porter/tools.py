@@ -153,8 +153,8 @@ def run_status(ctx: RunContext) -> dict:
         "flags": state.flags,
         "flags_changed": {k: v for k, v in state.flags.items() if state.accepted_flags.get(k) != v},
         "server": _server_status(ctx),
-        "targets": target_report(ctx.task, state.accepted.checks),
-        "accepted_checks": sorted(state.accepted.checks),
+        "targets": target_report(ctx.task, state),
+        "accepted_checks": sorted(state.checks_on(state.accepted_config)),
     }
 
 

@@ -3,12 +3,25 @@ and one playbook run of the default twin task that the playbook and output tests
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import docker
 import docker.errors
 import pytest
 from helpers import in_ci
+
+
+@pytest.fixture(scope="session", autouse=True)
+def measurement_cache(tmp_path_factory):
+    """The session's own PORTER_CACHE: no figure from a user's earlier runs, no lock shared with them."""
+    previous = os.environ.get("PORTER_CACHE")
+    os.environ["PORTER_CACHE"] = str(tmp_path_factory.mktemp("porter-cache"))
+    yield os.environ["PORTER_CACHE"]
+    if previous is None:
+        os.environ.pop("PORTER_CACHE", None)
+    else:
+        os.environ["PORTER_CACHE"] = previous
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,7 @@ def test_bench_json_sweep(server, capsys):
     assert code == 0
     assert document["knee_rps"] == 8 and [level["rps"] for level in document["levels"]] == [4, 8]
     assert document["slo"] == {"ttft_s": 0.2, "percentile": 99}
-    assert document["target_total_tok_s_per_node"] is None and document["meets_target"] is False
+    assert document["target_tok_s_per_node"] is None and document["meets_target"] is False
     assert 20 <= document["median_ttft_ms"] < 26
     assert "rps 4: " in captured.err and "knee: 8 req/s" in captured.err
 

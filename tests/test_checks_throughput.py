@@ -98,7 +98,8 @@ def spec(**overrides) -> ThroughputCheckSpec:
         },
         "rps": [5, 40],
         "slo": {"ttft_s": 0.1},
-        "target_total_tok_s_per_node": 1000,
+        "metric": "total_throughput",
+        "target_tok_s_per_node": 1000,
     }
     data.update(overrides)
     return ThroughputCheckSpec.model_validate(data)
@@ -116,9 +117,9 @@ def test_sweep_against_a_server_with_known_timings(server):
         assert level.metrics["cache_hit_rate"] == pytest.approx(0.5, abs=0.01)
         assert level.offered >= 5 and level.metrics["completed"] == level.offered
     knee = result.knee.metrics
-    assert result.total_tok_s_per_node == pytest.approx(knee["total_throughput"] / 2)
+    assert result.tok_s_per_node == pytest.approx(knee["total_throughput"] / 2)
     assert knee["total_throughput"] == pytest.approx(knee["input_throughput"] + knee["output_throughput"])
-    assert result.meets_target is (result.total_tok_s_per_node >= 1000)
+    assert result.meets_target is (result.tok_s_per_node >= 1000)
     document = json.loads(json.dumps(result.to_dict()))
     for name in (
         "mean_ttft_ms",
@@ -135,7 +136,8 @@ def test_sweep_against_a_server_with_known_timings(server):
         "errors",
         "knee_rps",
         "slo",
-        "total_tok_s_per_node",
+        "total_throughput_per_node",
+        "output_throughput_per_node",
         "meets_target",
     ):
         assert name in document
@@ -154,7 +156,7 @@ def test_warmup_window_is_left_out_of_the_statistics(server):
 def test_a_failing_server_gives_no_knee(server):
     server.reset(ttft_ms=5, itl_ms=1, fail_every=2)
     result = throughput.run_throughput(server.url, spec(bisect_steps=2))
-    assert result.knee is None and not result.meets_target and result.total_tok_s_per_node == 0
+    assert result.knee is None and not result.meets_target and result.tok_s_per_node == 0
     assert len(result.levels) == 1
     assert any("errors" in reason for reason in result.levels[0].reasons)
     assert "HTTP 500" in result.levels[0].error_samples[0]

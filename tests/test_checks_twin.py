@@ -92,7 +92,8 @@ def test_throughput_level_has_exact_lengths_and_the_asked_cache_hit_rate(twin):
             "workload": {"input_tokens": 2000, "output_tokens": 16, "cache_hit_rate": 0.6, "duration_s": 4, "seed": 1},
             "rps": [1],
             "slo": {"ttft_s": 5},
-            "target_total_tok_s_per_node": 1,
+            "metric": "output_throughput",
+            "target_tok_s_per_node": 1,
         }
     )
     result = run_throughput(twin, spec)

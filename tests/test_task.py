@@ -34,7 +34,8 @@ checks:
     workload: {input_tokens: 2000, output_tokens: 100, cache_hit_rate: 0.6, duration_s: 10}
     rps: [1, 2]
     slo: {ttft_s: 5}
-    target_total_tok_s_per_node: 100
+    metric: output_throughput
+    target_tok_s_per_node: 100
 """
 
 
@@ -69,7 +70,8 @@ def test_glm52_task_is_the_story():
     workload = task.checks.throughput.workload
     assert (workload.input_tokens, workload.output_tokens, workload.cache_hit_rate) == (20000, 1000, 0.6)
     assert task.checks.throughput.slo.ttft_s == 5
-    assert task.checks.throughput.target_total_tok_s_per_node == 2626
+    assert task.checks.throughput.target_tok_s_per_node == 2626
+    assert task.checks.throughput.metric == "output_throughput"
     assert task.checks.single_stream.target_output_tok_s == 213
     assert {check.name for check in task.checks.quality} == {"gsm8k", "gpqa-diamond"}
     tune = task.tune[0].command
@@ -111,9 +113,9 @@ MALFORMED = {
     ),
     "port_out_of_range": (("port: 30000", "port: 70000"), AT, "serve.port", "less than or equal to 65535"),
     "negative_target": (
-        ("target_total_tok_s_per_node: 100", "target_total_tok_s_per_node: -5"),
+        ("target_tok_s_per_node: 100", "target_tok_s_per_node: -5"),
         AT,
-        "checks.throughput.target_total_tok_s_per_node",
+        "checks.throughput.target_tok_s_per_node",
         "greater than 0",
     ),
     "empty_serve_command": (

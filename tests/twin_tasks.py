@@ -41,7 +41,7 @@ def fast_task_data(source: Path = ROOT / "tasks" / "twin_glm52.yaml") -> dict:
     throughput["workload"].update(duration_s=throughput["workload"]["duration_s"] * TIME_SCALE, warmup_s=1)
     throughput["rps"] = [rate / TIME_SCALE for rate in throughput["rps"] if rate >= 2]
     throughput["slo"]["ttft_s"] *= TIME_SCALE
-    throughput["target_total_tok_s_per_node"] /= TIME_SCALE
+    throughput["target_tok_s_per_node"] /= TIME_SCALE
     checks["single_stream"]["target_output_tok_s"] /= TIME_SCALE
     checks["single_stream"]["num_requests"] = 2
     return data
@@ -66,10 +66,13 @@ def fast_twin_task(tmp_path: Path, **changes) -> Path:
     return write_task(tmp_path, fast_task_data(), **changes)
 
 
-def run_with(task_path: Path, model=None):
-    """Run the loop on a task (the task's own agent unless `model` is given); the container is removed after."""
+def run_with(task_path: Path, model=None, fresh: bool = True):
+    """Run the loop on a task (the task's own agent unless `model` is given); the container is removed after.
+
+    Runs are --fresh unless asked otherwise: a test measures what it runs, not a figure cached by another test.
+    """
     task = load_task(task_path)
-    ctx = runs.open_run(task, str(task_path))
+    ctx = runs.open_run(task, str(task_path), fresh=fresh)
     try:
         agent.run_loop(ctx, model or runs.agent_model(task, ctx.run_dir), redact)
     finally:

@@ -20,6 +20,7 @@ from rich.table import Table
 
 from porter.checks import quality, throughput
 from porter.checks.loadgen import CheckError
+from porter.measure_cache import measurement_lock
 from porter.task import QualityCheckSpec, SingleStreamSpec, ThroughputCheckSpec
 from porter.terminal import markup_safe, printable
 
@@ -67,7 +68,8 @@ def bench_main(
                 num_requests=SINGLE_STREAM_REQUESTS,
                 target_output_tok_s=math.inf,
             )
-            result = throughput.run_single_stream(url, spec)
+            with measurement_lock(f"porter bench --single-stream {url}"):
+                result = throughput.run_single_stream(url, spec)
             _print_single(out, result)
             passed = result.completed > 0
         else:
@@ -81,10 +83,12 @@ def bench_main(
                     },
                     "rps": parse_rates(rps),
                     "slo": {"ttft_s": slo_ttft, "percentile": slo_percentile},
-                    "target_total_tok_s_per_node": math.inf,
+                    "metric": "output_throughput",
+                    "target_tok_s_per_node": math.inf,
                 }
             )
-            result = throughput.run_throughput(url, spec, on_level=lambda level: _print_progress(out, level))
+            with measurement_lock(f"porter bench {url}"):
+                result = throughput.run_throughput(url, spec, on_level=lambda level: _print_progress(out, level))
             _print_sweep(out, result)
             passed = result.knee is not None
     except CheckError as exc:
@@ -146,7 +150,10 @@ def _print_sweep(out: Console, result: throughput.ThroughputResult) -> None:
     if result.knee is None:
         out.print("[red]no level met the SLO[/]")
     else:
-        out.print(f"knee: {result.knee_rps:g} req/s, total {result.total_tok_s_per_node:,.1f} tok/s per node")
+        out.print(
+            f"knee: {result.knee_rps:g} req/s, output {result.per_node('output_throughput'):,.1f} and total "
+            f"{result.per_node('total_throughput'):,.1f} tok/s per node"
+        )
     for level in result.levels:
         for sample in level.error_samples:
             out.print(f"[red]rps {level.rps:g} error:[/] {markup_safe(sample)}")
@@ -195,7 +202,8 @@ def quality_main(url, dataset, samples, as_json) -> int:
     except CheckError as exc:
         return _fail(str(exc), 2)
     try:
-        result = quality.run_quality(url, spec)
+        with measurement_lock(f"porter check quality {url}"):
+            result = quality.run_quality(url, spec)
     except CheckError as exc:
         return _fail(str(exc), 1)
     table = Table(title=f"{markup_safe(result.name)} on {markup_safe(result.model)} ({result.n} questions)")

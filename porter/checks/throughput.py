@@ -61,27 +61,32 @@ class LevelResult:
 
 @dataclass
 class ThroughputResult:
-    """The sweep: every level kept for the report, the knee and the per-node total throughput there."""
+    """The sweep: every level kept for the report, the knee and the per-node figures there."""
 
     levels: list[LevelResult]
     knee: LevelResult | None
     slo: SloSpec
     nodes: int
-    target_total_tok_s_per_node: float | None
+    metric: str  # the bench_serving throughput the target holds: output_throughput or total_throughput
+    target_tok_s_per_node: float | None
     model: str
 
     @property
     def knee_rps(self) -> float | None:
         return self.knee.rps if self.knee else None
 
+    def per_node(self, metric: str) -> float:
+        return self.knee.metrics[metric] / self.nodes if self.knee else 0.0
+
     @property
-    def total_tok_s_per_node(self) -> float:
-        return self.knee.metrics["total_throughput"] / self.nodes if self.knee else 0.0
+    def tok_s_per_node(self) -> float:
+        """The target's metric per node at the knee."""
+        return self.per_node(self.metric)
 
     @property
     def meets_target(self) -> bool:
-        target = self.target_total_tok_s_per_node
-        return self.knee is not None and target is not None and self.total_tok_s_per_node >= target
+        target = self.target_tok_s_per_node
+        return self.knee is not None and target is not None and self.tok_s_per_node >= target
 
     @property
     def client_saturated(self) -> bool:
@@ -95,8 +100,10 @@ class ThroughputResult:
             "knee_rps": self.knee_rps,
             "slo": self.slo.model_dump(),
             "nodes": self.nodes,
-            "total_tok_s_per_node": self.total_tok_s_per_node,
-            "target_total_tok_s_per_node": self.target_total_tok_s_per_node,
+            "metric": self.metric,
+            "output_throughput_per_node": self.per_node("output_throughput"),
+            "total_throughput_per_node": self.per_node("total_throughput"),
+            "target_tok_s_per_node": self.target_tok_s_per_node,
             "meets_target": self.meets_target,
             "client_saturated": self.client_saturated,
             "levels": [level.to_dict() for level in self.levels],
@@ -261,8 +268,9 @@ async def _run_throughput(base_url, spec, nodes, model, on_level) -> ThroughputR
             return level
 
         knee, levels = await find_knee(spec.rps, spec.bisect_steps, measure)
-    target = spec.target_total_tok_s_per_node
-    return ThroughputResult(levels, knee, spec.slo, nodes, target if math.isfinite(target) else None, model_id)
+    target = spec.target_tok_s_per_node
+    finite = target if math.isfinite(target) else None
+    return ThroughputResult(levels, knee, spec.slo, nodes, spec.metric, finite, model_id)
 
 
 def _peak_requests(spec: ThroughputCheckSpec) -> int:

@@ -1,0 +1,70 @@
+"""Changes to the sandbox's filesystem outside the declared trees: what accept must refuse to keep.
+
+Covers listing what a run changed in its sandbox beyond the repos: `docker diff` of the container
+(through the docker SDK's `Container.diff()`: Kind 0 changed, 1 added, 2 deleted, relative to the image)
+or, for the local sandbox, the files under its root modified since the run set it up. Paths under the
+repos, the scratch dir, temp and cache dirs, Python bytecode and the task's `sandbox.build_products`
+globs do not count. A pip install into site-packages, an edit under /opt or /usr does: no patch,
+revert or fingerprint would ever see it. Does not undo anything.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+from porter.sandbox.base import SCRATCH_DIR
+
+if TYPE_CHECKING:
+    from porter.run_context import RunContext
+
+# Written by any engine or shell while it runs, and never part of what the engine is.
+ALWAYS_IGNORED = ("/tmp/*", "/var/tmp/*", "/run/*", "/root/.cache/*", "/dev/*", "/proc/*", "/sys/*", "*/__pycache__*")
+KIND = {0: "changed", 1: "added", 2: "deleted"}
+
+
+def foreign_changes(ctx: RunContext) -> list[str]:
+    """Changed paths outside the declared trees, as "added /usr/local/lib/.../foo" lines, top-most first."""
+    changes = _docker_changes(ctx) if hasattr(ctx.sandbox, "container") else _local_changes(ctx)
+    declared = [repo.path for repo in ctx.task.repos] + [SCRATCH_DIR] + [m.container for m in ctx.task.sandbox.mounts]
+    patterns = [*ALWAYS_IGNORED, *ctx.task.sandbox.build_products]
+    kept = {
+        path: kind
+        for path, kind in changes.items()
+        if not _under(path, declared) and not any(fnmatch.fnmatchcase(path, p) for p in patterns)
+    }
+    # A changed directory is only the parent of a real change; an added tree is named once, at its root.
+    leaves = {
+        path: kind
+        for path, kind in kept.items()
+        if not (kind == "changed" and any(other.startswith(path.rstrip("/") + "/") for other in kept))
+        and not (str(PurePosixPath(path).parent) in kept and kept[str(PurePosixPath(path).parent)] == "added")
+    }
+    return [f"{kind} {path}" for path, kind in sorted(leaves.items())]
+
+
+def _under(path: str, roots: list[str]) -> bool:
+    candidate = PurePosixPath(path)
+    return any(candidate == PurePosixPath(root) or PurePosixPath(root) in candidate.parents for root in roots)
+
+
+def _docker_changes(ctx: RunContext) -> dict[str, str]:
+    container = ctx.sandbox.container
+    if container is None:
+        return {}
+    return {entry["Path"]: KIND.get(entry["Kind"], "changed") for entry in container.diff() or []}
+
+
+def _local_changes(ctx: RunContext) -> dict[str, str]:
+    """Files under the local root newer than the run's set-up (environment.json is written right after it)."""
+    root = getattr(ctx.sandbox, "root", None)
+    marker = ctx.run_dir / "environment.json"
+    if root is None or not Path(root).exists() or not marker.exists():
+        return {}
+    since = marker.stat().st_mtime_ns
+    changes = {}
+    for path in Path(root).rglob("*"):
+        if path.is_file() and not path.is_symlink() and path.stat().st_mtime_ns > since:
+            changes["/" + str(path.relative_to(root))] = "changed"
+    return changes
