@@ -207,6 +207,13 @@ def _evaluate_on_ray(corpus: str, providers: list[str], address: str, resources:
 @click.option("--slo-ttft", type=click.FloatRange(0, min_open=True), default=5.0, show_default=True)
 @click.option("--slo-percentile", type=click.FloatRange(0, 100, min_open=True), default=99.0, show_default=True)
 @click.option("--duration", type=click.FloatRange(0, min_open=True), default=60.0, show_default=True)
+@click.option(
+    "--min-requests",
+    type=click.IntRange(1),
+    default=32,
+    show_default=True,
+    help="Requests each level measures at least.",
+)
 @click.option("--single-stream", is_flag=True, help="Output speed of one request at a time.")
 @click.option("--json", "as_json", is_flag=True, help="Last line of stdout is one JSON object.")
 def bench(url: str, **options) -> None:

@@ -11,6 +11,7 @@ stream falls silent after N frames, connection open), endless (frames forever, n
 its shape), frames (these payloads as the stream, verbatim).
 Started with `--served-model-name`, `--ttft-ms`, `--itl-ms` it stands in for a served engine whose
 flags set its speed (the fault tests launch it as a task's serve command).
+GET /_arrivals lists the streamed requests as the server saw them (its monotonic arrival time, prompt).
 Tokens are whitespace-separated words. Each frame carries `server_t`, the server's monotonic clock
 when it was written, so a benchmark can split the client's error from the server's jitter.
 Does not model performance: every request gets the same timings whatever the load.
@@ -56,6 +57,7 @@ class State:
         self.settings = dict(DEFAULTS)
         self.requests = 0
         self.cached_blocks: set[str] = set()
+        self.arrivals: list[dict] = []  # streamed requests: {"t": server monotonic s, "prompt"}
 
     def cached_tokens(self, words: list[str]) -> int:
         """Words served from the prefix cache: leading full blocks seen before (then all blocks are stored)."""
@@ -93,9 +95,12 @@ def reply_for(state: State, prompt: str) -> str:
 
 async def completions(request: web.Request) -> web.StreamResponse:
     state: State = request.app["state"]
+    arrived = time.monotonic()
     state.requests += 1
     number = state.requests
     body = await request.json()
+    if body.get("stream"):
+        state.arrivals.append({"t": arrived, "prompt": body.get("prompt") or body.get("messages")})
     chat = "messages" in body
     prompt = body["messages"][-1]["content"] if chat else body["prompt"]
     settings = state.settings
@@ -175,9 +180,13 @@ async def control(request: web.Request) -> web.Response:
     state: State = request.app["state"]
     update = await request.json()
     if update.pop("reset", False):
-        state.settings, state.requests, state.cached_blocks = dict(DEFAULTS), 0, set()
+        state.settings, state.requests, state.cached_blocks, state.arrivals = dict(DEFAULTS), 0, set(), []
     state.settings.update(update)
     return web.json_response(state.settings)
+
+
+async def arrivals(request: web.Request) -> web.Response:
+    return web.json_response(request.app["state"].arrivals)
 
 
 async def models(request: web.Request) -> web.Response:
@@ -203,6 +212,7 @@ def make_app(served_model_name: str = "sse-test", **settings) -> web.Application
     app.router.add_post("/v1/chat/completions", completions)
     app.router.add_post("/tokenize", tokenize)
     app.router.add_post("/_control", control)
+    app.router.add_get("/_arrivals", arrivals)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/health", health)
     return app
@@ -237,6 +247,10 @@ class SseServer:
 
     def reset(self, **settings) -> dict:
         return self.control(reset=True, **settings)
+
+    def arrivals(self) -> list[dict]:
+        with urllib.request.urlopen(self.url + "/_arrivals", timeout=10) as response:
+            return json.load(response)
 
     def stop(self) -> None:
         self.process.terminate()

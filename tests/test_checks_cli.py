@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from sse_server import SseServer
@@ -85,3 +87,24 @@ def test_dataset_spec_accepts_paths_names_and_builtin_prefix(tmp_path):
     assert dataset_spec("gsm8k:builtin:twin-gsm8k", 5).few_shot == 5
     with pytest.raises(CheckError):
         dataset_spec("mc:", 5)
+
+
+def bench_arrivals(server: SseServer, rps: str) -> list[dict]:
+    """`porter bench` run for real (a child process); the streamed requests as the server saw them."""
+    server.reset(ttft_ms=5, itl_ms=1)
+    command = [sys.executable, "-m", "porter.cli", "bench", server.url, "--rps", rps, "--duration", "1"]
+    options = ["--min-requests", "12", "--input-len", "48", "--output-len", "2", "--slo-ttft", "5"]
+    done = subprocess.run(command + options, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return server.arrivals()
+
+
+def test_bench_at_2_and_4_rps_sends_one_arrival_pattern_scaled_by_2(server):
+    slow, fast = bench_arrivals(server, "2"), bench_arrivals(server, "4")
+    assert len(slow) == len(fast) == 12  # 1 s holds fewer: each level measures the minimum count
+    text = [[item["prompt"].split(")", 1)[1] for item in run] for run in (slow, fast)]
+    assert text[0] == text[1]  # the same prompts, in the same order, after the per-level marker
+    slow_t = [item["t"] - slow[0]["t"] for item in slow]
+    fast_t = [item["t"] - fast[0]["t"] for item in fast]
+    scale = sum(a * b for a, b in zip(slow_t, fast_t, strict=True)) / sum(b * b for b in fast_t)
+    assert scale == pytest.approx(2.0, rel=0.05)  # least-squares ratio of the server-side send times

@@ -24,7 +24,8 @@ def server():
 def plan(count: int, rps: float, output_tokens: int, prompt_words: int = 16, path: str = "/v1/completions"):
     planned = []
     for index in range(count):
-        prompt = " ".join(workload.WORDS[(index + offset) % len(workload.WORDS)] for offset in range(prompt_words))
+        words = workload.prose_words()
+        prompt = " ".join(words[(index + offset) % len(words)] for offset in range(prompt_words))
         body = completion_body("sse-test", prompt, output_tokens)
         if path.endswith("chat/completions"):
             body["messages"] = [{"role": "user", "content": body.pop("prompt")}]
@@ -198,7 +199,7 @@ def test_achieved_cache_hit_rate_is_the_asked_one(server, cache_hit_rate):
     assert metrics.cache_hit_rate(records) == pytest.approx(cache_hit_rate, abs=0.005)
 
 
-def test_prompts_without_tokenize_count_one_token_per_word(server):
+def test_prompts_without_tokenize_count_words_and_punctuation_marks(server):
     server.reset(tokenize=False)
 
     async def go():
@@ -208,9 +209,11 @@ def test_prompts_without_tokenize_count_one_token_per_word(server):
 
     built, tokenizer = asyncio.run(go())
     assert tokenizer.remote is False and not built.exact_lengths
-    assert [len(item.prompt.split()) for item in built.requests] == [123, 123]
-    assert built.requests[0].prompt.split()[:62] == built.requests[1].prompt.split()[:62]
-    assert built.requests[0].prompt.split()[62:] != built.requests[1].prompt.split()[62:]
+    assert [len(workload.TOKEN_PATTERN.findall(item.prompt)) for item in built.requests] == [123, 123]
+    marker = workload.level_marker("")
+    prefixes = [item.prompt.split(marker)[0] for item in built.requests]
+    assert prefixes[0] == prefixes[1] and len(workload.TOKEN_PATTERN.findall(prefixes[0])) == 62
+    assert built.requests[0].prompt.split(marker)[1] != built.requests[1].prompt.split(marker)[1]
 
 
 def test_text_of_length_converges_when_some_words_are_two_tokens():

@@ -71,14 +71,41 @@ def test_judge_level_uses_the_asked_percentile():
 
 
 @pytest.mark.parametrize("rps", [0.5, 4.0, 40.0])
-def test_poisson_arrivals_are_seeded_and_have_the_asked_rate(rps):
-    times = workload.poisson_arrivals(rps, seed=7, duration_s=2000 / rps, num_prompts=None)
-    assert times == workload.poisson_arrivals(rps, seed=7, duration_s=2000 / rps, num_prompts=None)
-    assert times != workload.poisson_arrivals(rps, seed=8, duration_s=2000 / rps, num_prompts=None)
+def test_arrivals_are_seeded_and_have_the_asked_rate(rps):
+    times = workload.level_arrivals(rps, seed=7, duration_s=2000 / rps, num_prompts=None)
+    assert times == workload.level_arrivals(rps, seed=7, duration_s=2000 / rps, num_prompts=None)
+    assert times != workload.level_arrivals(rps, seed=8, duration_s=2000 / rps, num_prompts=None)
     assert len(times) == pytest.approx(2000, rel=0.08)
     gaps = [later - earlier for earlier, later in zip(times, times[1:], strict=False)]
     assert sum(gaps) / len(gaps) == pytest.approx(1 / rps, rel=0.08)
-    assert len(workload.poisson_arrivals(rps, seed=7, duration_s=None, num_prompts=25)) == 25
+    assert len(workload.level_arrivals(rps, seed=7, duration_s=None, num_prompts=25)) == 25
+
+
+def test_levels_share_one_arrival_pattern_scaled_by_rate_and_measure_a_minimum_count():
+    slow = workload.level_arrivals(2, seed=3, duration_s=10, num_prompts=None, min_requests=40, warmup_s=1)
+    fast = workload.level_arrivals(4, seed=3, duration_s=10, num_prompts=None, min_requests=40, warmup_s=1)
+    assert sum(1 for time in slow if time >= 1) == 40  # 10 s at 2 RPS holds ~20: the level runs longer
+    assert sum(1 for time in fast if time >= 1) >= 40
+    long = workload.level_arrivals(4, seed=3, duration_s=60, num_prompts=None, min_requests=40, warmup_s=1)
+    assert len(long) > 150 and all(time < 60 for time in long)  # enough within the duration: no extension
+    common = min(len(slow), len(fast))
+    assert slow[:common] == pytest.approx([2 * time for time in fast[:common]])
+
+
+def test_prompts_are_prose_and_the_same_at_every_level_after_the_marker():
+    async def build(salt: str) -> workload.Workload:
+        tokenizer = workload.Tokenizer(None, "http://unused")
+        return await workload.build_workload(tokenizer, [0.1, 0.2, 0.3], 300, 8, 0.5, seed=1, salt=salt)
+
+    first, second = asyncio.run(build("level-2")), asyncio.run(build("level-4"))
+    for one, other in zip(first.requests, second.requests, strict=True):
+        assert one.prompt != other.prompt and one.prompt_tokens == other.prompt_tokens == 300
+        assert (
+            one.prompt.split(workload.level_marker("level-2"))[1]
+            == other.prompt.split(workload.level_marker("level-4"))[1]
+        )
+    text = first.requests[0].prompt
+    assert "." in text and "," in text and any(word in text for word in (" the ", " and ", " of "))
 
 
 @pytest.mark.parametrize("tokens, rate, prefix", [(20000, 0.6, 12000), (100, 0.0, 0), (10, 0.99, 9), (1, 0.5, 0)])
@@ -148,8 +175,8 @@ def test_warmup_window_is_left_out_of_the_statistics(server):
     server.reset(ttft_ms=5, itl_ms=1)
     timed = spec(rps=[20], workload={"input_tokens": 32, "output_tokens": 4, "duration_s": 2.0, "warmup_s": 1.0})
     level = throughput.run_throughput(server.url, timed).levels[0]
-    arrivals = workload.poisson_arrivals(20, 0, 2.0, None)
-    assert level.offered == sum(1 for time in arrivals if time >= 1.0)
+    arrivals = workload.level_arrivals(20, 0, 2.0, None, timed.workload.min_requests, 1.0)
+    assert level.offered == sum(1 for time in arrivals if time >= 1.0) >= timed.workload.min_requests
     assert level.metrics["completed"] == level.offered
 
 

@@ -56,8 +56,9 @@ def parse_rates(text: str) -> list[float]:
 
 
 def bench_main(
-    url, input_len, output_len, cache_hit, rps, slo_ttft, slo_percentile, duration, single_stream, as_json
-) -> int:
+    url, input_len, output_len, cache_hit, rps, slo_ttft, slo_percentile, duration, single_stream, as_json,
+    min_requests=32,
+) -> int:  # fmt: skip
     """`porter bench`: an RPS sweep with an SLO (or --single-stream) against URL."""
     out = _console(as_json)
     try:
@@ -80,6 +81,7 @@ def bench_main(
                         "output_tokens": output_len,
                         "cache_hit_rate": cache_hit,
                         "duration_s": duration,
+                        "min_requests": min_requests,
                     },
                     "rps": parse_rates(rps),
                     "slo": {"ttft_s": slo_ttft, "percentile": slo_percentile},

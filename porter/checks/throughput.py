@@ -1,13 +1,15 @@
 """Throughput check: an RPS sweep with an SLO, the knee, and the single-stream output speed.
 
-Covers running fixed-duration (or fixed-count) Poisson levels against POST /v1/completions
-(streaming, ignore_eos, usage included), discarding the warm-up window, judging each level (p<pct>
-TTFT <= SLO, completed >= 95% of offered, errors <= 1%), finding the knee (the highest passing rate,
-refined by bisection between the last pass and the first fail) and the per-node total throughput
-there. Single stream: one request at a time, output tokens per second after the first token
-((output tokens - 1) / (e2e - ttft)), the median over the requests. Suffixes carry a per-run salt so
-a server whose cache is warm from an earlier run cannot inflate the hit rate; prefixes and arrivals
-are seeded. Does not build prompts (workload.py) nor time streams (loadgen.py).
+Covers running Poisson levels against POST /v1/completions (streaming, ignore_eos, usage included)
+with common random numbers: every level replays one seeded unit-rate arrival pattern divided by its
+rate, with the same prompts, and measures at least `min_requests` requests after the warm-up window.
+Each level is judged (p<pct> TTFT <= SLO, completed >= 95% of offered, errors <= 1%); the knee is the
+highest passing rate, refined by bisection between the last pass and the first fail, and the per-node
+output and total throughput there are reported, the task's `metric` being the target's. Single stream:
+one request at a time, output tokens per second after the first token ((output tokens - 1) / (e2e -
+ttft)), the median over the requests, on the same seeded prose every run. Unique parts carry a per-run
+marker so a server whose cache is warm from an earlier run or level cannot inflate the hit rate.
+Does not build prompts (workload.py) nor time streams (loadgen.py).
 
 The public functions are synchronous (they run their own event loop): call them from a thread when
 an event loop is already running.
@@ -203,7 +205,9 @@ class _Sweep:
 
     async def measure(self, rps: float) -> LevelResult:
         load = self.spec.workload
-        arrivals = workload.poisson_arrivals(rps, load.seed, load.duration_s, load.num_prompts)
+        arrivals = workload.level_arrivals(
+            rps, load.seed, load.duration_s, load.num_prompts, load.min_requests, load.warmup_s
+        )
         plan = await workload.build_workload(
             self.tokenizer,
             arrivals,
@@ -291,8 +295,9 @@ async def _run_single_stream(base_url: str, spec: SingleStreamSpec, model: str |
         tokenizer = workload.Tokenizer(session, base_url)
         records: list[loadgen.RequestRecord] = []
         for index in range(spec.num_requests):
-            generator = random.Random(f"single-{time.time_ns()}-{index}")
-            prompt, _ = await workload.text_of_length(tokenizer, spec.input_tokens, generator)
+            generator = random.Random(f"single-{index}")  # the same text every run: speed depends on content
+            marker = workload.level_marker(f"single-{time.time_ns()}-{index}")
+            prompt, _ = await workload.text_of_length(tokenizer, spec.input_tokens, generator, lead=marker)
             body = json.dumps(completion_body(model_id, prompt, spec.output_tokens)).encode()
             planned = [loadgen.Planned(index, 0.0, "/v1/completions", body)]
             batch, _ = await loadgen.run_schedule(session, base_url, planned, SINGLE_REQUEST_TIMEOUT_S)

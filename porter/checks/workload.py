@@ -1,39 +1,33 @@
 """Workload: prompts of exact token length with a shared prefix, fixed output lengths, Poisson arrivals.
 
-Covers building the requests of one RPS level: prompt text made of lower-case dictionary words, a
-shared prefix per group sized so the prefix-cache hit rate is the asked one (each prefix is primed
-once before the level), a unique suffix per request, and seeded exponential inter-arrival gaps.
-Lengths are exact when the server has POST /tokenize (vLLM and sglang shape: {"prompt"} ->
-{"tokens", "count"}); without it each word is counted as one token, which holds for common short
-English words after a space in the usual BPE vocabularies and exactly on the twin. Does not send
-the measured requests (loadgen.py) nor compute statistics (metrics.py).
+Covers building the requests of one RPS level with common random numbers: every level replays the
+same seeded unit-rate arrival pattern, divided by its rate, and the same prompts, so two levels differ
+only by rate. A level sends at least `min_requests` measured requests (after the warm-up), more when
+its duration holds more. Prompt text is natural-language prose shipped with porter (data/prose.txt,
+plain paragraphs written for it), read as windows at seeded offsets: speculative decoding's draft
+acceptance depends on content, and random words would misstate it. A shared prefix per group is sized
+so the prefix-cache hit rate is the asked one (each prefix is primed once before the level); each
+request's unique part starts with a short per-level marker, so no level or run is served another's
+cache, and continues with the same text at every level. Lengths are exact when the server has POST
+/tokenize (vLLM and sglang shape: {"prompt"} -> {"tokens", "count"}); without it words and punctuation
+marks are counted one token each, close for English prose in the usual BPE vocabularies and exact on
+the twin. Does not send the measured requests (loadgen.py) nor compute statistics (metrics.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import random
+import re
 from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
 
 import aiohttp
 
-WORDS = (
-    "time year people way day man thing woman life child world school state family student group country "
-    "problem hand part place case week company system program question work government number night point "
-    "home water room mother area money story fact month lot right study book eye job word business issue "
-    "side kind head house service friend father power hour game line end member law car city name team "
-    "minute idea kid body back parent face others level office door health person art war history party "
-    "result change morning reason research girl guy moment air teacher force education foot boy age policy "
-    "music market sense nation plan college interest death experience effect use class control care field "
-    "development role effort rate heart drug show leader light voice wife police mind price report decision "
-    "son view relationship town road arm difference value building action model season society tax director "
-    "position player record paper space ground form event official matter center couple site project activity "
-    "star table need court oil situation cost industry figure street image phone data picture practice piece "
-    "land product doctor wall patient worker news test movie north love support technology step baby computer "
-    "type attention film tree source organization hair window evidence population truth blue green red black "
-    "white small large good new first last long great little own other old big high different local early "
-    "young important few public bad same able open river stone garden bridge cloud summer winter spring autumn"
-).split()
+PROSE_PATH = Path(__file__).parent / "data" / "prose.txt"
+TOKEN_PATTERN = re.compile(r"\w+|[^\w\s]")  # the offline count: words and punctuation marks
 
 MAX_ADJUST_ROUNDS = 6
 # A real server tokenizes in one process: a level's worth of 20k-token prompts at once would queue there.
@@ -75,7 +69,7 @@ class Tokenizer:
             counted = await self._remote_count(text)
             if counted is not None:
                 return counted
-        return len(text.split())
+        return len(TOKEN_PATTERN.findall(text))
 
     async def _remote_count(self, text: str) -> int | None:
         try:
@@ -97,20 +91,30 @@ class Tokenizer:
         return count
 
 
-def random_words(generator: random.Random, count: int) -> list[str]:
-    return [generator.choice(WORDS) for _ in range(max(count, 0))]
+@cache
+def prose_words() -> tuple[str, ...]:
+    return tuple(PROSE_PATH.read_text(encoding="utf-8").split())
+
+
+def prose(generator: random.Random, count: int) -> list[str]:
+    """`count` consecutive words of the corpus from a seeded offset (wrapping around at its end)."""
+    words = prose_words()
+    start = generator.randrange(len(words))
+    return [words[(start + offset) % len(words)] for offset in range(max(count, 0))]
 
 
 async def text_of_length(
     tokenizer: Tokenizer, target_tokens: int, generator: random.Random, lead: str = ""
 ) -> tuple[str, int]:
-    """`lead` plus random words, grown or cut until the whole counts `target_tokens` (or the nearest below).
+    """`lead` plus prose from a seeded offset, grown or cut until the whole counts `target_tokens` (or the
+    nearest below).
 
     Words are added or removed by the remaining difference, so a tokenizer that splits a few words in
-    two converges in a couple of rounds; one that never lands exactly ends on the closest length below.
+    two converges in a couple of rounds; a text left a few tokens short (a word with its punctuation
+    counts two) is topped up with bare words; one that never lands exactly ends on the closest length below.
     """
     lead_words = lead.split()
-    extra = random_words(generator, target_tokens - len(lead_words) + len(WORDS))
+    extra = prose(generator, target_tokens - len(lead_words) + 64)
     word_count = max(target_tokens - len(lead_words), 0)
     best: tuple[str, int] | None = None
     for _ in range(MAX_ADJUST_ROUNDS):
@@ -122,30 +126,60 @@ async def text_of_length(
             best = (text, counted)
         word_count = max(0, word_count + target_tokens - counted)
         if word_count > len(extra):
-            extra += random_words(generator, word_count - len(extra))
+            more = prose_words()
+            extra += [more[(len(extra) + offset) % len(more)] for offset in range(word_count - len(extra))]
     if best is None:
-        best = (text, counted)
-    return best
+        return text, counted
+    bare = [word for word in (re.sub(r"\W", "", w) for w in extra[word_count:]) if word]
+    topped = f"{best[0]} {' '.join(bare[: target_tokens - best[1]])}"
+    counted = await tokenizer.count(topped)
+    return (topped, counted) if best[1] < counted <= target_tokens else best
 
 
-def poisson_arrivals(rps: float, seed: int, duration_s: float | None, num_prompts: int | None) -> list[float]:
-    """Send times (s) of a Poisson process at `rps`: up to `num_prompts` requests, or until `duration_s`."""
-    generator = random.Random(f"arrivals-{seed}-{float(rps)!r}")
-    times: list[float] = []
-    now = 0.0
-    while True:
-        now += generator.expovariate(rps)
-        if duration_s is not None and now >= duration_s:
-            break
+def unit_arrivals(seed: int, count: int) -> list[float]:
+    """Send times of a rate-1 Poisson process: the pattern every level divides by its rate."""
+    generator = random.Random(f"arrivals-{seed}")
+    times, now = [], 0.0
+    for _ in range(count):
+        now += generator.expovariate(1.0)
         times.append(now)
-        if num_prompts is not None and len(times) >= num_prompts:
-            break
     return times
+
+
+def level_arrivals(
+    rps: float,
+    seed: int,
+    duration_s: float | None,
+    num_prompts: int | None,
+    min_requests: int = 0,
+    warmup_s: float = 0.0,
+) -> list[float]:
+    """Send times (s) of one level: the seeded unit pattern divided by `rps`.
+
+    `num_prompts` fixes the count; otherwise the level holds what arrives within `duration_s`, and at
+    least `min_requests` after the warm-up window, so a low rate still measures enough requests.
+    """
+    if num_prompts is not None:
+        return [time / rps for time in unit_arrivals(seed, num_prompts)]
+    count = 64
+    while True:
+        times = [time / rps for time in unit_arrivals(seed, count)]  # sorted, and a prefix of any longer draw
+        within = sum(1 for time in times if time < (duration_s or 0.0))
+        warming = sum(1 for time in times if time < warmup_s)
+        needed = max(within, warming + min_requests)
+        if needed < count:
+            return times[:needed]
+        count *= 2
 
 
 def split_prefix(input_tokens: int, cache_hit_rate: float) -> int:
     """Tokens of the shared prefix: the asked share of the prompt, leaving at least one unique token."""
     return min(round(input_tokens * cache_hit_rate), input_tokens - 1)
+
+
+def level_marker(salt: str) -> str:
+    """A short tag that starts each request's unique part: the same text follows at every level."""
+    return f"(note {hashlib.sha256(salt.encode()).hexdigest()[:8]})"
 
 
 async def build_workload(
@@ -158,27 +192,29 @@ async def build_workload(
     salt: str = "",
     prefix_groups: int = 1,
 ) -> Workload:
-    """Prompts for `send_times`: request i uses prefix group i % prefix_groups and a unique suffix.
+    """Prompts for `send_times`: request i uses prefix group i % prefix_groups, then the level's marker
+    and the same unique text at every level.
 
-    Prefixes depend on `seed` only (so they stay cached across levels); suffixes also on `salt`, which
-    the caller makes unique per level and run so no suffix is ever served from an earlier run's cache.
+    Prefixes depend on `seed` only (so they stay cached across levels); the text after the marker on
+    `seed` and the request's index; the marker on `salt`, which the caller makes unique per level and
+    run so no request is ever served past its prefix from an earlier level's or run's cache.
     """
     prefix_tokens = split_prefix(input_tokens, cache_hit_rate)
     prefixes: list[str] = []
     for group in range(prefix_groups if prefix_tokens > 0 else 0):
         text, _ = await text_of_length(tokenizer, prefix_tokens, random.Random(f"prefix-{seed}-{group}"))
         prefixes.append(text)
-
+    marker = level_marker(salt)
     gate = asyncio.Semaphore(TOKENIZE_CONCURRENCY)
 
     async def one(index: int, send_at: float) -> PlannedRequest:
         group = index % prefix_groups
-        lead = prefixes[group] if prefixes else ""
-        generator = random.Random(f"suffix-{seed}-{salt}-{index}")
+        lead = f"{prefixes[group]} {marker}" if prefixes else marker
+        generator = random.Random(f"suffix-{seed}-{index}")
         async with gate:
             prompt, counted = await text_of_length(tokenizer, input_tokens, generator, lead=lead)
         return PlannedRequest(index, send_at, prompt, counted, output_tokens, prefix_tokens, group)
 
     requests = list(await asyncio.gather(*(one(index, at) for index, at in enumerate(send_times))))
-    primers = [f"{prefix} {WORDS[0]}" for prefix in prefixes]
+    primers = [f"{prefix} {level_marker(salt + '-primer')}" for prefix in prefixes]
     return Workload(requests=requests, primers=primers, exact_lengths=bool(tokenizer.remote))

@@ -29,6 +29,7 @@ from porter.models.remedies import (
     HIP_HEADERS,
     exclude_alias_lines,
     flag_candidates,
+    pair_candidates,
     renamed_module,
     tuning_command_for,
     values_in_use,
@@ -356,7 +357,27 @@ class Playbook:
                 return Action("set_flags", {"flags": candidate}, f"try {candidate} for {goal}", ("search", goal))
         if not unmet:
             return Action("finish", {"reason": "every target is met"}, "done")
+        for pair in pair_candidates(self._reverted_moves(), tried):
+            why = f"each move of {pair} stalled alone; try them together, judged as one stack"
+            return Action(
+                "set_flags",
+                {"flags": pair},
+                why,
+                ("search", "throughput" if "throughput" in unmet else "single_stream"),
+            )
         return Action("finish", {"reason": f"targets still unmet ({sorted(unmet)}) and no candidate is left"}, "stop")
+
+    def _reverted_moves(self) -> list[dict]:
+        """Flag candidates of the search that porter reverted (not kept by accept, or reverted outright)."""
+        reverted, candidate = [], None
+        for event in self.history:
+            if event.name == "set_flags" and event.tag and event.tag[0] == "search":
+                candidate = event.arguments.get("flags")
+            elif event.name in ("accept", "revert") and candidate is not None:
+                if event.name == "revert" or not event.facts.get("kept"):
+                    reverted.append(candidate)
+                candidate = None
+        return reverted
 
     def _tune_candidate(self) -> Action | None:
         """A slow-fallback warning in the last healthy start, and a tuning command for its shape not yet run."""

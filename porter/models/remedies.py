@@ -2,7 +2,8 @@
 
 Covers the HIP names of CUDA-only headers, the exclude-list alias for a module the engine registers under
 another prefix, which tunable a failure names or the engine chose itself, the tuning command for a shape,
-and the flag searches (speculative decoding, TP x DP splits, the remaining tunables). Reads no files and
+and the flag searches (speculative decoding, TP x DP splits, the remaining tunables, and pairs of moves that
+were reverted alone, since real knobs interact). Reads no files and
 calls no tools: playbook.py turns these answers into tool calls.
 """
 
@@ -136,3 +137,20 @@ def topologies(tunables: dict[str, list[FlagValue]], gpus: int) -> list[dict[str
             if tp * (dp or 1) == gpus:
                 splits.append({tp_name: tp, dp_name: dp})
     return splits
+
+
+def pair_candidates(reverted: list[dict[str, FlagValue]], tried: list[dict]) -> list[dict[str, FlagValue]]:
+    """Unions of two flag moves that were each reverted alone (no flag set both ways), not tried yet.
+
+    A move that does not pay alone may pay with another (TP x DP with an fp8 KV cache: twice the batch
+    fits), and the accept rules judge a pending stack as one change.
+    """
+    pairs = []
+    for index, first in enumerate(reverted):
+        for second in reverted[index + 1 :]:
+            if any(first[flag] != second[flag] for flag in first.keys() & second.keys()):
+                continue
+            union = {**first, **second}
+            if union not in tried and union not in pairs and union not in (first, second):
+                pairs.append(union)
+    return pairs
