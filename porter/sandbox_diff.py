@@ -19,8 +19,10 @@ from porter.sandbox.base import SCRATCH_DIR
 if TYPE_CHECKING:
     from porter.run_context import RunContext
 
-# Written by any engine or shell while it runs, and never part of what the engine is.
-ALWAYS_IGNORED = ("/tmp/*", "/var/tmp/*", "/run/*", "/root/.cache/*", "/dev/*", "/proc/*", "/sys/*", "*/__pycache__*")
+# Written by any engine or shell while it runs, and never part of what the engine is; /usr/sbin/docker-init is
+# the init process Docker itself puts into a container started with `init`.
+IGNORED_TREES = ("/tmp", "/var/tmp", "/run", "/root/.cache", "/dev", "/proc", "/sys", "/usr/sbin/docker-init")
+IGNORED_PATTERNS = ("*/__pycache__", "*/__pycache__/*", "*.pyc")
 KIND = {0: "changed", 1: "added", 2: "deleted"}
 
 
@@ -28,25 +30,29 @@ def foreign_changes(ctx: RunContext) -> list[str]:
     """Changed paths outside the declared trees, as "added /usr/local/lib/.../foo" lines, top-most first."""
     changes = _docker_changes(ctx) if hasattr(ctx.sandbox, "container") else _local_changes(ctx)
     declared = [repo.path for repo in ctx.task.repos] + [SCRATCH_DIR] + [m.container for m in ctx.task.sandbox.mounts]
-    patterns = [*ALWAYS_IGNORED, *ctx.task.sandbox.build_products]
+    patterns = [*IGNORED_PATTERNS, *ctx.task.sandbox.build_products]
+    # A changed directory is only the parent of a real change (kept or ignored): name the change, not it.
+    parents = {str(parent) for path in changes for parent in PurePosixPath(path).parents}
+    own = {path: kind for path, kind in changes.items() if not (kind == "changed" and path in parents)}
     kept = {
         path: kind
-        for path, kind in changes.items()
-        if not _under(path, declared) and not any(fnmatch.fnmatchcase(path, p) for p in patterns)
+        for path, kind in own.items()
+        if not _under(path, declared + list(IGNORED_TREES))
+        and not _above(path, declared)  # the mount points' parents, created for the mounts
+        and not any(fnmatch.fnmatchcase(path, p) for p in patterns)
     }
-    # A changed directory is only the parent of a real change; an added tree is named once, at its root.
-    leaves = {
-        path: kind
-        for path, kind in kept.items()
-        if not (kind == "changed" and any(other.startswith(path.rstrip("/") + "/") for other in kept))
-        and not (str(PurePosixPath(path).parent) in kept and kept[str(PurePosixPath(path).parent)] == "added")
-    }
+    # An added tree is named once, at its root.
+    leaves = {path: kind for path, kind in kept.items() if kept.get(str(PurePosixPath(path).parent)) != "added"}
     return [f"{kind} {path}" for path, kind in sorted(leaves.items())]
 
 
 def _under(path: str, roots: list[str]) -> bool:
     candidate = PurePosixPath(path)
     return any(candidate == PurePosixPath(root) or PurePosixPath(root) in candidate.parents for root in roots)
+
+
+def _above(path: str, roots: list[str]) -> bool:
+    return any(PurePosixPath(path) in PurePosixPath(root).parents for root in roots)
 
 
 def _docker_changes(ctx: RunContext) -> dict[str, str]:

@@ -34,6 +34,20 @@ def test_report_has_targets_timeline_command_and_plots(playbook_run):
         assert data.startswith(b"\x89PNG") and len(data) > 10_000
 
 
+def test_report_json_holds_every_target_on_the_accepted_configuration(playbook_run):
+    write_report(playbook_run.run_dir)
+    document = json.loads((playbook_run.run_dir / "report.json").read_text())
+    assert document["outcome"] == "solved" and document["all_measured_on_accepted"]
+    accepted = document["accepted_config"]
+    assert accepted["flags"]["dp"] == 2 and set(accepted["repos"]) == {"twin"} and accepted["image"]
+    metrics = {target["metric"] for target in document["targets"]}
+    assert {"output_throughput_per_node", "output_tok_s", "score"} <= metrics
+    for target in document["targets"]:
+        assert target["measured_on"] == accepted["fingerprint"] and target["met"] and not target["stale"]
+        assert len(target["samples"]) >= (1 if target["metric"] == "score" else 2), target
+    assert document["relaunches"] >= 1 and document["server_hours"] > 0 and document["tokens"]["input"] == 0
+
+
 def test_pr_describes_each_fix_and_pushes_the_branch(playbook_run, tmp_path):
     bare = tmp_path / "upstream.git"
     git.Repo.init(bare, bare=True)
