@@ -4,7 +4,8 @@ Lays the twin out (as benchmarks/twin_perf.py does), starts one twin server, and
 seed = one task's workload seed) measures the same configuration as "accepted" and again as "pending"
 (a no-op change), then applies each keep rule:
   - before: the rule porter had: one sweep a side, each level drawing its own arrivals (seeded by seed and
-    rate), fixed-duration levels, no bisection, kept when the knee's throughput rose by more than 3%;
+    rate), fixed-duration levels, no bisection, kept when the knee's throughput rose by more than 3%; and the
+    same rule when the agent re-runs the pending sweep up to three times (each run overwrote the last: best of 3);
   - after: porter's rule now: two sweeps a side, every level replaying one seeded unit-rate pattern scaled by
     its rate (common random numbers), at least `min_requests` measured requests per level, two bisection
     steps, kept when the medians differ by more than max(3%, a one-sided 95% t bound from the spread).
@@ -75,14 +76,15 @@ def new_sweep(url: str, seed: int, args) -> float:
 
 
 def one_seed(url: str, seed: int, args) -> dict:
-    before = [old_sweep(url, seed, args) for _ in range(2)]
-    before_kept = before[0] > 0 and before[1] / before[0] - 1 > OLD_MARGIN
+    before = [old_sweep(url, seed, args) for _ in range(4)]
+    gains = [value / before[0] - 1 if before[0] else 0.0 for value in before[1:]]
     after = [new_sweep(url, seed, args) for _ in range(4)]
     comparison = compare("throughput", "output_throughput_per_node", after[:2], after[2:], OLD_MARGIN)
     row = {
         "seed": seed,
         "before": [round(v, 1) for v in before],
-        "before_kept": before_kept,
+        "before_kept": gains[0] > OLD_MARGIN,
+        "before_best_of_3_kept": max(gains) > OLD_MARGIN,
         "after": [round(v, 1) for v in after],
         "after_change": round(comparison.change, 4),
         "after_threshold": round(comparison.threshold, 4),
@@ -111,7 +113,14 @@ def main() -> None:
         try:
             url = f"http://127.0.0.1:{args.port}"
             asyncio.run(wait_healthy(url))
-            rows = [one_seed(url, seed, args) for seed in range(args.seeds)]
+            rows = []
+            for seed in range(args.seeds):
+                rows.append(one_seed(url, seed, args))
+                kept = [sum(row[f"{rule}_kept"] for row in rows) for rule in ("before", "before_best_of_3", "after")]
+                print(
+                    f"{len(rows)} seeds: no-op kept before {kept[0]} (best of 3: {kept[1]}), after {kept[2]}",
+                    flush=True,
+                )
         finally:
             server.terminate()
             server.wait()
@@ -119,6 +128,7 @@ def main() -> None:
         "config": args.config,
         "seeds": args.seeds,
         "no_op_kept_before": sum(row["before_kept"] for row in rows) / len(rows),
+        "no_op_kept_before_best_of_3": sum(row["before_best_of_3_kept"] for row in rows) / len(rows),
         "no_op_kept_after": sum(row["after_kept"] for row in rows) / len(rows),
         "time_scale": args.time_scale,
         "engine": "twin (simulated device), shared 2-core VM",

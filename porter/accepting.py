@@ -225,11 +225,11 @@ def _crash_of(record: Evidence) -> str | None:
     return None if not record.serve or record.serve.get("healthy") else record.serve.get("crash_class")
 
 
-def moves_of(ctx: RunContext) -> list[str]:
-    """The moves a pending change stacks: each group of related flags, each repo's edits."""
+def moves_of(ctx: RunContext, flags: bool = True) -> list[str]:
+    """The moves a pending change stacks: each group of related flags (unless left out), each repo's edits."""
     state = ctx.state
     groups: dict[str, dict] = {}
-    for flag, value in state.flags.items():
+    for flag, value in state.flags.items() if flags else ():
         if state.accepted_flags.get(flag) != value:
             group = "topology" if flag in TOPOLOGY_FLAGS else flag
             group = "speculative" if flag.startswith("speculative-") else group
@@ -242,7 +242,7 @@ def moves_of(ctx: RunContext) -> list[str]:
 def _keep(ctx, summary, why, proof: str, flags_too: bool, comparisons=()) -> dict:
     state = ctx.state
     flag_changes = {k: v for k, v in state.flags.items() if state.accepted_flags.get(k) != v}
-    moves = moves_of(ctx)
+    moves = moves_of(ctx, flags=flags_too)
     if len(moves) > 1:
         proof += f". Judged as a stack of {len(moves)} moves, kept together: " + "; ".join(moves)
     failed = _what_failed(ctx)

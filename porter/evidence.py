@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import aiohttp
 import git
 
 from porter import __version__, measure_cache
@@ -114,14 +115,28 @@ def measure(ctx: RunContext, kind_name: str, extra: int | None = None, config: s
             wanted = max(1, item.kind.min_samples - have)
         wanted = max(wanted, extra or 0)
         for _ in range(wanted):
-            try:
-                with measure_cache.measurement_lock(f"porter run {ctx.state.run_id}: {item.key}"):
-                    result = item.kind.run(base_url, item.spec, ctx.task)
-            except CheckError as exc:
-                raise ToolError(f"{item.key} could not run: {exc}") from None
-            _record(ctx, item, config, result, cached=False)
+            _record(ctx, item, config, _run(ctx, item, base_url), cached=False)
         results[item.key] = ctx.state.checks_on(config)[item.key]
     return results
+
+
+def _run(ctx: RunContext, item: registry.Declared, base_url: str) -> dict:
+    """One sample, under the node's lock. Whatever stops a check (a missing dataset, the server dying
+    mid-sweep, a client error) becomes a ToolError the agent reads; a check that did not finish leaves
+    no sample."""
+    from porter.run_context import ToolError
+
+    try:
+        with measure_cache.measurement_lock(f"porter run {ctx.state.run_id}: {item.key}"):
+            return item.kind.run(base_url, item.spec, ctx.task)
+    except (TimeoutError, CheckError, aiohttp.ClientError, OSError) as exc:
+        server = ctx.server.process if ctx.server else None
+        died = (
+            f" The server exited (code {server.exit_code()}) meanwhile: call serve."
+            if server and not server.alive()
+            else ""
+        )
+        raise ToolError(f"the {item.kind.name} check did not complete: {type(exc).__name__}: {exc}.{died}") from None
 
 
 def _server_on(ctx: RunContext, config: str) -> str:

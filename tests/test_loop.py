@@ -106,6 +106,23 @@ def test_the_story_meets_every_target(story_run):
     assert state.accepted_flags["tp"] == 4 and state.accepted_flags["kv-cache-dtype"] == "fp8_e4m3"
 
 
+def test_every_decision_and_the_final_table_rest_on_same_configuration_figures(story_run):
+    """The TP4xDP2 move is compared with throughput measured with speculative decoding on (re-measured after
+    the spec accept), and report.json holds every target on the accepted configuration with its samples."""
+    state = story_run.state
+    tp4 = next(a for a in state.attempts if a["summary"] == "Serve TP4 x DP2")
+    [comparison] = tp4["comparisons"]
+    spec_accept = next(a for a in state.attempts if a["summary"].startswith("Guard cuda_runtime.h"))
+    refreshed = [s for s in state.samples if s["key"] == "throughput" and s["step"] == spec_accept["step"]]
+    assert comparison["accepted"] == [s["value"] for s in refreshed] and len(refreshed) >= 2
+    assert refreshed[0]["config"] == spec_accept["fingerprint"]  # measured on the configuration with spec on
+    document = json.loads((story_run.run_dir / "report.json").read_text())
+    assert document["outcome"] == "solved" and document["all_measured_on_accepted"]
+    for target in document["targets"]:
+        assert target["measured_on"] == document["accepted_config"]["fingerprint"] and not target["stale"]
+        assert target["metric"] and target["samples"] and target["met"]
+
+
 def test_one_commit_per_fix_and_no_trace_of_the_reverted_attempt(story_run):
     repo = git.Repo(story_run.repos["twin"].path)
     base = story_run.state.repos["twin"].base_commit
