@@ -15,6 +15,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from porter.sandbox.base import SCRATCH_DIR
+from porter.sandbox.model_overlay import WEIGHTS_MOUNT
 
 if TYPE_CHECKING:
     from porter.run_context import RunContext
@@ -29,7 +30,8 @@ KIND = {0: "changed", 1: "added", 2: "deleted"}
 def foreign_changes(ctx: RunContext) -> list[str]:
     """Changed paths outside the declared trees, as "added /usr/local/lib/.../foo" lines, top-most first."""
     changes = _docker_changes(ctx) if hasattr(ctx.sandbox, "container") else _local_changes(ctx)
-    declared = [repo.path for repo in ctx.task.repos] + [SCRATCH_DIR] + [m.container for m in ctx.task.sandbox.mounts]
+    mounts = [mount.container for mount in ctx.task.sandbox.mounts] + [SCRATCH_DIR, WEIGHTS_MOUNT]
+    declared = [repo.path for repo in ctx.task.patchable_repos()] + mounts
     patterns = [*IGNORED_PATTERNS, *ctx.task.sandbox.build_products]
     # A changed directory is only the parent of a real change (kept or ignored): name the change, not it.
     parents = {str(parent) for path in changes for parent in PurePosixPath(path).parents}

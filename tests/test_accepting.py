@@ -48,8 +48,10 @@ ENGINE = textwrap.dedent(
         raise RuntimeError("HIP out of memory. Tried to allocate 20.00 GiB")
     class Health(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
+            body = json.dumps({"data": [{"id": "m"}]}).encode() if self.path == "/v1/models" else b"ok"
             self.send_response(200)
             self.end_headers()
+            self.wfile.write(body)
         def log_message(self, *args):
             pass
     print("The server is fired up and ready to roll!", flush=True)

@@ -42,7 +42,7 @@ def engine_task(tmp_path: Path, port: int) -> Path:
     repo.index.commit("upstream")
     task = {
         "name": "cache-test",
-        "model": {"id": "sse-test", "path": "/m"},
+        "model": {"id": "sse-test", "path": "/m", "in_image": True, "overlay": False},
         "hardware": {"gpu": "MI355X", "count": 1},
         "sandbox": {"kind": "local"},
         "repos": [{"name": "engine", "path": str(engine)}],
