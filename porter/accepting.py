@@ -127,14 +127,24 @@ def _accept_past_crash(ctx: RunContext, summary: str, why: str, accepted_crash: 
     if ctx.state.flags != ctx.state.accepted_flags:
         # The accepted flags must still get at least as far with the change: it is what would be committed.
         again = _serve_with_accepted_flags(ctx)
-        shortfall = _short_of(again, ctx.state.accepted.serve)
+        shortfall = _short_of(again, ctx.state.accepted.serve) or _quality_short(ctx, again)
         if shortfall:
             return revert(ctx, reason=f"with the accepted flags the change {shortfall}")
         text += f"; served again with the accepted flags: {_outcome(again)}"
-        if not accepted_crash:
+        if again["healthy"]:  # the source fix alone serves: keep it, the crashing flags stay pending
             ctx.state.accepted.serve = again
+            return _keep(ctx, summary, why, text, flags_too=False)
     # Flags that crash are only kept if the accepted configuration crashed anyway.
     return _keep(ctx, summary, why, text, flags_too=accepted_crash is not None)
+
+
+def _quality_short(ctx: RunContext, again: dict) -> str | None:
+    """Quality of the change served with the accepted flags, measured before anything is committed."""
+    if not again["healthy"] or not ctx.task.checks.quality:
+        return None
+    results = evidence.measure(ctx, "quality", config=again["fingerprint"])
+    failed = [key for key, result in results.items() if not result.get("passed")]
+    return f"starts but fails quality ({', '.join(failed)})" if failed else None
 
 
 def crash_progress(before: dict | None, after: dict) -> str | None:
