@@ -68,7 +68,8 @@ def replay(path: str | Path, runs_dir: str | None = None, sandbox_kind: str | No
     if sandbox_kind:
         task.sandbox.kind = sandbox_kind
     report = ReplayReport(transcript)
-    ctx = runs.open_run(task, str(folder / "task.yaml"))
+    # fresh: a replay measures the engine again; a figure from the cache would hide the drift it looks for
+    ctx = runs.open_run(task, str(folder / "task.yaml"), fresh=True)
     report.replay_dir = ctx.run_dir
     try:
         agent.run_loop(ctx, ReplayModel(transcript), redact)

@@ -12,6 +12,7 @@ reruns anything. Figures from the twin engine are twin figures: the report says 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import matplotlib

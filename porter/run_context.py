@@ -10,8 +10,6 @@ Does not decide what to keep (accepting.py) and does not talk to the model (agen
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
