@@ -26,6 +26,7 @@ from porter.models import (
 )
 from porter.prompt import first_messages
 from porter.redaction import redact as redact_secrets
+from porter.redaction import redact_conversation
 from porter.run_context import RunContext
 from porter.state import all_targets_met
 from porter.tools import Finished, ToolResult, dispatch, tool_specs
@@ -88,7 +89,7 @@ def run_loop(
         write_state(ctx.run_dir, ctx.state.to_dict(), redact)
         close = getattr(model, "close", None)  # a responder outside porter learns the run is over
         if close is not None:
-            close(messages, ctx.state.finished, ctx.state.solved, ctx.state.step)
+            close(redact_conversation(messages), ctx.state.finished, ctx.state.solved, ctx.state.step)
     return ctx
 
 
@@ -106,6 +107,7 @@ def step(ctx: RunContext, model: Model, messages: list[Message], on_action: OnAc
         messages=len(messages),
         tokens_estimate=context.request_tokens(messages, tools),
     )
+    messages[:] = redact_conversation(messages)  # the model's own calls and text too, before every request
     reply = model.step(messages, tools)
     account(ctx, reply.usage)
     ctx.transcript.record("model_reply", step=state.step, reply=reply.to_dict())

@@ -3,14 +3,15 @@
 Covers which host variables count as secrets (by name: *KEY*, *TOKEN*, *SECRET*, *PASSWORD*,
 *CREDENTIAL*, cloud credentials), collecting their values once at the start of a run together with
 the task's key variable whatever its name, replacing those values (and `sk-...` bearer keys) in text,
-in bytes and in files (streamed, so a large log is never read whole), and the problems that make a
-sandbox environment or a task unacceptable (a secret by name, by value, or by `${VAR}` reference).
-Does not decide where text goes: each writer calls `redact`, and a run's outputs are swept by
-`scrub_tree` when it closes.
+in bytes and in files (streamed, so a large log is never read whole), in JSON-like data and in the
+conversation sent to a model, and the problems that make a sandbox environment or a task unacceptable
+(a secret by name, by value, or by `${VAR}` reference). Does not decide where text goes: each writer
+calls `redact`, and a run's outputs are swept by `scrub_tree` when it closes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -137,6 +138,36 @@ def known() -> Secrets:
 def redact(text: str) -> str:
     """`text` with every known secret value replaced by `[REDACTED:NAME]` and bearer keys by `sk-[REDACTED]`."""
     return known().redact(text)
+
+
+def redact_data(data: object) -> object:
+    """JSON-like `data` (tool-call arguments, facts) with every string in it, keys included, redacted."""
+    if isinstance(data, str):
+        return redact(data)
+    if isinstance(data, dict):
+        return {redact(str(key)): redact_data(value) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [redact_data(item) for item in data]
+    return data
+
+
+def redact_conversation(messages: list) -> list:
+    """The messages (porter.models.Message) as they may go to a provider: text, reasoning, tool-call arguments
+    and facts redacted, in copies, so the calls porter runs keep their arguments. A message without a secret
+    is the same object. Anthropic's thinking blocks are sent back as they came: they are signed by the
+    provider, and one changed block makes it refuse the whole turn."""
+    redacted = []
+    for message in messages:
+        calls = [dataclasses.replace(call, arguments=redact_data(call.arguments)) for call in message.tool_calls]
+        clean = dataclasses.replace(
+            message,
+            content=redact(message.content),
+            reasoning=redact(message.reasoning),
+            tool_calls=calls,
+            facts=redact_data(message.facts),
+        )
+        redacted.append(message if clean == message else clean)
+    return redacted
 
 
 def scrub_tree(root: Path, skip: Iterable[Path] = ()) -> list[Path]:

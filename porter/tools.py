@@ -24,6 +24,7 @@ import jsonschema
 from porter import accepting, flag_rules, log_reader, observations, safe_git, serve
 from porter.checks.loadgen import CheckError
 from porter.models import ToolSpec
+from porter.redaction import redact
 from porter.run_context import RunContext, ToolError
 from porter.sandbox import SandboxDied, SandboxError
 from porter.sandbox.guard import refuse_patch
@@ -121,7 +122,7 @@ def _internal_error(ctx: RunContext, name: str, arguments: dict, exc: Exception)
     log = ctx.run_dir / "logs" / "porter-errors.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a", encoding="utf-8") as out:
-        out.write(f"--- step {ctx.state.step}: {name} {arguments!r}\n{traceback.format_exc()}\n")
+        out.write(redact(f"--- step {ctx.state.step}: {name} {arguments!r}\n{traceback.format_exc()}\n"))
     ctx.transcript.record("note", step=ctx.state.step, text=f"internal error in {name}: {exc!r}; see {log}")
     return (
         f"{name} failed with an internal error in porter ({type(exc).__name__}: {exc}); this is porter's bug, not "

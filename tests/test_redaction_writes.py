@@ -1,0 +1,62 @@
+"""Secrets kept out of what porter writes or sends as it writes or sends it, not only when a run is swept at its
+close: the internal-error log, the conversation sent to the model (its own calls and text included), and lines
+read from a server log. A real run on the local sandbox with a real git tree; the model is scripted."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from local_tasks import open_local_run
+
+from porter import agent, redaction, tools
+from porter.models import ScriptedModel
+from porter.redaction import redact
+
+SECRET = "zai-7f3c9a1b2d4e6f8091a2b3c4d5e6f708"  # under a name that only the value collection knows
+
+
+@pytest.fixture
+def ctx(tmp_path, monkeypatch):
+    monkeypatch.setenv("ZAI_APIKEY", SECRET)
+    context = open_local_run(tmp_path)  # collects the secrets of this environment
+    yield context
+    context.transcript.close()
+    context.sandbox.stop(remove=True)
+    monkeypatch.undo()
+    redaction.collect()
+
+
+def test_the_internal_error_log_is_redacted_as_it_is_written(ctx):
+    @tools.tool("broken_for_test", "A tool whose handler has a bug.", {"token": {"type": "string"}})
+    def broken(ctx, token):
+        raise RuntimeError(f"cannot use {token}")
+
+    try:
+        result = tools.dispatch(ctx, "broken_for_test", {"token": SECRET})
+    finally:
+        del tools.TOOLS["broken_for_test"]
+    assert result.facts["internal_error"] == "RuntimeError"
+    log = (ctx.run_dir / "logs" / "porter-errors.log").read_text()
+    assert "Traceback" in log and "cannot use [REDACTED:ZAI_APIKEY]" in log
+    assert SECRET not in log
+
+
+def test_the_models_own_calls_and_text_are_redacted_before_every_request(ctx):
+    script = [
+        {
+            "text": f"I will try the key {SECRET}.",
+            "tool_calls": [{"name": "bash", "arguments": {"command": f"printf %s {SECRET} | wc -c"}}],
+        },
+        {"tool_calls": [{"name": "finish", "arguments": {"reason": "done"}}]},
+    ]
+    model = ScriptedModel(script)
+    agent.run_loop(ctx, model, redact)
+    sent = json.dumps([message.to_dict() for message in model.requests[1]])
+    assert SECRET not in sent
+    assert "I will try the key [REDACTED:ZAI_APIKEY]." in sent and "printf %s [REDACTED:ZAI_APIKEY] | wc -c" in sent
+    # The call itself ran with the model's own arguments: only what goes back to the model is redacted.
+    result = next(m for m in model.requests[1] if m.role == "tool")
+    assert result.content.split()[-1] == str(len(SECRET))
+    for name in ("transcript.jsonl", "state.json"):
+        assert SECRET not in (ctx.run_dir / name).read_text()
