@@ -195,7 +195,7 @@ def read_file(ctx: RunContext, path: str, start_line: int | None = None, end_lin
     host = ctx.host_path(path)
     if not host.is_file():
         raise ToolError(f"{path} does not exist (or is not a file) in repo {ctx.repo_of(path)!r}")
-    lines = ctx.guard.read_text(path).splitlines()
+    lines = ctx.guard.read_text(path, cut=True).splitlines()  # bounded: a huge file ends in a note
     first, last = max(1, start_line or 1), min(len(lines), end_line or len(lines))
     numbered = "\n".join(f"{number:6d}  {lines[number - 1]}" for number in range(first, last + 1))
     return f"{path} lines {first}-{last} of {len(lines)}\n{numbered}", {"path": path, "lines": len(lines)}

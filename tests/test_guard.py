@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from porter import safe_git
 from porter.repos import TrackedRepo
 from porter.sandbox import SandboxError
-from porter.sandbox.guard import PathGuard, PathRefused, escaping_links, patch_problems
+from porter.sandbox.guard import MAX_READ_BYTES, PathGuard, PathRefused, escaping_links, patch_problems
 from porter.sandbox.repos import ensure_baseline
 from porter.task import RepoSpec
 
@@ -273,3 +273,19 @@ def test_repo_paths_and_names_cannot_traverse(field, value, problem):
 
 def test_a_trailing_slash_is_still_normal():
     assert RepoSpec.model_validate({"name": "e", "path": "/src/engine/"}).path == "/src/engine"
+
+
+def test_a_huge_file_is_read_only_up_to_the_cap(layout):
+    tree, _, guard = layout
+    line = b"x" * 99 + b"\n"
+    (tree / "huge.log").write_bytes(line * (MAX_READ_BYTES // len(line) + 1000))  # 100 kB over the cap
+    assert len(guard.read_bytes("/src/engine/huge.log")) == MAX_READ_BYTES + 1
+    shown = guard.read_text("/src/engine/huge.log", cut=True)
+    *kept, note = shown.splitlines()
+    assert len(kept) == MAX_READ_BYTES // len(line) and kept[-1] == "x" * 99
+    assert note.startswith("[porter: /src/engine/huge.log is ") and "sed -n 'FROM,TOp' /src/engine/huge.log" in note
+    # Whoever writes the text back (edit_file) must have all of it: refused, never cut.
+    with pytest.raises(SandboxError, match="over the 4 MiB porter reads at once"):
+        guard.read_text("/src/engine/huge.log")
+    (tree / "small.py").write_text("a\nb\n")
+    assert guard.read_text("/src/engine/small.py", cut=True) == "a\nb\n"

@@ -6,9 +6,9 @@ that lands outside the roots, or inside a repo's `.git`, is refused with an erro
 Files are then opened one component at a time with O_NOFOLLOW from the root's directory, so a link
 swapped in by the sandbox between the check and the access is refused too, never followed; writes go
 to a temporary file renamed over the target, so a hard link or a symlink is replaced, never written
-through. Also checks patches (no symlinks, no gitlinks, nothing under `.git`) and finds symlinks in a
-tree that point outside it. Does not run git (porter/safe_git.py) and does not decide which roots a
-run has (the sandboxes and the run context do).
+through; reads are bounded (MAX_READ_BYTES). Also checks patches (no symlinks, no gitlinks, nothing
+under `.git`) and finds symlinks in a tree that point outside it. Does not run git (porter/safe_git.py)
+and does not decide which roots a run has (the sandboxes and the run context do).
 """
 
 from __future__ import annotations
@@ -23,6 +23,10 @@ from pathlib import Path, PurePosixPath
 
 from porter.sandbox.base import SandboxError
 
+# What porter reads of one sandbox-written file at once: enough for any source file, bounded for a huge or
+# endless one (a log, a dump) that would otherwise be read whole into porter's memory.
+MAX_READ_MIB = 4
+MAX_READ_BYTES = MAX_READ_MIB << 20
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # A diff header line that makes git create or retarget a symlink (120000) or a gitlink (160000).
 _LINK_MODE = re.compile(r"^(?:new file mode|new mode|old mode|index [0-9a-f]+\.\.[0-9a-f]+) (?:120000|160000)\s*$")
@@ -80,7 +84,9 @@ class PathGuard:
         host_root, _ = self.locate(sandbox_path)
         return host_root, PurePosixPath(resolved.relative_to(host_root))
 
-    def read_bytes(self, sandbox_path: str) -> bytes:
+    def read_bytes(self, sandbox_path: str, limit: int = MAX_READ_BYTES) -> bytes:
+        """The file's bytes, at most `limit` + 1 of them (one more than the limit says it was cut): the sandbox
+        writes these files, and a huge or endless one must not exhaust porter's memory."""
         host_root, relative = self._inside(sandbox_path)
         # O_NONBLOCK: a FIFO swapped in by the sandbox must not hang porter on open; only regular files are read.
         descriptor = _open_beneath(host_root, relative, os.O_RDONLY | os.O_NONBLOCK, sandbox_path)
@@ -88,10 +94,24 @@ class PathGuard:
             os.close(descriptor)
             raise SandboxError(f"{sandbox_path} is not a regular file")
         with os.fdopen(descriptor, "rb") as file:
-            return file.read()
+            return file.read(limit + 1)
 
-    def read_text(self, sandbox_path: str) -> str:
-        return self.read_bytes(sandbox_path).decode(errors="replace")
+    def read_text(self, sandbox_path: str, cut: bool = False) -> str:
+        """The file as text. Over MAX_READ_BYTES: refused (a caller that writes the text back must have it all),
+        or with `cut`, its first whole lines up to the limit and a last line saying how to read the rest."""
+        data = self.read_bytes(sandbox_path)
+        if len(data) <= MAX_READ_BYTES:
+            return data.decode(errors="replace")
+        size = _size_of(self.host_path(sandbox_path))
+        how = f"read further with bash (sed -n 'FROM,TOp' {sandbox_path}, grep -n, tail -c)"
+        if not cut:
+            raise SandboxError(f"{sandbox_path} is {size}, over the {MAX_READ_MIB} MiB porter reads at once; {how}")
+        kept = data[:MAX_READ_BYTES].rpartition(b"\n")[0] or data[:MAX_READ_BYTES]
+        lines = kept.count(b"\n") + 1
+        return kept.decode(errors="replace") + (
+            f"\n[porter: {sandbox_path} is {size}; only its first {lines} lines (up to {MAX_READ_MIB} MiB) were read: "
+            f"{how}]"
+        )
 
     def write_text(self, sandbox_path: str, text: str) -> None:
         """Write atomically (temporary file, then rename over the target); parent folders are created."""
@@ -152,6 +172,13 @@ def _open_beneath(host_root: Path, relative: PurePosixPath, flags: int, shown: s
         raise _refusal(exc, shown) from None
     finally:
         os.close(parent)
+
+
+def _size_of(path: Path) -> str:
+    try:
+        return f"{path.stat().st_size:,} bytes"
+    except OSError:
+        return "larger than that"
 
 
 def _refusal(error: OSError, shown: str) -> SandboxError:
