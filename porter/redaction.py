@@ -116,6 +116,32 @@ class Secrets:
                 return found
 
 
+class RedactingWriter:
+    """A binary file written redacted as data arrives (a server's output streamed into its log), so a porter
+    killed before its run is swept leaves no secret behind. Whole lines go out at once and a partial last line
+    waits for its end, so no chunk boundary splits a secret; a line longer than _CHUNK goes out all but its
+    last `overlap` bytes."""
+
+    def __init__(self, target, secrets: Secrets | None = None):
+        self.target, self.secrets, self.carry = target, secrets or known(), b""
+
+    def write(self, data: bytes) -> None:
+        data = self.carry + data
+        end = data.rfind(b"\n") + 1
+        if end == 0 and len(data) > _CHUNK:
+            end = len(data) - self.secrets.overlap
+        self.target.write(self.secrets.redact_bytes(data[:end]))
+        self.carry = data[end:]
+
+    def flush(self) -> None:
+        self.target.flush()
+
+    def close(self) -> None:
+        self.target.write(self.secrets.redact_bytes(self.carry))
+        self.carry = b""
+        self.target.close()
+
+
 def _existing_path(value: str) -> bool:
     return value.startswith("/") and os.path.exists(value)
 

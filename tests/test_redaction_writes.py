@@ -4,14 +4,20 @@ read from a server log. A real run on the local sandbox with a real git tree; th
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import re
+import time
 
 import pytest
 from local_tasks import open_local_run
 
 from porter import agent, redaction, tools
 from porter.models import ScriptedModel
-from porter.redaction import redact
+from porter.redaction import RedactingWriter, Secrets, redact
+from porter.sandbox import DockerSandbox
+from porter.task import Task
 
 SECRET = "zai-7f3c9a1b2d4e6f8091a2b3c4d5e6f708"  # under a name that only the value collection knows
 
@@ -60,3 +66,58 @@ def test_the_models_own_calls_and_text_are_redacted_before_every_request(ctx):
     assert result.content.split()[-1] == str(len(SECRET))
     for name in ("transcript.jsonl", "state.json"):
         assert SECRET not in (ctx.run_dir / name).read_text()
+
+
+class _Kept(io.BytesIO):
+    def close(self) -> None:  # keep the bytes readable after the writer closes its target
+        pass
+
+
+def test_a_stream_is_redacted_as_it_is_written_whatever_its_chunks():
+    secrets = Secrets({"ZAI_APIKEY": SECRET})
+    stream = f"starting\nkey={SECRET}\nready\n{SECRET} at the end".encode()
+    for size in (1, 3, 7, 50):
+        target = _Kept()
+        writer = RedactingWriter(target, secrets)
+        written = []
+        for start in range(0, len(stream), size):
+            writer.write(stream[start : start + size])
+            written.append(target.getvalue())
+        assert all(SECRET.encode() not in seen for seen in written)
+        assert b"key=[REDACTED:ZAI_APIKEY]\nready\n" in written[-1]  # whole lines go out as they end
+        writer.close()
+        assert target.getvalue() == secrets.redact(stream.decode()).encode()
+
+
+@pytest.mark.docker
+def test_a_server_log_is_redacted_while_the_server_runs(docker_client, tmp_path, monkeypatch):
+    monkeypatch.setenv("ZAI_APIKEY", SECRET)
+    redaction.collect()
+    task = Task.model_validate(
+        {
+            "name": "loud",
+            "model": {"id": "test/model", "path": "/models/test", "in_image": True, "overlay": False},
+            "hardware": {"gpu": "none", "count": 1},
+            "sandbox": {"kind": "docker", "image": "porter-base:bookworm", "network": "none"},
+            "repos": [],
+            "serve": {"command": "true", "port": 8123},
+        }
+    )
+    run_id = re.sub(r"[^a-z0-9]+", "-", f"test-loud-log-{os.getpid()}")
+    box = DockerSandbox(task, tmp_path / run_id, run_id, client=docker_client)
+    log = tmp_path / "serve-000.log"
+    head, tail = SECRET[:12], SECRET[12:]  # the server prints the secret in two writes, half a second apart
+    try:
+        box.start()
+        process = box.spawn(f"printf %s {head}; sleep 0.5; printf '%s\\nup\\n' {tail}; sleep 60", log)
+        for _ in range(200):
+            if log.exists() and b"up" in log.read_bytes():
+                break
+            time.sleep(0.05)
+        text = log.read_text()  # read while the server runs: porter killed now would leave this on disk
+        assert text == "[REDACTED:ZAI_APIKEY]\nup\n"
+        process.stop(grace_s=1)
+    finally:
+        box.stop(remove=True)
+        monkeypatch.undo()
+        redaction.collect()

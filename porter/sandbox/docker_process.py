@@ -1,7 +1,7 @@
 """DockerProcess: a background command in a DockerSandbox (the server), as the `Process` protocol.
 
-Covers streaming the command's output into a host log file as it arrives, liveness and exit code
-from docker's exec record, and stopping its process group (TERM, then KILL). Does not cover
+Covers streaming the command's output into a host log file as it arrives (secrets redacted on the
+way), liveness and exit code from docker's exec record, and stopping its process group (TERM, then KILL). Does not cover
 starting it: DockerSandbox.spawn does, in a session whose group id is written to `pgid_file`.
 """
 
@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import docker.errors
+
+from porter.redaction import RedactingWriter
 
 if TYPE_CHECKING:
     from porter.sandbox.docker import DockerSandbox
@@ -26,7 +28,7 @@ class DockerProcess:
         self.exec_id = exec_id
         self.pgid_file = pgid_file
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.log_file = open(log_path, "ab")  # noqa: SIM115 - closed by the writer thread when the stream ends
+        self.log_file = RedactingWriter(open(log_path, "ab"))  # noqa: SIM115 - closed by the writer thread
         self.writer = threading.Thread(target=self._write, args=(stream,), daemon=True)
         self.writer.start()
 
