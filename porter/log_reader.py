@@ -18,6 +18,7 @@ from porter.terminal import printable
 
 MAX_LINES = 200
 MAX_LINE_CHARS = 400
+MAX_READ_LINE = 1 << 16  # characters of one log line read at most; the rest is skipped
 DEFAULT_TAIL = 60
 LOG_NAME = re.compile(r"^serve-(\d+)\.log$")
 
@@ -57,9 +58,18 @@ def read_log(
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    return enumerate(bounded_lines(path), start=1)
+
+
+def bounded_lines(path: Path, limit: int = MAX_READ_LINE) -> Iterator[str]:
+    """The file's lines, each cut at `limit` characters: the server (in the sandbox) writes the log, and one
+    endless line read whole would exhaust porter's memory."""
     with open(path, encoding="utf-8", errors="replace") as log:
-        for index, line in enumerate(log, start=1):
-            yield index, line.rstrip("\n")
+        while line := log.readline(limit):
+            if not line.endswith("\n"):
+                while (rest := log.readline(limit)) and not rest.endswith("\n"):
+                    pass  # the rest of a cut line is skipped, a piece at a time
+            yield line.rstrip("\n")
 
 
 def _clean(line: str) -> str:

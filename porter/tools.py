@@ -326,14 +326,13 @@ def flag_mentions(log_path, flags: list[str], per_flag: int = 3) -> dict[str, li
     names every flag, is left out. Read as a stream: real logs are large."""
     patterns = {flag: re.compile(rf"\b{flag.replace('-', '[-_ ]')}\b", re.IGNORECASE) for flag in flags}
     found: dict[str, list[str]] = {}
-    with open(log_path, encoding="utf-8", errors="replace") as log:
-        for line in log:
-            if "server_args" in line.lower():
-                continue
-            for flag, pattern in patterns.items():
-                lines = found.setdefault(flag, [])
-                if len(lines) < per_flag and pattern.search(line):
-                    lines.append(line.strip()[:300])
+    for line in log_reader.bounded_lines(log_path):
+        if "server_args" in line.lower():
+            continue
+        for flag, pattern in patterns.items():
+            lines = found.setdefault(flag, [])
+            if len(lines) < per_flag and pattern.search(line):
+                lines.append(line.strip()[:300])
     return {flag: lines for flag, lines in found.items() if lines}
 
 

@@ -1,6 +1,8 @@
 """Secrets kept out of what porter writes or sends as it writes or sends it, not only when a run is swept at its
-close: the internal-error log, the conversation sent to the model (its own calls and text included), and lines
-read from a server log. A real run on the local sandbox with a real git tree; the model is scripted."""
+close: the internal-error log, the conversation sent to the model (its own calls and text included), a server
+log streamed by porter, and lines read from a server log (bounded in memory, however long a line the server
+writes). A real run on the local sandbox with a real git tree (and a real container for the streamed log);
+the model is scripted."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import json
 import os
 import re
 import time
+import tracemalloc
 
 import pytest
 from local_tasks import open_local_run
@@ -121,3 +124,30 @@ def test_a_server_log_is_redacted_while_the_server_runs(docker_client, tmp_path,
         box.stop(remove=True)
         monkeypatch.undo()
         redaction.collect()
+
+
+def test_server_log_lines_reach_the_model_redacted_and_bounded(ctx):
+    logs = ctx.run_dir / "logs"
+    logs.mkdir(exist_ok=True)
+    with open(logs / "serve-001.log", "w") as log:  # as a local server writes it: porter never saw these bytes
+        log.write("a" * (64 << 20))  # one 64 MiB line: read whole, it alone would take 64 MiB of porter's memory
+        log.write(f"\nERROR auth failed for key {SECRET}\nattention backend: triton\n")
+    tracemalloc.start()
+    try:
+        found = tools.dispatch(ctx, "read_log", {"grep": "auth failed"})
+        mentions = tools.flag_mentions(logs / "serve-001.log", ["attention-backend"])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, f"reading the log took {peak:,} bytes"
+    assert "      2  ERROR auth failed" in found.text
+    assert mentions == {"attention-backend": ["attention backend: triton"]}
+    script = [
+        {"tool_calls": [{"name": "read_log", "arguments": {"grep": "auth failed"}}]},
+        {"tool_calls": [{"name": "finish", "arguments": {"reason": "done"}}]},
+    ]
+    model = ScriptedModel(script)
+    agent.run_loop(ctx, model, redact)
+    shown = next(m for m in model.requests[1] if m.role == "tool").content
+    assert "ERROR auth failed for key [REDACTED:ZAI_APIKEY]" in shown and SECRET not in shown
+    assert SECRET not in (ctx.run_dir / "transcript.jsonl").read_text()
