@@ -8,6 +8,7 @@ Does not decide what to accept (the loop does) and does not talk to the sandbox.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,6 +108,18 @@ class TrackedRepo:
         self._check()
         self._stage(intent_to_add=True)
         return self.repo.git.diff("HEAD")
+
+    def change_digest(self) -> str:
+        """A digest of the pending change (binary content included), streamed from git: a tool run in the
+        sandbox may write gigabytes into the tree, and porter must not hold its diff to see whether it changed."""
+        self._check()
+        self._stage(intent_to_add=True)
+        process = self.repo.git.diff("HEAD", "--binary", as_process=True)
+        digest = hashlib.sha256()
+        for chunk in iter(lambda: process.stdout.read(1 << 20), b""):
+            digest.update(chunk)
+        process.wait()
+        return digest.hexdigest()
 
     def changed_files(self) -> list[str]:
         self._check()

@@ -361,10 +361,10 @@ def tune(ctx: RunContext, name: str) -> Result:
     spec = specs[name]
     was_serving = ctx.server is not None
     ctx.stop_server()  # tuning needs the devices the server holds
-    before = {repo_name: repo.diff() for repo_name, repo in ctx.repos.items()}
+    before = {repo_name: repo.change_digest() for repo_name, repo in ctx.repos.items()}
     result = ctx.sandbox.exec(spec.command, timeout=spec.timeout_s, workdir=spec.workdir)
     ctx.refuse_escaping_links({name: repo.changed_files() for name, repo in ctx.repos.items() if repo.is_dirty()})
-    touched = sorted(repo_name for repo_name, repo in ctx.repos.items() if repo.diff() != before[repo_name])
+    touched = sorted(repo_name for repo_name, repo in ctx.repos.items() if repo.change_digest() != before[repo_name])
     changed = {repo_name: ctx.repos[repo_name].changed_files() for repo_name in touched}
     status = "timed out" if result.timed_out else f"exit {result.exit_code}"
     stopped = "porter stopped the server first (tuning needs the devices); " if was_serving else ""

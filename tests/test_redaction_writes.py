@@ -1,8 +1,8 @@
 """Secrets kept out of what porter writes or sends as it writes or sends it, not only when a run is swept at its
 close: the internal-error log, the conversation sent to the model (its own calls and text included), a server
 log streamed by porter, and lines read from a server log (bounded in memory, however long a line the server
-writes). A real run on the local sandbox with a real git tree (and a real container for the streamed log);
-the model is scripted."""
+writes); and a tuning command's huge output compared by digest, never held whole. A real run on the local
+sandbox with a real git tree (and a real container for the streamed log); the model is scripted."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from porter import agent, redaction, tools
 from porter.models import ScriptedModel
 from porter.redaction import RedactingWriter, Secrets, redact
 from porter.sandbox import DockerSandbox
-from porter.task import Task
+from porter.task import Task, TuneSpec
 
 SECRET = "zai-7f3c9a1b2d4e6f8091a2b3c4d5e6f708"  # under a name that only the value collection knows
 
@@ -151,3 +151,19 @@ def test_server_log_lines_reach_the_model_redacted_and_bounded(ctx):
     shown = next(m for m in model.requests[1] if m.role == "tool").content
     assert "ERROR auth failed for key [REDACTED:ZAI_APIKEY]" in shown and SECRET not in shown
     assert SECRET not in (ctx.run_dir / "transcript.jsonl").read_text()
+
+
+def test_a_tuning_command_that_writes_a_huge_file_is_compared_without_holding_its_diff(ctx):
+    # 32 MiB of text, one line: `git diff` of it, held whole (twice), would cost porter far more than the cap
+    write = "head -c 33554432 /dev/zero | tr '\\0' a > big.txt"
+    ctx.task.tune.append(TuneSpec(name="big", command=write, workdir=ctx.task.repos[0].path))
+    tracemalloc.start()
+    try:
+        result = tools.dispatch(ctx, "tune", {"name": "big"})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert result.ok and 'it changed {"engine": ["big.txt"]}' in result.text
+    assert peak < 8 << 20, f"comparing the tree took {peak:,} bytes"
+    again = tools.dispatch(ctx, "tune", {"name": "big"})
+    assert "it changed no file" in again.text
