@@ -6,6 +6,8 @@ story's flag sets, and measures (aiohttp client, Poisson arrivals, 60% shared-pr
   - single-stream output tok/s (after the first token), median of 3;
   - the twin's own CPU use during the heaviest level (process CPU time / wall time), to show the engine
     is not the bottleneck.
+Then each move of the story as a ratio of measured knees (and of single-stream speeds) next to the story's
+ratio, and the device's draft acceptance by position next to the public GLM-5.2 MI355X figures.
 Prints one line per configuration and, last, one JSON object. Twin numbers, not MI355X figures.
 Usage: python3 benchmarks/twin_perf.py [--configs tp8,tp4dp2,...] [--level-seconds 12] [--quick]
 """
@@ -25,6 +27,19 @@ from pathlib import Path
 import aiohttp
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "sandboxes" / "twin" / "device"))
+from twin_device.host import running_device  # noqa: E402
+from twin_device.model import Device  # noqa: E402
+
+# The story's figures (DESIGN.md): output tok/s per node at the knee, single-stream tok/s, and the public
+# MTP acceptance by draft position of a GLM-5.2 MI355X run.
+STORY_MOVES = [
+    ("TP8 -> TP4xDP2", "tp8", "tp4dp2", "knee_total_tok_s", 1944 / 1461),
+    ("untuned -> tuned MoE", "tp4dp2", "tp4dp2-tuned", "knee_total_tok_s", 2626 / 1944),
+    ("no MTP -> MTP 5/1/6 + fp8 + fusion", "tp8", "final", "single_stream_tok_s", 3.0),
+]
+PUBLIC_ACCEPTANCE = [0.94, 0.67, 0.28, 0.08, 0.02]
+
 WORDS = "alpha bravo delta echo golf hotel india kilo lima mike oscar papa quebec romeo sierra tango uniform".split()
 SPEC_516 = [
     "--speculative-algorithm",
@@ -66,7 +81,9 @@ def lay_out(root: Path, tuned: bool) -> Path:
     subprocess.run([str(ROOT / "sandboxes/twin/build.sh"), "--local", str(root)], check=True, capture_output=True)
     tree = root / "sgl-workspace" / "twin"
     for fix in FIXES + (["c-tuned-moe-fp4"] if tuned else []):
-        subprocess.run(["git", "apply", str(ROOT / "sandboxes/twin/fixes" / f"{fix}.patch")], cwd=tree, check=True)
+        patch = ROOT / "sandboxes/twin/fixes" / f"{fix}.patch"
+        target = root / "models" / "glm-5.2-mxfp4" if "a/config.json" in patch.read_text() else tree
+        subprocess.run(["git", "apply", str(patch)], cwd=target, check=True)
     return tree
 
 
@@ -174,17 +191,22 @@ async def measure(name: str, args: argparse.Namespace, port: int) -> dict:
     with tempfile.TemporaryDirectory() as directory:
         root = Path(directory)
         tree = lay_out(root, tuned)
-        server = start_server(root, tree, flags, port)
-        try:
-            url = f"http://127.0.0.1:{port}"
-            await wait_healthy(url)
-            speed = await single_stream(url)
-            cpu_before, wall_before = cpu_seconds(server.pid), time.monotonic()
-            knee = await sweep(url, args.levels, args.slo, args.level_seconds, (args.input_tokens, args.output_tokens))
-            cpu_share = (cpu_seconds(server.pid) - cpu_before) / (time.monotonic() - wall_before)
-        finally:
-            server.terminate()
-            server.wait()
+        with running_device(root / "run" / "twin-device"):
+            return await _measure_on(name, args, port, root, tree, flags)
+
+
+async def _measure_on(name: str, args: argparse.Namespace, port: int, root: Path, tree: Path, flags: list) -> dict:
+    server = start_server(root, tree, flags, port)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        await wait_healthy(url)
+        speed = await single_stream(url)
+        cpu_before, wall_before = cpu_seconds(server.pid), time.monotonic()
+        knee = await sweep(url, args.levels, args.slo, args.level_seconds, (args.input_tokens, args.output_tokens))
+        cpu_share = (cpu_seconds(server.pid) - cpu_before) / (time.monotonic() - wall_before)
+    finally:
+        server.terminate()
+        server.wait()
     result = {
         "config": name,
         "single_stream_tok_s": speed,
@@ -198,7 +220,7 @@ async def measure(name: str, args: argparse.Namespace, port: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--configs", default="tp8,tp4dp2,tp4dp2-tuned,tp4dp2-tuned-fp8")
+    parser.add_argument("--configs", default="tp8,tp4dp2,tp4dp2-tuned,final")
     parser.add_argument(
         "--levels",
         type=lambda text: [float(x) for x in text.split(",")],
@@ -210,7 +232,24 @@ def main() -> None:
     parser.add_argument("--output-tokens", type=int, default=64)
     args = parser.parse_args()
     results = [asyncio.run(measure(name, args, 31500 + index)) for index, name in enumerate(args.configs.split(","))]
-    print(json.dumps({"benchmark": "twin_perf", "results": results}))
+    moves = story_moves({result["config"]: result for result in results})
+    acceptance = Device().acceptance_by_position({"spec_steps": 5, "spec_draft_tokens": 6})
+    print("draft acceptance by position (twin device vs public):")
+    for position, (twin, public) in enumerate(zip(acceptance, PUBLIC_ACCEPTANCE, strict=True), start=1):
+        print(f"  {position}: {twin:.2f}  vs  {public:.2f}")
+    summary = {"benchmark": "twin_perf", "results": results, "moves": moves, "acceptance": acceptance}
+    print(json.dumps(summary))
+
+
+def story_moves(by_config: dict) -> list[dict]:
+    """Each story move measured here (when both of its configurations ran), next to the story's ratio."""
+    moves = []
+    for label, before, after, metric, story in STORY_MOVES:
+        if before in by_config and after in by_config and by_config[before][metric]:
+            ratio = by_config[after][metric] / by_config[before][metric]
+            moves.append({"move": label, "twin": round(ratio, 3), "story": round(story, 3)})
+            print(f"{label:<36} twin x{ratio:.2f}   story x{story:.2f}", flush=True)
+    return moves
 
 
 if __name__ == "__main__":

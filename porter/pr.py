@@ -28,6 +28,7 @@ def write_prs(run_dir: str | Path, push_remote: str | None = None) -> list[Path]
     state = RunState.read(run_dir)  # first: an empty or foreign directory is named as such
     task = load_task(run_dir / "task.yaml")
     written = []
+    changed = [name for name, repo_state in state.repos.items() if repo_state.accepted]
     for name, repo_state in state.repos.items():
         if not repo_state.accepted:
             continue
@@ -39,13 +40,14 @@ def write_prs(run_dir: str | Path, push_remote: str | None = None) -> list[Path]
         path.write_text(text, encoding="utf-8")
         written.append(path)
         if push_remote:
-            push(repo, repo_state, push_remote)
+            push(repo, repo_state, push_remote, f"{name}/{repo_state.branch}" if len(changed) > 1 else None)
     return written
 
 
-def push(repo: git.Repo, state: RepoState, remote: str) -> None:
-    """Push the run branch; `remote` is a configured remote's name, a URL or a path."""
-    repo.git.push(remote, f"{state.branch}:{state.branch}")
+def push(repo: git.Repo, state: RepoState, remote: str, remote_branch: str | None = None) -> None:
+    """Push the run branch; `remote` is a configured remote's name, a URL or a path. Several repos of one run
+    (the engine and the model overlay) pushed to one remote go to `<repo>/<branch>`, so neither rejects the other."""
+    repo.git.push(remote, f"{state.branch}:{remote_branch or state.branch}")
 
 
 def describe(

@@ -135,9 +135,11 @@ def open_probe(task: Task) -> Iterator[DockerProbe | LocalProbe]:
 
     from porter.sandbox.docker import connect
     from porter.sandbox.docker_options import MANAGED_LABEL, container_options, image_name
+    from porter.sandbox.image_build import build_task_image
 
     client = connect(task)
     name = image_name(task)
+    build_task_image(task, Path(tempfile.gettempdir()) / "porter-preflight")  # a local-only image builds itself
     try:
         client.images.get(name)
     except docker.errors.ImageNotFound:
@@ -184,6 +186,8 @@ def _image_fix(task: Task) -> str:
     if task.sandbox.kind == "local":
         return "fix sandbox.local_setup (see the error) or the repo paths"
     image = task.sandbox.image or "the task's dockerfile image"
+    if task.sandbox.image_build:
+        return f"fix sandbox.image_build (it should leave {image} on the engine; see the error)"
     return f"`docker pull {image}` on the node (porter never pulls), or correct sandbox.image"
 
 

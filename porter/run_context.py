@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from porter import evidence, serve
@@ -40,6 +40,7 @@ class RunContext:
     server_fingerprint: str | None = None
     image_digest: str | None = None  # of the sandbox's image, part of every configuration's fingerprint
     server_started: float | None = None  # monotonic time of the running server's launch (server hours)
+    services: list = field(default_factory=list)  # the sandbox's host services (porter/sandbox/services.py)
 
     # ------------------------------------------------------------ paths
 

@@ -29,6 +29,8 @@ from porter.report import write_report
 from porter.repos import TrackedRepo
 from porter.run_context import RunContext
 from porter.sandbox import SandboxError, make_sandbox
+from porter.sandbox.image_build import build_task_image
+from porter.sandbox.services import start_services, stop_services
 from porter.state import RunState
 from porter.task import Task
 from porter.transcript import Transcript
@@ -67,14 +69,20 @@ def open_run(task: Task, task_path: str, resume_dir: str | None = None, fresh: b
     transcript = Transcript(run_dir / "transcript.jsonl", redact)
     if task.sandbox.kind == "local" and task.sandbox.local_setup and not (run_dir / "root").exists():
         prepare_local_root(task, run_dir / "root")
-    sandbox = make_sandbox(task, run_dir, run_id)
-    sandbox.start()
+    build_task_image(task, run_dir)
+    services = start_services(task, run_dir)
+    try:
+        sandbox = make_sandbox(task, run_dir, run_id)
+        sandbox.start()
+    except BaseException:
+        stop_services(services)
+        raise
     repos = {}
     for spec in task.patchable_repos():
         tracked = TrackedRepo(spec.name, sandbox.repo_dir(spec.name), run_id)
         state.repos[spec.name] = tracked.begin(state.repos.get(spec.name))
         repos[spec.name] = tracked
-    ctx = RunContext(task, sandbox, state, run_dir, transcript, repos)
+    ctx = RunContext(task, sandbox, state, run_dir, transcript, repos, services=services)
     if resume_dir:
         ctx.kill_leftover_server()  # a SIGKILLed porter leaves its server holding the port and the devices
         scrub_run_dir(ctx)  # a killed porter never swept what it had written (server logs, error log)
@@ -145,12 +153,14 @@ def describe_environment(ctx: RunContext) -> dict:
 
 
 def finish_outputs(ctx: RunContext) -> None:
-    """What every run leaves, however it ended: patch series, PR drafts, report; then the transcript is closed."""
+    """What every run leaves, however it ended: patch series, PR drafts, report; then the transcript is closed
+    and the sandbox's host services stop."""
     try:
         write_prs(ctx.run_dir)
         write_report(ctx.run_dir)
     finally:
         ctx.transcript.close()
+        stop_services(ctx.services)
         scrub_run_dir(ctx)
 
 

@@ -112,6 +112,26 @@ class Mount(Spec):
         return value
 
 
+class ServiceSpec(Spec):
+    """A host process the sandbox needs (e.g. a simulated device), sharing one directory with it."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="Short name, used for its folder and log.")
+    command: list[str] = Field(
+        min_length=1,
+        description="Host argv; {dir} is the shared directory. A relative first word is relative to the task file.",
+    )
+    mount: str = Field(description="Absolute path where the shared directory appears inside the sandbox.")
+    ready: str | None = Field(None, description="File the service creates in {dir} once it is ready.")
+    ready_timeout_s: PositiveFloat = Field(30, description="How long to wait for `ready`.")
+
+    @field_validator("mount")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"must be an absolute path inside the sandbox, got {value!r}")
+        return value
+
+
 class SandboxSpec(Spec):
     kind: Literal["docker", "local"] = Field("docker", description="docker (isolated) or local (subprocesses).")
     image: str | None = Field(None, description="Image to run, e.g. lmsysorg/sglang:...-rocm700-mi35x.")
@@ -139,6 +159,17 @@ class SandboxSpec(Spec):
         description="Host command (argv) that lays out the local sandbox's root ({root}) before its first start; "
         "a relative first word is relative to the task file. With it, a docker task also runs where no "
         "Docker engine answers (commands reach sandbox paths through $PORTER_SANDBOX_ROOT).",
+    )
+    image_build: list[str] = Field(
+        default_factory=list,
+        description="Host command (argv) that builds `image` locally; porter runs it before a Docker sandbox "
+        "starts (run, replay, eval), so a local-only image is never missing. A relative first word is relative "
+        "to the task file.",
+    )
+    services: list[ServiceSpec] = Field(
+        default_factory=list,
+        description="Host processes started before the sandbox and stopped with the run, each sharing a "
+        "directory mounted into the sandbox (porter/sandbox/services.py).",
     )
 
     @model_validator(mode="after")
@@ -578,9 +609,11 @@ def _resolve_paths(data: dict, base: Path) -> None:
         for key in ("dockerfile", "context"):
             if isinstance(sandbox.get(key), str):
                 sandbox[key] = str((base / sandbox[key]).resolve())
-        setup = sandbox.get("local_setup")
-        if isinstance(setup, list) and setup and isinstance(setup[0], str) and "/" in setup[0]:
-            setup[0] = str((base / setup[0]).resolve())
+        commands = [sandbox.get("local_setup"), sandbox.get("image_build")]
+        commands += [s.get("command") for s in sandbox.get("services") or [] if isinstance(s, dict)]
+        for command in commands:
+            if isinstance(command, list) and command and isinstance(command[0], str) and "/" in command[0]:
+                command[0] = str((base / command[0]).resolve())
         for mount in sandbox.get("mounts") or []:
             if isinstance(mount, dict) and isinstance(mount.get("host"), str):
                 mount["host"] = str((base / mount["host"]).resolve())

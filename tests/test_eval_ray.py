@@ -17,7 +17,7 @@ import docker
 import pytest
 import yaml
 from helpers import free_port
-from twin_tasks import ROOT, build_twin
+from twin_tasks import ROOT, build_twin, task_data
 
 from porter import eval_ray
 
@@ -112,7 +112,7 @@ def corpus(tmp_path_factory) -> Path:
             (folder / name / file).write_bytes((ROOT / "transcripts" / name / file).read_bytes())
         # Recordings made before model.in_image existed: their checkpoint is in the twin image, as the twin
         # tasks now say; setdefault leaves a re-recorded corpus as it is.
-        task = yaml.safe_load((folder / name / "task.yaml").read_text())
+        task = task_data(ROOT / "transcripts" / name / "task.yaml")  # host commands resolved from the original
         task["model"].setdefault("in_image", True)
         task["model"].setdefault("overlay", False)
         (folder / name / "task.yaml").write_text(yaml.safe_dump(task, sort_keys=False))

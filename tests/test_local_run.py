@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import yaml
-from twin_tasks import ROOT
+from twin_tasks import ROOT, task_data
 
 NO_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/porter-test.sock"}
 
@@ -26,11 +26,10 @@ def porter(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
 
 
 def test_without_docker_a_twin_task_runs_in_the_local_sandbox_only_when_asked(tmp_path):
-    data = yaml.safe_load((ROOT / "tasks" / "twin_oom_mem_fraction.yaml").read_text())
+    data = task_data(ROOT / "tasks" / "twin_oom_mem_fraction.yaml")
     data["checks"] = {"quality": data["checks"]["quality"]}
     for check, samples in zip(data["checks"]["quality"], (50, 30), strict=True):
         check["samples"] = samples
-    data["sandbox"]["local_setup"][0] = str(ROOT / "sandboxes" / "twin" / "build.sh")
     data["outputs"] = {"runs_dir": str(tmp_path / "runs")}
     (tmp_path / "task.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     refused = porter("run", str(tmp_path / "task.yaml"), env=NO_ENGINE)

@@ -45,7 +45,12 @@ def twin_image(docker_client) -> str:
 
 
 def fix(name: str) -> dict:
-    return call("apply_patch", repo="twin", patch=(FIXES / name).read_text())
+    """A known fix as the agent would send it: to the checkpoint overlay (repo `model`) or the engine."""
+    patch = (FIXES / name).read_text()
+    return call("apply_patch", repo="model" if "a/config.json" in patch else "twin", patch=patch)
+
+
+QUANT_CONFIG = "/models/glm-5.2-mxfp4-overlay/config.json"  # the checkpoint's config.json in the model overlay
 
 
 STORY = [
@@ -128,29 +133,32 @@ def test_one_commit_per_fix_and_no_trace_of_the_reverted_attempt(story_run):
     base = story_run.state.repos["twin"].base_commit
     commits = list(repo.iter_commits(f"{base}..HEAD"))
     assert [c.summary for c in reversed(commits)] == [
-        "Exclude the MTP shared expert under the engine's name",
         "Guard cuda_runtime.h with USE_ROCM in the fused metadata kernel",
         "Add the tuned fused-MoE config for the fp4 shape",
     ]
     assert [sorted(c.stats.files) for c in reversed(commits)] == [
-        ["twin/configs/quant/glm5_mxfp4_quark.json"],
         ["twin/csrc/fused_multistep_metadata.cpp"],
         ["twin/configs/tuned_fmoe.csv"],
     ]
-    exclude_commit = commits[-1].message
+    model = git.Repo(story_run.repos["model"].path)
+    (exclude,) = list(model.iter_commits(f"{story_run.state.repos['model'].base_commit}..HEAD"))
+    assert exclude.summary == "Exclude the MTP shared expert under the engine's name"
+    assert sorted(exclude.stats.files) == ["config.json"]
+    exclude_commit = exclude.message
     assert "What failed:" in exclude_commit and "shape_mismatch" in exclude_commit
     assert "Evidence:" in exclude_commit and "missing_rocm_guard" in exclude_commit
     assert "narrow" not in repo.git.log("-p", f"{base}..HEAD")
     assert not repo.is_dirty(untracked_files=True)
 
 
-def test_patches_apply_with_git_am_on_a_fresh_copy(story_run, tmp_path):
-    source = story_run.repos["twin"].path
-    base = story_run.state.repos["twin"].base_commit
+@pytest.mark.parametrize(("repo", "count"), [("twin", 2), ("model", 1)])
+def test_patches_apply_with_git_am_on_a_fresh_copy(story_run, tmp_path, repo, count):
+    source = story_run.repos[repo].path
+    base = story_run.state.repos[repo].base_commit
     fresh = tmp_path / "fresh"
     git.Repo.clone_from(source, fresh).git.checkout(base)
-    patches = sorted((story_run.run_dir / "patches" / "twin").glob("*.patch"))
-    assert len(patches) == 3
+    patches = sorted((story_run.run_dir / "patches" / repo).glob("*.patch"))
+    assert len(patches) == count
     env = {**os.environ, "GIT_COMMITTER_NAME": "reviewer", "GIT_COMMITTER_EMAIL": "r@example.com"}
     subprocess.run(["git", "am", *map(str, patches)], cwd=fresh, check=True, capture_output=True, env=env)
     assert git.Repo(fresh).head.commit.tree == git.Repo(source).head.commit.tree
@@ -211,7 +219,7 @@ def test_provider_errors_mid_run_are_retried_and_the_key_never_leaks(twin_image,
 
 
 def test_bad_patches_and_paths_are_refused_and_change_nothing(twin_image, tmp_path):
-    quant = "/sgl-workspace/twin/twin/configs/quant/glm5_mxfp4_quark.json"
+    quant = QUANT_CONFIG
     script = [
         call("apply_patch", repo="twin", patch="--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n-x\n+y\n"),
         call("edit_file", path="/etc/passwd", old="root", new="toor"),
@@ -232,8 +240,7 @@ def test_bad_patches_and_paths_are_refused_and_change_nothing(twin_image, tmp_pa
 
 
 def test_a_killed_container_is_recreated_and_the_pending_change_survives(twin_image, docker_client, tmp_path):
-    quant = "/sgl-workspace/twin/twin/configs/quant/glm5_mxfp4_quark.json"
-    edit = call("edit_file", path=quant, old='"*eh_proj",', new='"*eh_proj",\n    "model.decoder.eh_proj",')
+    edit = call("edit_file", path=QUANT_CONFIG, old='"*eh_proj",', new='"*eh_proj",\n      "model.decoder.eh_proj",')
     script = [edit, {"sleep_s": 3, **call("bash", command="echo still here")}, call("serve")]
     task_path = fast_twin_task(tmp_path)
     killer = threading.Thread(target=_kill_when_recorded, args=(tmp_path / "runs", docker_client), daemon=True)
@@ -242,7 +249,7 @@ def test_a_killed_container_is_recreated_and_the_pending_change_survives(twin_im
     results = tool_results(ctx.run_dir)
     assert "the sandbox died" in results[1]["content"] and "porter recreated it" in results[1]["content"]
     assert facts(results[2])["healthy"] is True
-    assert ctx.repos["twin"].changed_files() == ["twin/configs/quant/glm5_mxfp4_quark.json"]
+    assert ctx.repos["model"].changed_files() == ["config.json"]
 
 
 def _kill_when_recorded(runs_dir: Path, docker_client) -> None:
@@ -270,7 +277,7 @@ def test_sigkill_mid_run_then_resume_keeps_every_accepted_commit(twin_image, tmp
         {"sleep_s": 120, **call("finish", reason="never reached")},
     ]
     second = [
-        call("bash", command="git -C /sgl-workspace/twin log --format=%s -1"),
+        call("bash", command="git -C /models/glm-5.2-mxfp4-overlay log --format=%s -1"),
         call("finish", reason="resumed and done"),
     ]
     (tmp_path / "first.yaml").write_text(yaml.safe_dump(first))
@@ -283,11 +290,11 @@ def test_sigkill_mid_run_then_resume_keeps_every_accepted_commit(twin_image, tmp
         stderr=subprocess.PIPE,
         text=True,
     )
-    run_dir = _wait_for_state(tmp_path / "runs", lambda state: state["repos"]["twin"]["accepted"], process)
+    run_dir = _wait_for_state(tmp_path / "runs", lambda state: state["repos"]["model"]["accepted"], process)
     process.send_signal(signal.SIGKILL)
     process.wait()
     killed_state = read_state(run_dir)
-    assert killed_state["finished"] is None and len(killed_state["repos"]["twin"]["accepted"]) == 1
+    assert killed_state["finished"] is None and len(killed_state["repos"]["model"]["accepted"]) == 1
     resumed = subprocess.run(
         [*porter, "--resume", str(run_dir), "--provider", f"scripted:{tmp_path / 'second.yaml'}"],
         capture_output=True,
@@ -297,7 +304,7 @@ def test_sigkill_mid_run_then_resume_keeps_every_accepted_commit(twin_image, tmp
     state = read_state(run_dir)
     assert state["finished"] == "resumed and done", resumed.stderr[-2000:]
     assert state["step"] > killed_state["step"]
-    assert state["repos"]["twin"]["accepted"] == killed_state["repos"]["twin"]["accepted"]
+    assert state["repos"]["model"]["accepted"] == killed_state["repos"]["model"]["accepted"]
     log_result = tool_results(run_dir)[-2]["content"]
     assert "Exclude the MTP shared expert under the engine's name" in log_result
     kinds = [r["kind"] for r in read_transcript(run_dir / "transcript.jsonl")]

@@ -3,6 +3,8 @@ cover brought up, and a clean stop on the ones they do not. Also its rules as pu
 
 from __future__ import annotations
 
+import json
+
 import git
 import pytest
 import yaml
@@ -19,17 +21,17 @@ def test_the_playbook_solves_the_default_twin_scenario(playbook_run):
     repo = git.Repo(playbook_run.repos["twin"].path)
     base = state.repos["twin"].base_commit
     changed = sorted(path for commit in repo.iter_commits(f"{base}..HEAD") for path in commit.stats.files)
-    assert changed == [
-        "twin/configs/quant/glm5_mxfp4_quark.json",
-        "twin/configs/tuned_fmoe.csv",
-        "twin/csrc/fused_multistep_metadata.cpp",
-    ]
-    quant = (playbook_run.repos["twin"].path / "twin/configs/quant/glm5_mxfp4_quark.json").read_text()
-    assert '"model.decoder.mlp.shared_experts.*"' in quant
+    assert changed == ["twin/configs/tuned_fmoe.csv", "twin/csrc/fused_multistep_metadata.cpp"]
+    model = git.Repo(playbook_run.repos["model"].path)
+    base = state.repos["model"].base_commit
+    assert [path for commit in model.iter_commits(f"{base}..HEAD") for path in commit.stats.files] == ["config.json"]
+    config = json.loads((playbook_run.repos["model"].path / "config.json").read_text())
+    assert "model.decoder.mlp.shared_experts.*" in config["quantization_config"]["exclude"]
     kernel = (playbook_run.repos["twin"].path / "twin/csrc/fused_multistep_metadata.cpp").read_text()
     assert "#ifdef USE_ROCM\n#include <hip/hip_runtime.h>\n#else\n#include <cuda_runtime.h>\n#endif" in kernel
     assert state.accepted_flags["kv-cache-dtype"] == "fp8_e4m3" and state.accepted_flags["dp"] == 2
-    assert len(list((playbook_run.run_dir / "patches" / "twin").glob("*.patch"))) == 3
+    assert len(list((playbook_run.run_dir / "patches" / "twin").glob("*.patch"))) == 2
+    assert len(list((playbook_run.run_dir / "patches" / "model").glob("*.patch"))) == 1
     assert (playbook_run.run_dir / "report.md").is_file() and (playbook_run.run_dir / "prs" / "twin.md").is_file()
     assert state.tokens["input"] == 0 and state.cost_usd == 0  # no model was called
 

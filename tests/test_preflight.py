@@ -13,15 +13,14 @@ import sys
 
 import pytest
 import yaml
-from twin_tasks import ROOT, build_twin
+from twin_tasks import ROOT, build_twin, task_data
 
 TWIN_TASK = ROOT / "tasks" / "twin_glm52.yaml"
 
 
 def preflight(tmp_path, *extra: str, **changes) -> subprocess.CompletedProcess:
     """`porter preflight` on twin_glm52.yaml with dotted-path `changes` (a value of None deletes the key)."""
-    data = yaml.safe_load(TWIN_TASK.read_text())
-    data["sandbox"]["local_setup"][0] = str(ROOT / "sandboxes" / "twin" / "build.sh")
+    data = task_data(TWIN_TASK)
     for dotted, value in changes.items():
         *parents, last = dotted.split(".")
         node = data

@@ -1,5 +1,6 @@
-"""The twin without Docker: the --local layout, the server's API over real HTTP, the solver against the
-built-in eval sets, and the performance model's directions (pure functions, no wall-time assertions)."""
+"""The twin without Docker: the --local layout, the server's API over real HTTP on a device served from the
+host, the solver against the built-in eval sets, nothing of the device inside the engine's tree, and the
+device model's directions (pure functions, no wall-time assertions)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,11 @@ from helpers import free_port
 ROOT = Path(__file__).resolve().parents[1]
 TWIN = ROOT / "sandboxes" / "twin"
 sys.path.insert(0, str(TWIN / "engine"))
+sys.path.insert(0, str(TWIN / "device"))
 
-from twin import perf, solver, tokenizer  # noqa: E402
+from twin import solver, tokenizer  # noqa: E402
+from twin_device.host import running_device  # noqa: E402
+from twin_device.model import DEFAULTS, Device  # noqa: E402
 
 DATA = ROOT / "porter" / "checks" / "data"
 
@@ -48,7 +52,13 @@ def layout(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(layout: Path, tmp_path_factory):
+def device(layout: Path):
+    with running_device(layout / "run" / "twin-device") as socket_path:
+        yield socket_path
+
+
+@pytest.fixture(scope="module")
+def server(layout: Path, device: Path, tmp_path_factory):
     port = free_port()
     log = tmp_path_factory.mktemp("log") / "server.log"
     command = [
@@ -116,8 +126,8 @@ def test_unknown_flag_is_an_argparse_error(layout: Path) -> None:
 def test_baseline_log_warns_about_the_untuned_moe_shape(server) -> None:
     _, log = server
     text = log.read_text()
-    assert "not found tuned config in" in text and "model_dim=6144, inter_dim=2048, expert=256, topk=8" in text
-    assert "tuned_fmoe.csv" in text
+    assert "[fused_moe] using 2stage default for (256, 1, 6144, 2048, 256, 8, 'ActivationType.Silu'" in text
+    assert "[fused_moe] using 2stage default for (256, 16384, 6144, 2048, 256, 8," in text
     assert text.count("Load weight begin") == 8  # one per simulated TP rank
 
 
@@ -189,7 +199,7 @@ def test_unknown_route_is_404(server) -> None:
 )
 def test_solver_accuracy_on_the_builtin_gsm8k_set(kv_cache_dtype: str, corrupt: tuple, low: float, high: float) -> None:
     rows = [json.loads(line) for line in (DATA / "twin-gsm8k.jsonl").read_text().splitlines()]
-    numerics = solver.Numerics(kv_cache_dtype, corrupt)
+    numerics = solver.Numerics(tuple(Device().error_rates(kv_cache_dtype, bool(corrupt))), corrupt)
     correct = 0
     for row in rows:
         reply = solver.reply(f"Question: {row['question']}\nAnswer:", numerics)
@@ -218,24 +228,77 @@ def test_eval_sets_are_reproducible(tmp_path: Path) -> None:
         assert (tmp_path / name).read_bytes() == (DATA / name).read_bytes()
 
 
-def knee_capacity(shape: perf.EngineShape, replicas: int) -> float:
+def knee_capacity(device: Device, config: dict, replicas: int) -> float:
     """Uncached prompt tokens per second a node can prefill (the quantity the knee follows)."""
-    return replicas * 8000 / (perf.prefill_ms(shape, 8000, 0) - perf.PREFILL_BATCH_OVERHEAD_MS) * 1000
+    overhead = device.prefill_ms(config, 0, 0)
+    return replicas * 8000 / (device.prefill_ms(config, 8000, 0) - overhead) * 1000
 
 
-def single_stream(shape: perf.EngineShape) -> float:
-    return 1000 * perf.tokens_per_step(shape) / perf.decode_step_ms(shape, 1, 2000)
+def single_stream(device: Device, config: dict) -> float:
+    return 1000 * device.advance(config) / device.decode_ms(config, 1, 2000)
 
 
-def test_perf_model_directions_of_the_story() -> None:
-    tp8 = perf.EngineShape(tp=8)
-    tp4 = perf.EngineShape(tp=4)
-    tuned = perf.EngineShape(tp=4, moe_tuned=True)
-    fp8 = perf.EngineShape(tp=4, moe_tuned=True, kv_cache_dtype="fp8_e4m3")
-    capacities = [knee_capacity(tp8, 1), knee_capacity(tp4, 2), knee_capacity(tuned, 2), knee_capacity(fp8, 2)]
+TUNED = ["moe_ck2stages_gemm1_256x128x128x128_2x2_MXFP4_v3"] * 13
+
+
+def test_device_model_directions_of_the_story() -> None:
+    device = Device()
+    tp8, tp4 = {"tp": 8}, {"tp": 4}
+    tuned = {"tp": 4, "moe_kernels": TUNED}
+    fp8 = {**tuned, "kv_cache_dtype": "fp8_e4m3"}
+    capacities = [knee_capacity(device, tp8, 1)] + [knee_capacity(device, c, 2) for c in (tp4, tuned, fp8)]
     assert capacities == sorted(capacities) and capacities[-1] > 2 * capacities[0]
-    spec3 = perf.EngineShape(tp=8, speculative_steps=3, speculative_draft_tokens=4)
-    spec5 = perf.EngineShape(tp=8, speculative_steps=5, speculative_draft_tokens=6)
-    assert 2.7 < single_stream(spec3) / single_stream(tp8) < 3.3
-    assert single_stream(spec5) > 1.15 * single_stream(spec3)
-    assert perf.prefill_ms(tp8, 100, 1900) < perf.prefill_ms(tp8, 2000, 0) / 5
+    spec3 = {"tp": 8, "spec_steps": 3, "spec_draft_tokens": 4}
+    spec5 = {"tp": 8, "spec_steps": 5, "spec_draft_tokens": 6}
+    assert 2.7 < single_stream(device, spec3) / single_stream(device, tp8) < 3.3
+    assert single_stream(device, spec5) > 1.15 * single_stream(device, spec3)
+    assert device.prefill_ms(tp8, 100, 1900) < device.prefill_ms(tp8, 2000, 0) / 5
+
+
+def test_a_made_up_kernel_name_does_not_run_at_tuned_speed() -> None:
+    device = Device()
+    made_up = {"tp": 4, "moe_kernels": ["moe_ck2stages_gemm1_fastest_ever"] * 13}
+    assert device.prefill_ms(made_up, 8000, 0) == device.prefill_ms({"tp": 4}, 8000, 0)
+    assert device.prefill_ms({"tp": 4, "moe_kernels": TUNED}, 8000, 0) < device.prefill_ms(made_up, 8000, 0)
+
+
+def test_nothing_of_the_device_is_in_the_sandbox_tree(layout: Path) -> None:
+    """The engine, checkpoint and toolchain hold no device code, parameter name or figure."""
+    interface = set(Device().properties())  # the properties the engine asks for, by name
+    needles = [name for name in DEFAULTS if "_" in name and name not in interface]
+    needles += ["twin_device", "draft_acceptance", "0.9 ", "1.8x"]
+    found = []
+    for path in layout.rglob("*"):
+        if path.is_file() and ".git" not in path.parts and path.suffix in (".py", ".json", ".csv", ".cpp", ".h", ""):
+            text = path.read_text(errors="replace")
+            found += [f"{path.relative_to(layout)}: {needle}" for needle in needles if needle in text]
+    assert found == []
+
+
+def test_without_a_device_the_engine_sees_no_gpu(layout: Path, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "twin.launch_server", "--model-path", str(layout / "models/glm-5.2-mxfp4")],
+        cwd=layout / "sgl-workspace/twin",
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TWIN_DEVICE_SOCKET": str(tmp_path / "none.sock")},
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert "No HIP GPUs are available" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "story"),
+    [
+        (({"tp": 8}, 1), ({"tp": 4}, 2), 1944 / 1461),  # TP8 -> TP4xDP2, output tok/s/node at the knee
+        (({"tp": 4}, 2), ({"tp": 4, "moe_kernels": TUNED}, 2), 2626 / 1944),  # the tuned MoE config
+    ],
+    ids=["tp8-to-tp4dp2", "tuned-moe"],
+)
+def test_prefill_capacity_moves_follow_the_story_within_10_percent(before, after, story) -> None:
+    """At a prefill-bound knee the move's gain is the node's prefill capacity ratio (benchmarks/twin_perf.py
+    measures the knees themselves)."""
+    device = Device()
+    ratio = knee_capacity(device, *after) / knee_capacity(device, *before)
+    assert abs(ratio / story - 1) < 0.10, ratio

@@ -1,6 +1,7 @@
 """Every scenario variant of the twin (sandboxes/twin/scenarios/): its defect reproduces with its key log
 line when served with the scenario's flags, and its known fix (a patch, a flag change or a tuning command,
-kept in scenario.json) makes it start clean. Uses the --local layout (no Docker) to keep the suite short;
+kept in scenario.json) makes it start clean. Uses the --local layout (no Docker) and the scenario's device
+served from the host, to keep the suite short;
 the flagship's defects are tested in the image by test_twin_docker.py."""
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from porter.task import QualityCheckSpec, load_task
 
 ROOT = Path(__file__).resolve().parents[1]
 TWIN = ROOT / "sandboxes" / "twin"
+sys.path.insert(0, str(TWIN / "device"))
+from twin_device.host import running_device  # noqa: E402
+
 SCENARIOS = sorted(path.name for path in (TWIN / "scenarios").iterdir() if (path / "scenario.json").exists())
 
 
@@ -84,25 +88,37 @@ class LocalTwin:
 
 
 @pytest.fixture
-def scenario_twin(request, tmp_path: Path) -> tuple[LocalTwin, dict]:
+def scenario_twin(request, tmp_path: Path):
     name = request.param
     subprocess.run(
         [str(TWIN / "build.sh"), "--local", str(tmp_path / "root"), "--scenario", name], check=True, capture_output=True
     )
-    return LocalTwin(tmp_path / "root"), json.loads((TWIN / "scenarios" / name / "scenario.json").read_text())
+    with running_device(tmp_path / "root" / "run" / "twin-device", name):
+        yield LocalTwin(tmp_path / "root"), json.loads((TWIN / "scenarios" / name / "scenario.json").read_text())
 
 
 def apply_fix(twin: LocalTwin, spec: dict, name: str) -> str:
     """The flags to serve with after the scenario's known fix is applied."""
     fix = spec["fix"]
     if "patch" in fix:
-        twin.sh(f"git apply {TWIN / 'scenarios' / name / fix['patch']}")
+        patch = TWIN / "scenarios" / name / fix["patch"]
+        checkpoint = "a/config.json" in patch.read_text()
+        twin.sh(f"{'cd ' + str(twin.root / 'models/glm-5.2-mxfp4') + ' && ' if checkpoint else ''}git apply {patch}")
     if "command" in fix:
         twin.sh(fix["command"])
     return fix.get("flags", spec["reproduce_flags"] if "flags" not in fix else "")
 
 
-@pytest.mark.parametrize("scenario_twin", [s for s in SCENARIOS if s != "kv-fp4-trap"], indirect=True)
+def _spec(name: str) -> dict:
+    return json.loads((TWIN / "scenarios" / name / "scenario.json").read_text())
+
+
+CRASHES = [s for s in SCENARIOS if _spec(s)["key_line"]]
+QUALITY_TRAPS = [s for s in SCENARIOS if _spec(s)["category"] == "quality_regression"]
+PERF_TRAPS = [s for s in SCENARIOS if _spec(s)["category"] == "perf_trap"]
+
+
+@pytest.mark.parametrize("scenario_twin", CRASHES, indirect=True)
 def test_scenario_defect_reproduces_and_its_fix_starts_clean(scenario_twin, request, tmp_path: Path) -> None:
     twin, spec = scenario_twin
     name = request.node.callspec.params["scenario_twin"]
@@ -120,10 +136,10 @@ def test_scenario_defect_reproduces_and_its_fix_starts_clean(scenario_twin, requ
     process.terminate()
     after = (tmp_path / "after.log").read_text()
     assert spec["key_line"] not in after
-    assert "not found tuned config" not in after
+    assert "using 2stage default" not in after
 
 
-@pytest.mark.parametrize("scenario_twin", ["kv-fp4-trap"], indirect=True)
+@pytest.mark.parametrize("scenario_twin", QUALITY_TRAPS, indirect=True)
 def test_quality_trap_scores_below_the_gate_while_the_legitimate_flag_passes(scenario_twin, tmp_path: Path) -> None:
     twin, spec = scenario_twin
     gsm8k = QualityCheckSpec(
@@ -147,13 +163,13 @@ def test_quality_trap_scores_below_the_gate_while_the_legitimate_flag_passes(sce
     finally:
         good.terminate()
     assert not trapped.passed and legitimate.passed
-    assert legitimate.score - trapped.score > 0.15
+    assert legitimate.score - trapped.score > 0.08
 
 
 @pytest.mark.parametrize("task_file", sorted((ROOT / "tasks").glob("twin_*.yaml")), ids=lambda path: path.stem)
 def test_twin_task_files_validate_and_name_their_image(task_file: Path) -> None:
     task = load_task(task_file)
-    assert task.sandbox.image.startswith("porter-twin:")
+    assert task.sandbox.image.startswith("porter-twin2:")
     scenario = task.sandbox.image.split(":", 1)[1]
     assert scenario == "glm52-day0" or scenario in SCENARIOS
     assert task.sandbox.network == "none" and not task.sandbox.devices

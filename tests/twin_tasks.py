@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -22,17 +23,33 @@ from porter.transcript import read_transcript
 
 ROOT = Path(__file__).resolve().parents[1]
 TIME_SCALE = 0.5
+sys.path.insert(0, str(ROOT / "sandboxes" / "twin" / "device"))
+from twin_device.host import running_device  # noqa: E402
+
+__all__ = ["running_device"]
 
 
 def build_twin(scenario: str = "glm52-day0") -> str:
     subprocess.run(
         [str(ROOT / "sandboxes" / "twin" / "build.sh"), "--scenario", scenario], check=True, capture_output=True
     )
-    return f"porter-twin:{scenario}"
+    return f"porter-twin2:{scenario}"
+
+
+def task_data(source: Path) -> dict:
+    """A task file's data with its host commands (local_setup, image_build, services) made absolute, to be
+    written anywhere."""
+    data = yaml.safe_load(source.read_text())
+    sandbox = data["sandbox"]
+    commands = [sandbox.get("local_setup") or [], sandbox.get("image_build") or []]
+    for command in commands + [service["command"] for service in sandbox.get("services", [])]:
+        if command and "/" in command[0]:
+            command[0] = str((source.parent / command[0]).resolve())
+    return data
 
 
 def fast_task_data(source: Path = ROOT / "tasks" / "twin_glm52.yaml") -> dict:
-    data = yaml.safe_load(source.read_text())
+    data = task_data(source)
     data["sandbox"].setdefault("env", {})["TWIN_TIME_SCALE"] = str(TIME_SCALE)
     checks = data["checks"]
     checks["quality"][0]["samples"] = 100

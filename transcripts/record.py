@@ -2,7 +2,8 @@
 
 For each scenario: build its image, cut its task to the bring-up (quality checks only, 50 / 30 questions, so
 a run ends once the scenario's failure is handled and quality holds), run the playbook, and keep the run's
-resolved task.yaml and transcript.jsonl in transcripts/<scenario>/. Run from the repository root:
+resolved task.yaml (its host paths made relative to the recording) and transcript.jsonl in
+transcripts/<scenario>/. Run from the repository root:
 
     python3 transcripts/record.py [SCENARIO ...]
 
@@ -32,7 +33,7 @@ SCENARIOS["glm52-day0"] = SCENARIOS.pop("glm52")
 
 
 def bring_up(task_file: Path, runs_dir: Path) -> Path:
-    data = yaml.safe_load(task_file.read_text())
+    data = load_task(task_file).model_dump(mode="json")  # host paths resolved, so the copy runs from anywhere
     data["checks"] = {"quality": data["checks"]["quality"]}
     data["checks"]["quality"][0]["samples"] = 50
     data["checks"]["quality"][1]["samples"] = 30
@@ -57,6 +58,9 @@ def record(scenario: str, scratch: Path) -> Path:
     target.mkdir(exist_ok=True)
     for name in ("task.yaml", "transcript.jsonl"):
         shutil.copy(ctx.run_dir / name, target / name)
+    # host paths in the task (the device service, the local layout) relative to the recording, for any clone
+    task_yaml = target / "task.yaml"
+    task_yaml.write_text(task_yaml.read_text().replace(f"{ROOT}/", "../../"))
     print(f"{scenario}: {ctx.state.finished} (solved: {ctx.state.solved}, steps {ctx.state.step})")
     return target
 

@@ -211,7 +211,7 @@ class Playbook:
         checkpoint_prefix = names[3]
         roots = " ".join(repo.path for repo in self.task.patchable_repos())
         patterns = "--include=*.json --include=*.yaml --include=*.yml"
-        command = f"grep -rlF {patterns} -- '{checkpoint_prefix}.' {roots} | head -5"
+        command = f"grep -rlF {patterns} -- '{checkpoint_prefix}.' {roots} | xargs -r grep -lw exclude | head -5"
         why = f"find the quantization config that names {checkpoint_prefix}.* (the checkpoint's prefix)"
         return Action("bash", {"command": command}, why, ("exclude", "find"))
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Build the twin serving image porter-twin:<scenario> from porter-base:bookworm, or lay the same tree
+# Build the twin serving image porter-twin2:<scenario> from porter-base:bookworm, or lay the same tree
 # out without Docker.
-#   sandboxes/twin/build.sh [--scenario NAME] [--force]     -> image porter-twin:NAME (default glm52-day0)
+#   sandboxes/twin/build.sh [--scenario NAME] [--force]     -> image porter-twin2:NAME (default glm52-day0)
 #   sandboxes/twin/build.sh --local DIR [--scenario NAME]    -> DIR/sgl-workspace/twin, DIR/models/..., DIR/opt/rocm
 # An image whose label twin.hash matches the sources is reused unless --force is given.
 set -euo pipefail
@@ -22,7 +22,7 @@ if [ -n "$local_dir" ]; then
   python3 "$here/layout.py" "$local_dir" --scenario "$scenario"
   exit 0
 fi
-image="porter-twin:$scenario"
+image="porter-twin2:$scenario"
 hash="$(python3 "$here/layout.py" --hash --scenario "$scenario")"
 if [ "$force" = 0 ] && [ "$(docker image inspect -f '{{index .Config.Labels "twin.hash"}}' "$image" 2>/dev/null || true)" = "$hash" ]; then
   echo "$image is up to date (twin.hash=$hash)"

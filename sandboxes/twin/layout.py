@@ -5,7 +5,9 @@ ROOT/sgl-workspace/twin   the engine source with the scenario's patches applied,
 ROOT/models/glm-5.2-mxfp4 the generated checkpoint
 ROOT/opt/rocm             the ROCm-like toolchain (hipcc wrapper, HIP headers)
 A scenario is scenarios/NAME/scenario.json: {"description", "fixes": [names from fixes/], "patches": [...]};
-the fixes are applied first (the flagship's day-0 defects already repaired), then the scenario's own patches.
+the fixes are applied first (the flagship's day-0 defects already repaired), then the scenario's own patches;
+a patch whose files are all in the checkpoint (config.json, ...) applies to the checkpoint, others to the engine.
+The format is documented in SCENARIOS.md.
 Also prints a content hash of everything that goes into the tree (build.sh labels images with it).
 Does not cover Docker (build.sh, Dockerfile).
 """
@@ -14,6 +16,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -68,6 +71,12 @@ def content_hash(name: str) -> str:
     return digest.hexdigest()[:16]
 
 
+def _touches_only(patch: Path, directory: Path) -> bool:
+    """Whether every file the patch changes exists under `directory` (the checkpoint's config.json, ...)."""
+    paths = re.findall(r"^diff --git a/(\S+) ", patch.read_text(), flags=re.MULTILINE)
+    return bool(paths) and all((directory / path).is_file() for path in paths)
+
+
 def _git(tree: Path, *args: str) -> None:
     environment = {**os.environ, **UPSTREAM}
     subprocess.run(["git", *args], cwd=tree, env=environment, check=True, capture_output=True, text=True)
@@ -78,8 +87,11 @@ def lay_out(root: Path, name: str) -> None:
     if tree.exists():
         shutil.rmtree(tree)
     shutil.copytree(HERE / "engine", tree, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    model = root / "models" / "glm-5.2-mxfp4"
+    subprocess.run([sys.executable, str(HERE / "make_checkpoint.py"), str(model)], check=True, capture_output=True)
     for patch in _patch_files(name):
-        result = subprocess.run(["git", "apply", str(patch)], cwd=tree, capture_output=True, text=True)
+        target = model if _touches_only(patch, model) else tree
+        result = subprocess.run(["git", "apply", str(patch)], cwd=target, capture_output=True, text=True)
         if result.returncode != 0:
             raise SystemExit(f"scenario {name}: {patch.name} does not apply: {result.stderr.strip()}")
     _git(tree, "init", "-q", "-b", "main")
@@ -89,11 +101,6 @@ def lay_out(root: Path, name: str) -> None:
     if rocm.exists():
         shutil.rmtree(rocm)
     shutil.copytree(HERE / "rocm", rocm)
-    subprocess.run(
-        [sys.executable, str(HERE / "make_checkpoint.py"), str(root / "models" / "glm-5.2-mxfp4")],
-        check=True,
-        capture_output=True,
-    )
 
 
 def main() -> None:

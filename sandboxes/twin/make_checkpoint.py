@@ -1,4 +1,4 @@
-"""Generate the twin's GLM-5.2 MXFP4 checkpoint: config.json, Quark config, 4 safetensors-shaped shards.
+"""Generate the twin's GLM-5.2 MXFP4 checkpoint: config.json (with Quark's quantization_config), 4 shards.
 
 Names and shapes follow the published layout (hidden 6144, 78 layers + MTP layer 78, 256 experts, top-8,
 MXFP4 packed two values per byte with e8m0 group-32 scales). Quark kept the modules in EXCLUDE bf16, named
@@ -111,6 +111,26 @@ def all_tensors() -> dict:
     return tensors | _linear("lm_head", vocab, hidden)
 
 
+def quark_config() -> dict:
+    """The `quantization_config` Quark exports (fields as sglang's quark loader reads them)."""
+    mxfp4 = {"dtype": "fp4", "qscheme": "per_group", "group_size": 32, "scale_format": "e8m0"}
+    return {
+        "quant_method": "quark",
+        "export": {"kv_cache_group": [], "pack_method": "reorder", "weight_format": "real_quantized"},
+        "global_quant_config": {
+            "weight": {**mxfp4, "is_dynamic": False},
+            "input_tensors": {**mxfp4, "is_dynamic": True},
+            "output_tensors": None,
+            "bias": None,
+        },
+        "layer_quant_config": {},
+        "layer_type_quant_config": {},
+        "exclude": EXCLUDE,
+        "quant_mode": "eager_mode",
+        "version": "0.10",
+    }
+
+
 def _write_shard(path: Path, tensors: dict) -> None:
     header, payload = {"__metadata__": {"format": "pt"}}, b""
     for name, (dtype, shape) in tensors.items():
@@ -131,11 +151,7 @@ def main(out_dir: Path) -> None:
         chunk = names[shard * len(names) // SHARDS : (shard + 1) * len(names) // SHARDS]
         _write_shard(out_dir / file_name, {name: tensors[name] for name in chunk})
         weight_map |= {name: file_name for name in chunk}
-    quant = {
-        "quant_method": "quark",
-        "global_quant_config": {"weight": {"dtype": "fp4", "group_size": 32}},
-        "exclude": EXCLUDE,
-    }
+    quant = quark_config()
     (out_dir / "config.json").write_text(json.dumps(CONFIG | {"quantization_config": quant}, indent=2) + "\n")
     index = {"metadata": {"total_size": 0}, "weight_map": weight_map}
     (out_dir / "model.safetensors.index.json").write_text(json.dumps(index, indent=1) + "\n")

@@ -1,15 +1,15 @@
 """Attention backend selection and KV-cache dtype mapping for ROCm GPUs (gfx942 = MI300X, gfx950 = MI355X).
 
-The GPU architecture comes from TWIN_GPU_ARCH (default gfx950). MLA (kv_lora 512 + rope 64) decode with the
-triton backend needs more LDS than gfx950 has (a real OutOfResources); aiter is the supported backend.
+The GPU architecture and its LDS size come from the device (device.properties()). MLA (kv_lora 512 +
+rope 64) decode with the triton backend needs more LDS than gfx950 has (a real OutOfResources); aiter is the
+supported backend.
 fp8 KV caches use float8_e4m3fnuz on gfx942 and OCP float8_e4m3fn on gfx950, and aiter's MLA kernels on
-gfx950 accept only the latter. Does not cover timing (perf.py).
+gfx950 accept only the latter. Does not cover timing.
 """
 
-import os
+from twin import device
 
 BACKENDS = ("aiter", "triton", "torch_native", "fa3", "wave")
-LDS_BYTES = {"gfx942": 65536, "gfx950": 163840}
 FP8_KV_DTYPES = ("fp8_e4m3", "fp8_e5m2")
 
 
@@ -18,7 +18,7 @@ class OutOfResources(Exception):
 
 
 def gpu_arch() -> str:
-    return os.environ.get("TWIN_GPU_ARCH", "gfx950")
+    return device.properties()["gcn_arch"]
 
 
 def select_backend(requested: str | None, use_mla: bool) -> str:
@@ -33,9 +33,10 @@ def check_backend(backend: str, kv_lora_rank: int, rope_dim: int) -> None:
     if backend == "triton":
         block_h, block_n, stages = 16, 64, 2
         required = (kv_lora_rank + rope_dim) * (block_h + block_n) * 2 * stages
-        if required > LDS_BYTES[gpu_arch()]:
+        limit = int(device.properties()["lds_bytes"])
+        if required > limit:
             raise OutOfResources(
-                f"out of resource: shared memory, Required: {required}, Hardware limit: {LDS_BYTES[gpu_arch()]}. "
+                f"out of resource: shared memory, Required: {required}, Hardware limit: {limit}. "
                 "Reducing block sizes or `num_stages` may help."
             )
 

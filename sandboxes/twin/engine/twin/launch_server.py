@@ -4,18 +4,17 @@ Start-up runs the real code paths that carry the day-0 defects: the Quark exclud
 parameter slots, the weight loader's shape check, the JIT build of C++ kernels through hipcc, the MoE
 tuned-config lookup and the memory plan. Any start-up exception is printed per rank the way sglang's
 scheduler processes print it, and the process exits with status 1. Does not cover request handling
-(openai_api.py) or timing (perf.py).
+(openai_api.py) or how fast anything runs (the device, device.py).
 """
 
 import argparse
 import asyncio
 import json
-import os
 import sys
 import traceback
 from pathlib import Path
 
-from twin import attention, jit, logs, memory, moe, perf, solver
+from twin import attention, device, jit, logs, memory, moe, solver
 from twin.http_server import make_connection_handler
 from twin.model_loader import loader
 from twin.models import glm5
@@ -64,13 +63,13 @@ class Engine:
         self.model_path = Path(args.model_path)
         self.config = json.loads((self.model_path / "config.json").read_text())
         self.context_length = args.context_length or self.config["max_position_embeddings"]
-        self.moe_tuned = False
+        self.moe_kernels: list[str] = []
         self.garbage: tuple[str, ...] = ()
         self.max_total_tokens = 0
 
     def start(self) -> None:
         args = self.args
-        gpus = int(os.environ.get("TWIN_NUM_GPUS", "8"))
+        gpus = int(device.properties()["count"])
         if args.tp * args.dp > gpus:
             raise RuntimeError(f"tp_size * dp_size = {args.tp * args.dp} exceeds the {gpus} visible GPUs")
         logs.per_rank("Init torch distributed begin.", args.tp, args.dp)
@@ -84,8 +83,8 @@ class Engine:
 
     def _load_weights(self) -> None:
         args, config = self.args, self.config
-        quant = QuarkConfig.for_architecture(config["architectures"][0])
-        logs.info(f"Using Quark config {quant.source} (exclude: {len(quant.exclude)} patterns)")
+        quant = QuarkConfig.from_config(config["quantization_config"], self.model_path / "config.json")
+        logs.info(f"Using Quark config from {quant.source} (exclude: {len(quant.exclude)} patterns)")
         logs.per_rank("Load weight begin. avail mem=286.91 GB", args.tp, args.dp)
         tensors = list(loader.iterate_checkpoint(self.model_path))
         params = loader.build_params(glm5.target_params(config, quant))
@@ -119,7 +118,7 @@ class Engine:
             config["n_routed_experts"],
             config["num_experts_per_tok"],
         )
-        self.moe_tuned = moe.select(shape)
+        self.moe_kernels = moe.select(shape)
         if args.speculative_algorithm and args.speculative_num_steps >= 4:
             logs.info(f"Draft depth {args.speculative_num_steps} >= 4: using the fused multi-step metadata kernel")
             jit.fused_multistep_metadata(args.speculative_num_steps, args.speculative_eagle_topk or 1)
@@ -148,23 +147,28 @@ class Engine:
             args.dp,
         )
 
-    def shape(self) -> perf.EngineShape:
+    def launch_config(self) -> dict:
+        """What one replica launches on the device: its TP group, KV dtype, kernels and draft shape."""
         args = self.args
-        return perf.EngineShape(
-            tp=args.tp,
-            kv_cache_dtype=args.kv_cache_dtype,
-            moe_tuned=self.moe_tuned,
-            allreduce_fusion=args.enable_aiter_allreduce_fusion,
-            speculative_steps=args.speculative_num_steps or 0 if args.speculative_algorithm else 0,
-            speculative_draft_tokens=args.speculative_num_draft_tokens or 0 if args.speculative_algorithm else 0,
-        )
+        speculative = bool(args.speculative_algorithm)
+        return {
+            "tp": args.tp,
+            "dp": args.dp,
+            "kv_cache_dtype": args.kv_cache_dtype,
+            "moe_kernels": self.moe_kernels,
+            "allreduce_fusion": args.enable_aiter_allreduce_fusion,
+            "spec_steps": (args.speculative_num_steps or 0) if speculative else 0,
+            "spec_topk": (args.speculative_eagle_topk or 1) if speculative else 0,
+            "spec_draft_tokens": (args.speculative_num_draft_tokens or 0) if speculative else 0,
+            "max_total_tokens": self.max_total_tokens,
+        }
 
     def server_info(self) -> dict:
         info = {key: value for key, value in vars(self.args).items()}
         return info | {
             "context_length": self.context_length,
             "max_total_num_tokens": self.max_total_tokens,
-            "moe_tuned": self.moe_tuned,
+            "moe_tuned": all(self.moe_kernels),
             "version": "0.5.6.twin",
         }
 
@@ -178,14 +182,15 @@ def report_crash(args: argparse.Namespace) -> None:
 
 async def serve(engine: Engine) -> None:
     args = engine.args
-    shape = engine.shape()
+    config = engine.launch_config()
     cache_tokens = min(engine.max_total_tokens, PREFIX_CACHE_TOKEN_LIMIT)
     replicas = [
-        Replica(shape, cache_tokens, args.chunked_prefill_size, args.max_running_requests) for _ in range(args.dp)
+        Replica(config, cache_tokens, args.chunked_prefill_size, args.max_running_requests) for _ in range(args.dp)
     ]
     router = Router(replicas)
     router.start()
-    numerics = solver.Numerics(args.kv_cache_dtype, engine.garbage)
+    error_rates = device.call("numerics", kv_cache_dtype=args.kv_cache_dtype, corrupt=bool(engine.garbage))
+    numerics = solver.Numerics(tuple(error_rates["error_rates"]), engine.garbage)
     api = Api(router, args.served_model_name or args.model_path, engine.server_info(), numerics)
     server = await asyncio.start_server(make_connection_handler(api.handle), args.host, args.port, limit=2**24)
     logs.info(f"Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")

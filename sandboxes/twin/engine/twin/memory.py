@@ -1,4 +1,4 @@
-"""Per-GPU memory budget on a 288 GB MI355X: static pool (weights + KV cache) vs. runtime workspace.
+"""Per-GPU memory budget (the device reports its total memory): static pool (weights + KV cache) vs. runtime workspace.
 
 `--mem-fraction-static` gives the static share; the rest must hold activations and graph buffers, which
 grow with the context length. Too high a fraction for the context fails at graph capture with a HIP OOM,
@@ -8,7 +8,8 @@ bf16, 1 in fp8. Does not cover the prefix cache policy (prefix_cache.py).
 
 from dataclasses import dataclass
 
-GPU_MEMORY_GB = 288.0
+from twin import device
+
 WEIGHTS_GB_TOTAL = 372.0
 KV_DIMS_PER_LAYER = 512 + 64
 KV_BYTES = {"auto": 2, "bf16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp4_e2m1": 0.5}
@@ -29,7 +30,7 @@ class MemoryPlan:
 
 def plan(tp: int, mem_fraction_static: float, kv_cache_dtype: str, layers: int, context_length: int) -> MemoryPlan:
     weights = WEIGHTS_GB_TOTAL / tp
-    static = GPU_MEMORY_GB * mem_fraction_static
+    static = total_memory_gb() * mem_fraction_static
     kv_pool = static - weights
     if kv_pool <= 0:
         raise HipOutOfMemoryError(
@@ -38,7 +39,11 @@ def plan(tp: int, mem_fraction_static: float, kv_cache_dtype: str, layers: int, 
         )
     per_token = KV_DIMS_PER_LAYER * layers * KV_BYTES.get(kv_cache_dtype, 2)
     needed = 4.0 + context_length / 16384
-    return MemoryPlan(weights, kv_pool, int(kv_pool * 1e9 / per_token), needed, GPU_MEMORY_GB - static)
+    return MemoryPlan(weights, kv_pool, int(kv_pool * 1e9 / per_token), needed, total_memory_gb() - static)
+
+
+def total_memory_gb() -> float:
+    return float(device.properties()["total_memory_gb"])
 
 
 def capture_graphs(memory_plan: MemoryPlan) -> None:
@@ -46,8 +51,8 @@ def capture_graphs(memory_plan: MemoryPlan) -> None:
     if memory_plan.workspace_needed_gb > memory_plan.workspace_free_gb:
         raise HipOutOfMemoryError(
             f"HIP out of memory. Tried to allocate {memory_plan.workspace_needed_gb:.2f} GiB. GPU 0 has a total "
-            f"capacity of {GPU_MEMORY_GB - 0.02:.2f} GiB of which {memory_plan.workspace_free_gb:.2f} GiB is free. "
+            f"capacity of {total_memory_gb() - 0.02:.2f} GiB of which {memory_plan.workspace_free_gb:.2f} GiB is free. "
             "Of the allocated memory "
-            f"{GPU_MEMORY_GB - memory_plan.workspace_free_gb:.2f} GiB is allocated by PyTorch. If reserved but "
+            f"{total_memory_gb() - memory_plan.workspace_free_gb:.2f} GiB is allocated by PyTorch. If reserved but "
             "unallocated memory is large try setting PYTORCH_HIP_ALLOC_CONF=expandable_segments:True"
         )

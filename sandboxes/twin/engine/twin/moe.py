@@ -1,23 +1,45 @@
-"""Fused-MoE kernel selection (aiter-style): a tuned CK 2-stage config per shape, or a slow default.
+"""Fused-MoE kernel selection, after aiter's fused_moe (ROCm/aiter aiter/fused_moe.py, get_2stage_cfgs).
 
-The selector looks the expert shape up in configs/tuned_fmoe.csv of this tree, per token bucket. A shape
-with no tuned rows logs aiter's "not found tuned config" warning for each bucket it meets and runs the
-default 1-stage path, which perf.py makes ~1.8x slower for the MoE part. `python3 -m twin.tune_moe`
-writes rows for a shape. Does not cover the timing itself (perf.py).
+The token count of a batch is padded to a bucket (`get_padded_M`), and the tuned config is looked up in
+configs/tuned_fmoe.csv of this tree by aiter's key: (cu_num, token, model_dim, inter_dim, expert, topk,
+act_type, dtype, q_dtype_a, q_dtype_w, q_type, use_g1u1, doweight_stage1). A key with a row launches that
+row's CK 2-stage kernels; a key without one logs aiter's "[fused_moe] using 2stage default for (...)" and
+launches the default kernels. `python3 -m twin.tune_moe` writes rows for a shape.
+Does not cover how fast any kernel runs (the device decides).
 """
 
 import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from twin import logs
+from twin import device, logs
 
 TUNED_CONFIG = Path(__file__).resolve().parent / "configs" / "tuned_fmoe.csv"
-TOKEN_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+KEY_FIELDS = (
+    "cu_num", "token", "model_dim", "inter_dim", "expert", "topk", "act_type", "dtype",
+    "q_dtype_a", "q_dtype_w", "q_type", "use_g1u1", "doweight_stage1",
+)  # fmt: skip
 Q_DTYPES = {
     "mxfp4": ("torch.float4_e2m1fn_x2", "QuantType.per_1x32"),
     "fp8": ("torch.float8_e4m3fn", "QuantType.per_1x128"),
 }
+
+
+def next_pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def padded_m(m: int) -> int:
+    """aiter's get_padded_M: powers of two below 1024, then 1024, 2048 and 16384 for prefill sizes."""
+    if m < 1024:
+        return next_pow2(m)
+    if m < 2048:
+        return 1024
+    return 2048 if m < 16384 else 16384
+
+
+# Every bucket a batch can land in, small to large (the padded values of 1 .. 16384 tokens).
+TOKEN_BUCKETS = tuple(sorted({padded_m(m) for m in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 16384)}))
 
 
 @dataclass(frozen=True)
@@ -28,8 +50,23 @@ class MoeShape:
     topk: int
     quant: str = "mxfp4"
 
-    def key(self) -> tuple[str, str, str, str, str]:
-        return str(self.model_dim), str(self.inter_dim), str(self.expert), str(self.topk), Q_DTYPES[self.quant][0]
+    def key(self, cu_num: int, token: int) -> tuple:
+        q_dtype, q_type = Q_DTYPES[self.quant]
+        return (
+            cu_num, token, self.model_dim, self.inter_dim, self.expert, self.topk,
+            "ActivationType.Silu", "torch.bfloat16", q_dtype, q_dtype, q_type, True, False,
+        )  # fmt: skip
+
+
+def _row_key(row: dict[str, str]) -> tuple:
+    values = []
+    for field in KEY_FIELDS:
+        text = row[field]
+        if field in ("use_g1u1", "doweight_stage1"):
+            values.append(text.strip() in ("1", "True", "true"))
+        else:
+            values.append(int(text) if text.strip().isdigit() else text.strip())
+    return tuple(values)
 
 
 def read_tuned(path: Path = TUNED_CONFIG) -> list[dict[str, str]]:
@@ -39,24 +76,23 @@ def read_tuned(path: Path = TUNED_CONFIG) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-def tuned_tokens(shape: MoeShape, path: Path = TUNED_CONFIG) -> set[int]:
-    rows = read_tuned(path)
-    fields = ("model_dim", "inter_dim", "expert", "topk", "q_dtype_w")
-    return {int(row["token"]) for row in rows if tuple(row[field] for field in fields) == shape.key()}
-
-
-def select(shape: MoeShape, path: Path = TUNED_CONFIG) -> bool:
-    """True when the shape has tuned rows; otherwise warn per token bucket and take the slow default."""
-    tokens = tuned_tokens(shape, path)
-    if tokens:
-        logs.aiter(f"[fused_moe] using tuned 2-stage CK config from {path} for {len(tokens)} token buckets of {shape}")
-        return True
-    q_dtype, q_type = Q_DTYPES[shape.quant]
+def select(shape: MoeShape, path: Path = TUNED_CONFIG) -> list[str]:
+    """The stage-1 kernel launched for each token bucket ("" for aiter's default), logged as aiter does."""
+    cu_num = int(device.properties()["cu_num"])
+    table = {_row_key(row): row for row in read_tuned(path)}
+    kernels = []
     for token in TOKEN_BUCKETS:
-        logs.aiter(
-            f"not found tuned config in {path} for token={token}, model_dim={shape.model_dim}, "
-            f"inter_dim={shape.inter_dim}, expert={shape.expert}, topk={shape.topk}, dtype=torch.bfloat16, "
-            f"q_dtype_a={q_dtype}, q_dtype_w={q_dtype}, q_type={q_type}, use_g1u1=True, doweight_stage1=False; "
-            "using default (slow) config: run_1stage=True, block_m=32, ksplit=0"
-        )
-    return False
+        key = shape.key(cu_num, token)
+        row = table.get(key)
+        if row is None:
+            logs.aiter(
+                f"run_1stage = False, ksplit = 0 q_type = {key[10]} block_m = 32 use_nt = True, "
+                f"estimated_m_per_expert = {token * shape.topk // shape.expert}"
+            )
+            logs.aiter(f"[fused_moe] using 2stage default for {key} ")
+            kernels.append("")
+        else:
+            tag = f"(kernelName1='{row['kernelName1']}', kernelName2='{row['kernelName2']}')"
+            logs.aiter(f"[fused_moe] using 2stage {tag} for {key} ")
+            kernels.append(row["kernelName1"])
+    return kernels

@@ -1,10 +1,11 @@
 """Continuous batching in real time: one asyncio scheduler per DP replica, a round-robin router in front.
 
-Each replica loops: if requests wait, prefill a batch of them (up to the chunk budget) and sleep for the
-modelled prefill time, then emit their first token; otherwise run one decode step for every running
-request and sleep for the modelled step time. Sleeps aim at deadlines on the event-loop clock, so small
-timer overshoots do not accumulate (a 2-core machine under load still runs the model's timeline).
-Does not cover HTTP (server.py) or what text is produced (the request carries its pieces).
+Each replica loops: if requests wait, prefill a batch of them (up to the chunk budget) on the device and
+wait for it, then emit their first token; otherwise run one decode step for every running request and wait
+for the step (the device says how long each took and how far each request advanced). Sleeps aim at
+deadlines on the event-loop clock, so small timer overshoots do not accumulate (a 2-core machine under load
+still runs the device's timeline).
+Does not cover HTTP (http_server.py) or what text is produced (the request carries its pieces).
 """
 
 import asyncio
@@ -13,11 +14,11 @@ import os
 from collections import deque
 from dataclasses import dataclass, field
 
-from twin import perf
+from twin import device
 from twin.prefix_cache import PrefixCache, block_keys
 
 MAX_LAG_S = 0.02
-# Every modelled duration is multiplied by TWIN_TIME_SCALE (default 1). Tests run the twin's clock faster
+# Every device duration is multiplied by TWIN_TIME_SCALE (default 1). Tests run the twin's clock faster
 # and scale their request rates, latency limits and speed targets by the same factor: same directions,
 # same number of requests per level, less wall time. Figures at a scale other than 1 are not comparable.
 TIME_SCALE = float(os.environ.get("TWIN_TIME_SCALE", "1"))
@@ -39,8 +40,8 @@ class Request:
 
 
 class Replica:
-    def __init__(self, shape: perf.EngineShape, cache_tokens: int, chunk_tokens: int, max_running: int):
-        self.shape = shape
+    def __init__(self, config: dict, cache_tokens: int, chunk_tokens: int, max_running: int):
+        self.config = config
         self.cache = PrefixCache(cache_tokens)
         self.chunk_tokens = chunk_tokens
         self.max_running = max_running
@@ -81,7 +82,9 @@ class Replica:
             batch.append(self.waiting.popleft())
             budget -= uncached
         uncached = sum(len(r.token_ids) - r.cached_tokens for r in batch)
-        await self._sleep_until(perf.prefill_ms(self.shape, uncached, sum(r.cached_tokens for r in batch)))
+        cached = sum(r.cached_tokens for r in batch)
+        step = device.call("prefill", config=self.config, uncached=uncached, cached=cached)
+        await self._sleep_until(step["ms"])
         for request in batch:
             self.cache.insert(request.keys)
             self._emit(request, 1)
@@ -90,9 +93,10 @@ class Replica:
 
     async def _decode(self) -> None:
         context = sum(len(r.token_ids) + r.emitted for r in self.running)
-        await self._sleep_until(perf.decode_step_ms(self.shape, len(self.running), context))
-        advance = perf.tokens_per_step(self.shape)
-        for request in self.running:
+        requests = [r.keys[-1].hex() if r.keys else "" for r in self.running]
+        step = device.call("decode", config=self.config, batch=len(self.running), context=context, requests=requests)
+        await self._sleep_until(step["ms"])
+        for request, advance in zip(self.running, step["advance"], strict=True):
             request.credit += advance
             whole = int(request.credit)
             request.credit -= whole

@@ -3,30 +3,14 @@
 It solves by parsing the question text (the evaluation files are never inside the sandbox): word problems
 are a start quantity followed by operation sentences; multiple-choice questions are physics/chemistry
 formulas whose value is matched against the offered choices. Errors are deterministic: a hash of the
-question decides whether this question is one the model gets wrong, at a documented rate:
-
-    GSM8K-style   5.0% wrong (accuracy ~0.95)   +0.6 points with an fp8 e4m3 KV cache
-    multi-choice 19.0% wrong (accuracy ~0.81)   +0.8 points with an fp8 e4m3 KV cache
-    fp8 e5m2 KV cache: +12 / +15 points; fp4 e2m1 KV cache: +30 / +35 points;
-    weights loaded into the wrong slot type: ~92% wrong (collapse).
-
-Anything else gets fluent filler text. Does not cover timing (perf.py) or tokenization (tokenizer.py).
+question decides whether this question is one the model gets wrong, at the error rates the device's
+numerics give for this launch (how precision loss shows up is the hardware's business, not the engine's).
+Anything else gets fluent filler text. Does not cover timing or tokenization (tokenizer.py).
 """
 
 import hashlib
 import re
 from dataclasses import dataclass
-
-GSM8K_ERROR_RATE = 0.050
-CHOICE_ERROR_RATE = 0.190
-KV_DTYPE_EXTRA_ERROR = {
-    "auto": (0.0, 0.0),
-    "bf16": (0.0, 0.0),
-    "fp8_e4m3": (0.006, 0.008),
-    "fp8_e5m2": (0.12, 0.15),
-    "fp4_e2m1": (0.30, 0.35),
-}
-CORRUPT_WEIGHTS_ERROR_RATE = 0.92
 
 FILLER_WORDS = (
     "the model serves tokens from a cache of blocks and each step of the batch moves every request one token "
@@ -36,9 +20,9 @@ FILLER_WORDS = (
 
 @dataclass(frozen=True)
 class Numerics:
-    """What changes answer quality: the KV cache dtype and whether every weight landed in a matching slot."""
+    """Error rates (word problems, multiple choice) of this launch, and the modules whose weights are garbage."""
 
-    kv_cache_dtype: str = "auto"
+    error_rates: tuple[float, float] = (0.0, 0.0)
     corrupt_modules: tuple[str, ...] = ()
 
 
@@ -46,11 +30,9 @@ def _unit_hash(text: str) -> float:
     return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16) / 2**32
 
 
-def _is_wrong(question: str, base_rate: float, kind_index: int, numerics: Numerics) -> bool:
-    if numerics.corrupt_modules:
-        return _unit_hash("corrupt:" + question) < CORRUPT_WEIGHTS_ERROR_RATE
-    extra = KV_DTYPE_EXTRA_ERROR.get(numerics.kv_cache_dtype, (0.0, 0.0))[kind_index]
-    return _unit_hash(question) < base_rate + extra
+def _is_wrong(question: str, kind_index: int, numerics: Numerics) -> bool:
+    salt = "corrupt:" if numerics.corrupt_modules else ""
+    return _unit_hash(salt + question) < numerics.error_rates[kind_index]
 
 
 def _number(text: str) -> float:
@@ -103,7 +85,7 @@ def answer_word_problem(question: str, numerics: Numerics) -> str | None:
     if solved is None:
         return None
     steps, value = solved
-    if _is_wrong(question, GSM8K_ERROR_RATE, 0, numerics):
+    if _is_wrong(question, 0, numerics):
         if numerics.corrupt_modules:
             return " ".join(FILLER_WORDS[:12]) + f" #### {int(_unit_hash(question) * 1000)}"
         value = value + 1 + int(_unit_hash("offset:" + question) * 9)
@@ -155,7 +137,7 @@ def answer_choice_question(text: str, numerics: Numerics) -> str | None:
             continue
         value = formula(_number(match.group(1)), _number(match.group(2)))
         letter = _closest_choice(choices, value)
-        if _is_wrong(question, CHOICE_ERROR_RATE, 1, numerics):
+        if _is_wrong(question, 1, numerics):
             letters = sorted(set(choices) - {letter})
             letter = letters[int(_unit_hash("pick:" + question) * len(letters))]
         return f" The {reason}, which comes to about {_show(round(value, 4))}. Answer: {letter}"

@@ -12,10 +12,9 @@ import sys
 import time
 from pathlib import Path
 
+from twin import device
 from twin.model_loader.weight_utils import Parameter, Size, Tensor, default_weight_loader
 from twin.models import glm5
-
-LOAD_SECONDS_PER_SHARD = 0.6
 
 
 def read_shard(path: Path) -> list[Tensor]:
@@ -30,8 +29,9 @@ def iterate_checkpoint(model_path: Path):
     index = json.loads((model_path / "model.safetensors.index.json").read_text())
     shards = sorted(set(index["weight_map"].values()))
     started = time.monotonic()
+    seconds_per_shard = device.call("startup", stage="load_shard")["seconds"]
     for number, shard in enumerate(shards, start=1):
-        time.sleep(LOAD_SECONDS_PER_SHARD)
+        time.sleep(seconds_per_shard)
         yield from read_shard(model_path / shard)
         elapsed = time.monotonic() - started
         rate = number / max(elapsed, 1e-6)

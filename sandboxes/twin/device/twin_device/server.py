@@ -1,0 +1,94 @@
+"""`python3 -m twin_device.server --dir DIR [--scenario NAME]`: serve the device on DIR/device.sock.
+
+Protocol: one JSON object per line each way, on a persistent unix-socket connection. Requests carry
+"op" (properties, prefill, decode, kernel, numerics, startup) and its arguments; replies are JSON objects,
+or {"error": "..."} for a bad request. The server exits when the process that started it exits, so a
+killed run never leaves a device behind. Does not cover the numbers (model.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socketserver
+import threading
+import time
+from pathlib import Path
+
+from twin_device.model import Device
+
+HERE = Path(__file__).resolve().parents[2]
+SOCKET_NAME = "device.sock"
+
+
+def scenario_overrides(name: str) -> dict:
+    path = HERE / "scenarios" / name / "scenario.json"
+    return json.loads(path.read_text()).get("device", {}) if path.exists() else {}
+
+
+def answer(device: Device, request: dict) -> dict:
+    op, config = request.get("op"), request.get("config") or {}
+    if op == "properties":
+        return device.properties()
+    if op == "prefill":
+        return {"ms": device.prefill_ms(config, int(request["uncached"]), int(request["cached"]))}
+    if op == "decode":
+        advance = device.advance(config)
+        return {
+            "ms": device.decode_ms(config, int(request["batch"]), int(request["context"])),
+            "advance": [advance] * len(request.get("requests") or []),
+        }
+    if op == "kernel":
+        return {
+            "us": device.kernel_us(request["shape"], int(request["token"]), int(request["block_m"]), request["tile"])
+        }
+    if op == "numerics":
+        return {"error_rates": device.error_rates(request.get("kv_cache_dtype", "auto"), bool(request.get("corrupt")))}
+    if op == "startup":
+        return {"seconds": device.startup_seconds(str(request.get("stage")))}
+    return {"error": f"unknown op {op!r}"}
+
+
+def make_handler(device: Device) -> type:
+    class Handler(socketserver.StreamRequestHandler):
+        def handle(self) -> None:
+            for line in self.rfile:
+                try:
+                    reply = answer(device, json.loads(line))
+                except (ValueError, KeyError, TypeError) as exc:
+                    reply = {"error": f"bad request: {exc}"}
+                self.wfile.write(json.dumps(reply).encode() + b"\n")
+                self.wfile.flush()
+
+    return Handler
+
+
+class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
+def exit_with_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(1)
+    os._exit(0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", type=Path, required=True)
+    parser.add_argument("--scenario", default="glm52-day0")
+    args = parser.parse_args()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    path = args.dir / SOCKET_NAME
+    path.unlink(missing_ok=True)
+    os.chdir(args.dir)  # bind by a relative name: a run directory's absolute path can exceed AF_UNIX's 108 bytes
+    server = Server(SOCKET_NAME, make_handler(Device(scenario_overrides(args.scenario))))
+    path.chmod(0o777)  # the sandbox's user (root in a container, or anyone locally) must connect
+    threading.Thread(target=exit_with_parent, args=(os.getppid(),), daemon=True).start()
+    print(f"twin device ({args.scenario}) on {path}", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""The engine's handle on the GPUs (what torch.cuda / the HIP runtime is to sglang): one connection to the
+node's device through a unix socket.
+
+Every timing, kernel launch and memory query goes through here; the engine never decides how fast the
+hardware is. The socket is $TWIN_DEVICE_SOCKET, else /run/twin-device/device.sock, else the same path under
+a --local layout's root. No socket means no GPU, as on a machine without one. Does not cover what is launched
+(scheduler.py, moe.py, tune_moe.py).
+"""
+
+import functools
+import json
+import os
+import socket
+from pathlib import Path
+
+DEFAULT_SOCKET = "/run/twin-device/device.sock"
+
+
+class NoDeviceError(RuntimeError):
+    """Raised like torch's RuntimeError when no GPU is visible."""
+
+
+def socket_path() -> Path | None:
+    local_root = Path(__file__).resolve().parents[3]
+    candidates = [DEFAULT_SOCKET, str(local_root / DEFAULT_SOCKET.lstrip("/"))]
+    if os.environ.get("TWIN_DEVICE_SOCKET"):
+        candidates = [os.environ["TWIN_DEVICE_SOCKET"]]
+    for candidate in candidates:
+        if Path(candidate).is_socket():
+            return Path(candidate)
+    return None
+
+
+class _Connection:
+    def __init__(self) -> None:
+        path = socket_path()
+        if path is None:
+            raise NoDeviceError("No HIP GPUs are available")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        directory = os.open(path.parent, os.O_RDONLY)
+        try:
+            # through the directory's descriptor: a deep path can exceed AF_UNIX's 108 bytes
+            self.sock.connect(f"/proc/self/fd/{directory}/{path.name}")
+        except OSError as exc:
+            raise NoDeviceError(f"No HIP GPUs are available (hipErrorNoDevice: {exc})") from None
+        finally:
+            os.close(directory)
+        self.reader = self.sock.makefile("rb")
+
+    def call(self, request: dict) -> dict:
+        self.sock.sendall(json.dumps(request).encode() + b"\n")
+        line = self.reader.readline()
+        if not line:
+            raise NoDeviceError("HIP error: the device was lost (hipErrorDeinitialized)")
+        reply = json.loads(line)
+        if "error" in reply:
+            raise RuntimeError(f"HIP error: {reply['error']}")
+        return reply
+
+
+@functools.cache
+def _connection() -> _Connection:
+    return _Connection()
+
+
+def call(op: str, **arguments) -> dict:
+    return _connection().call({"op": op, **arguments})
+
+
+@functools.cache
+def properties() -> dict:
+    """name, gcn_arch, count, total_memory_gb, cu_num, lds_bytes of the node's GPUs."""
+    return call("properties")
