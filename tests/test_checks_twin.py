@@ -7,6 +7,7 @@ achieved prefix-cache hit rate is the asked one. Twin figures are the twin's, no
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -22,12 +23,20 @@ from porter.task import QualityCheckSpec, SingleStreamSpec, ThroughputCheckSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYOUT = ROOT / "sandboxes" / "twin" / "layout.py"
+sys.path.insert(0, str(ROOT / "sandboxes" / "twin" / "device"))
+
+from twin_device.host import running_device  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def twin(tmp_path_factory):
     root = tmp_path_factory.mktemp("twin")
     subprocess.run([sys.executable, str(LAYOUT), str(root)], check=True, capture_output=True, timeout=120)
+    with running_device(root / "run" / "twin-device") as socket_path:  # the simulated GPUs live outside the engine
+        yield from _serve(root, socket_path)
+
+
+def _serve(root: Path, socket_path: Path):
     port = free_port()
     log = (root / "server.log").open("w")
     command = [
@@ -43,7 +52,10 @@ def twin(tmp_path_factory):
         "--tp",
         "8",
     ]
-    server = subprocess.Popen(command, cwd=root / "sgl-workspace" / "twin", stdout=log, stderr=subprocess.STDOUT)
+    environment = {**os.environ, "TWIN_DEVICE_SOCKET": str(socket_path)}
+    server = subprocess.Popen(
+        command, cwd=root / "sgl-workspace" / "twin", stdout=log, stderr=subprocess.STDOUT, env=environment
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90
