@@ -149,6 +149,8 @@ def pack(run_dir: Path) -> tuple[bytes, list[str]]:
 
 
 def _keep(info: tarfile.TarInfo, skipped: set[str]) -> tarfile.TarInfo | None:
+    if info.issym() and info.linkname.startswith("/"):
+        return None  # the model overlay's links to the node's weights: nothing on the driver to point at
     return None if any(info.name == s or info.name.startswith(f"{s}/") for s in skipped) else info
 
 
