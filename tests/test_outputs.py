@@ -39,7 +39,7 @@ def test_report_json_holds_every_target_on_the_accepted_configuration(playbook_r
     document = json.loads((playbook_run.run_dir / "report.json").read_text())
     assert document["outcome"] == "solved" and document["all_measured_on_accepted"]
     accepted = document["accepted_config"]
-    assert accepted["flags"]["dp"] == 2 and set(accepted["repos"]) == {"twin"} and accepted["image"]
+    assert accepted["flags"]["dp"] == 2 and set(accepted["repos"]) == {"twin", "model"} and accepted["image"]
     metrics = {target["metric"] for target in document["targets"]}
     assert {"output_throughput_per_node", "output_tok_s", "score"} <= metrics
     for target in document["targets"]:

@@ -208,7 +208,11 @@ def test_the_twins_real_mtp_load_crash_is_a_shape_mismatch_naming_both_prefixes(
     command += ["--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "6"]
     environment = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(workdir), "ROCM_PATH": str(tmp_path / "opt" / "rocm")}
     log = tmp_path / "server.log"
-    with open(log, "wb") as output:
+    sys.path.insert(0, str(TWIN / "device"))
+    from twin_device.host import running_device  # the simulated GPUs live outside the engine (twin v2)
+
+    with running_device(tmp_path / "run" / "twin-device") as socket_path, open(log, "wb") as output:
+        environment["TWIN_DEVICE_SOCKET"] = str(socket_path)
         subprocess.run(command, cwd=workdir, env=environment, stdout=output, stderr=subprocess.STDOUT, timeout=60)
     result = triage_file(log)
     assert result.category == "shape_mismatch", result.excerpt
