@@ -5,14 +5,20 @@
 Figures (the last line printed is one JSON object):
 - category accuracy, and key-line accuracy (our key line names the labelled line: porter.triage.corpus.same_line);
 - leave-one-source-out (LOSO) category accuracy. The rules are hand-written, not fitted, so "judged on logs
-  from repositories they were not written against" is measured as an ablation: for each `source_repo`, every
-  rule that decides a case of that source and no case of any other source is switched off (it may exist only
-  because of that source), and that source's logs are triaged again. Rules that decide cases of two or more
-  sources stay on. The layered figure also keeps the rules that read the fixed messages of the layers beneath
-  every engine (rules.RUNTIME_LAYER_RULES: PyTorch, HIP/HSA, amdgpu, RCCL, compilers, Python): they were not
-  written against any of these repositories' wording. The strict figure keeps only the format grammar
-  (rules.GRAMMAR_RULES: Python exceptions, compiler diagnostics, documented status codes). Both are bounds of
-  an ablation, not a true held-out test: the rules were written by people who had read every log;
+  from repositories they were not written against" is measured as an ablation: for each source, every rule that
+  decides a case of that source and correctly decides no case of any other source is switched off (it may exist
+  only because of that source), and that source's logs are triaged again. A source is a code family, not an issue
+  tracker: forks and ROCm builds of one engine (CODE_FAMILIES) print that engine's messages, so a rule seen on
+  vllm-project/vllm and ROCm/vllm has still only been seen on vLLM's wording. Only a right decision is evidence
+  that a rule carries over to another source. The layered figure also keeps the rules that read the fixed
+  messages of the layers beneath every engine (rules.RUNTIME_LAYER_RULES: PyTorch, HIP/HSA, amdgpu, RCCL,
+  compilers, Python): they were not written against any of these repositories' wording. The strict figure keeps
+  only the format grammar (rules.GRAMMAR_RULES: Python exceptions, compiler diagnostics, documented status codes).
+  The unit switched off is a whole rule, so the figure is only as honest as the rules are single mechanisms (a
+  rule that ORed two engines' unrelated sentences together would survive on either's evidence). The figures
+  "by tracker" are the first definition (source = issue tracker, any decision counts as evidence), kept for
+  comparison: it flattered. All are bounds of an ablation, not a true held-out test: the rules were written by
+  people who had read every log;
 - key-line recall: the labelled line is in the excerpt, plain and buried in `--noise-lines` lines of healthy
   engine noise (porter.triage.noise), over the cases whose label quotes a line of the posted log;
 - speed (one core, after a warm-up, median of 3; MB per CPU-second, which a shared machine does not skew, and
@@ -86,25 +92,46 @@ def evaluate(case: dict, noise_lines_count: int) -> dict:
     }
 
 
-def leave_one_source_out(cases: list[dict], results: list[dict], kept: frozenset[str]) -> dict:
-    """Per source: category accuracy with the rules that decide only that source's cases switched off (except
-    the rules in `kept`)."""
+# Forks and ROCm builds of an engine -> the engine: they print its messages, so for the ablation they are one source.
+CODE_FAMILIES = {
+    "ROCm/vllm": "vllm-project/vllm",
+    "lemonade-sdk/vllm-rocm": "vllm-project/vllm",
+    "ikawrakow/ik_llama.cpp": "ggml-org/llama.cpp",
+}
+
+
+def leave_one_source_out(cases: list[dict], results: list[dict], kept: frozenset[str], by_tracker=False) -> dict:
+    """Per source: category accuracy with the rules switched off that decide that source's cases and correctly
+    decide no other source's (except the rules in `kept`). `by_tracker`: the first definition (see the docstring)."""
+
+    def source_of(repo: str) -> str:
+        return repo if by_tracker else CODE_FAMILIES.get(repo, repo)
+
     sources_of_rule: dict[str, set[str]] = defaultdict(set)
     for result in results:
-        sources_of_rule[result["rule"]].add(result["source"])
+        sources_of_rule[result["rule"]].add(source_of(result["source"]))
+    evidence: dict[str, set[str]] = defaultdict(set)  # rule -> the sources where it decided a case rightly
+    for result in results:
+        if by_tracker or result["category_ok"]:
+            evidence[result["rule"]].add(source_of(result["source"]))
     by_source: dict[str, list[dict]] = defaultdict(list)
     for case in cases:
-        by_source[case["source_repo"]].append(case)
-    per_source, disabled_by_source = {}, {}
+        by_source[source_of(case["source_repo"])].append(case)
+    per_source, disabled_by_source, misses = {}, {}, []
     for source, source_cases in sorted(by_source.items()):
-        own_rules = {rule for rule, sources in sources_of_rule.items() if sources == {source} and rule not in kept}
+        own_rules = {
+            rule
+            for rule, sources in sources_of_rule.items()
+            if source in sources and not evidence[rule] - {source} and rule not in kept
+        }
         rules.DISABLED.clear()
         rules.DISABLED.update(own_rules)
         try:
-            right = sum(triage_text(case["log"]).category == case["category"] for case in source_cases)
+            wrong = [case["file"] for case in source_cases if triage_text(case["log"]).category != case["category"]]
         finally:
             rules.DISABLED.clear()
-        per_source[source] = (right, len(source_cases))
+        per_source[source] = (len(source_cases) - len(wrong), len(source_cases))
+        misses += wrong
         if own_rules:
             disabled_by_source[source] = sorted(own_rules)
     right = sum(value[0] for value in per_source.values())
@@ -112,6 +139,7 @@ def leave_one_source_out(cases: list[dict], results: list[dict], kept: frozenset
         "accuracy": round(right / len(cases), 3),
         "per_source": {source: f"{r}/{n}" for source, (r, n) in per_source.items()},
         "rules_switched_off": disabled_by_source,
+        "misses": sorted(misses),
     }
 
 
@@ -237,10 +265,21 @@ def main() -> int:
     cases = load_cases(args.crashlogs)
     results = [evaluate(case, args.noise_lines) for case in cases]
     print_table(results)
-    loso = leave_one_source_out(cases, results, frozenset(rules.RUNTIME_LAYER_RULES))
-    strict = leave_one_source_out(cases, results, rules.GRAMMAR_RULES)
-    for name, figure in (("layered", loso), ("strict", strict)):
-        print(f"leave-one-source-out ({name}): {figure['accuracy']:.3f}; switched off: {figure['rules_switched_off']}")
+    layered, strict = frozenset(rules.RUNTIME_LAYER_RULES), rules.GRAMMAR_RULES
+    loso = leave_one_source_out(cases, results, layered)
+    loso_strict = leave_one_source_out(cases, results, strict)
+    by_tracker = leave_one_source_out(cases, results, layered, by_tracker=True)
+    by_tracker_strict = leave_one_source_out(cases, results, strict, by_tracker=True)
+    for name, figure in (
+        ("layered", loso),
+        ("strict", loso_strict),
+        ("layered, by tracker", by_tracker),
+        ("strict, by tracker", by_tracker_strict),
+    ):
+        print(
+            f"leave-one-source-out ({name}): {figure['accuracy']:.3f}; misses: {' '.join(figure['misses'])}; "
+            f"switched off: {figure['rules_switched_off']}"
+        )
     figures = {
         "engine_log": speed(args.speed_mb, engine_log_blocks),
         "engine_log_with_aiter_warnings": speed(args.speed_mb, lambda seed: engine_log_blocks(seed, True)),
@@ -261,7 +300,9 @@ def main() -> int:
         "sources": len({r["source"] for r in results}),
         "category_accuracy": round(sum(r["category_ok"] for r in results) / total, 3),
         "loso_category_accuracy": loso["accuracy"],
-        "loso_strict_category_accuracy": strict["accuracy"],
+        "loso_strict_category_accuracy": loso_strict["accuracy"],
+        "loso_by_tracker_category_accuracy": by_tracker["accuracy"],
+        "loso_by_tracker_strict_category_accuracy": by_tracker_strict["accuracy"],
         "loso_per_source": loso["per_source"],
         "key_line_accuracy": round(sum(r["key_ok"] for r in results) / total, 3),
         "labelled_key_in_log": labelled,
