@@ -149,16 +149,27 @@ RULES: tuple[Rule, ...] = (
         r"|Error building extension|undefined symbol|undefined reference to|LLVM ERROR|linker command failed"
         r"|compilation (?:failed|terminated)|failed to compile|error in backend|BackendCompilerFailed|InductorError",
     ),
+    # A quantised tensor the model's parameters do not hold, or the reverse, read through Python's KeyError and
+    # AttributeError and PyTorch's load_state_dict key lists: the names are the quantisation formats' own
+    # (compressed-tensors and Quark weight_scale/input_scale, GPTQ/AWQ qweight/qzeros/scales/g_idx, FP8 block
+    # scales), and vLLM's and sglang's loaders look them up the same way (vllm/model_executor/models/*.py and
+    # python/sglang/srt/models/*.py: `param = params_dict[name]`, "Parameter {name} not found in params_dict").
     _rule(
-        "quantized_name_miss",
+        "quantized_param_unplaced",
         "quant_config_mismatch",
         91,
-        ("keyerror", "has no attribute", "quant", "not found in", "key"),
+        ("keyerror", "has no attribute", "not found in", "key"),
         r"KeyError: '[\w.]*(?:scale|qweight|qzeros|scales|g_idx|zero_point|zeros|packed|blockscale|quant)\w*'"
         r"|has no attribute '\w*(?:weight|scale|qzeros|g_idx|zero_point)\w*'"
         r"|\b[\w.]*(?:_scale|qweight|qzeros|scales|g_idx|zero_point|blockscale)\w*'? (?:is )?not found in "
-        r"|(?i:(?:unexpected|missing) keys?\b.{0,120}(?:_scale|qweight|qzeros|g_idx|zero_point|blockscale))"
-        r"|(?i:(?:unknown|unsupported|invalid) quantization (?:method|scheme|type)"
+        r"|(?i:(?:unexpected|missing) keys?\b.{0,120}(?:_scale|qweight|qzeros|g_idx|zero_point|blockscale))",
+    ),
+    _rule(
+        "quant_method_unknown",  # the engine's own wording about its quantisation config
+        "quant_config_mismatch",
+        91,
+        ("quant",),
+        r"(?i:(?:unknown|unsupported|invalid) quantization (?:method|scheme|type)"
         r"|quant(?:ization)?[ _]config\S* (?:not found|is missing|mismatch|does not))",
     ),
     _rule(
@@ -264,15 +275,32 @@ RULES: tuple[Rule, ...] = (
         r"MEMORY_FAULT|Memory Fault|illegal memory access|hipErrorIllegalAddress|(?i:gpu page fault)"
         r"|HSA_STATUS_ERROR_EXCEPTION",
     ),
+    # One mechanism: the server never finished starting, whether the engine gave up (a start-up timeout) or a
+    # process is still waiting on something that never comes (a lock, a peer, a broadcast). The wording is the
+    # engines' and their harnesses', from their sources: vLLM v1/engine/core_client.py "Timed out waiting for
+    # engines to send initial message on input socket", vLLM distributed/device_communicators/shm_broadcast.py
+    # "No available shared memory broadcast block found in N seconds", vLLM tests/utils.py (RemoteOpenAIServer)
+    # "Server failed to start in time", sglang srt/entrypoints/http_server_engine.py and test/test_utils.py
+    # "Server failed to start within the timeout period", aiter jit/utils/file_baton.py (PyTorch's FileBaton)
+    # "waiting for baton release at <lock>", porter serve.py "startup timeout: ... did not answer 200".
     _rule(
-        "startup_stall",
+        "startup_stalled",
         "startup_timeout",
         72,
-        ("still", "stuck", "hang", "hung", "deadlock", "waiting for", "no available", "no progress", "not ready"),
+        (
+            *("still", "stuck", "hang", "hung", "deadlock", "waiting for", "no available", "no progress", "not ready"),
+            *("timeout", "timed out", "did not", "didn't", "failed to start", "times out"),
+        ),
         r"(?i)\bstill (?:starting|loading|initiali[sz]ing|waiting|compiling|not (?:up|ready|healthy))\b"
         r"|\b(?:stuck|hangs?|hung|hanging)\b.{0,40}\b(?:at|on|in|during|while|after|when)\b"
         r"|\bdeadlock|waiting for (?:the )?(?:baton|lock|file lock)\b|no progress (?:for|in|after)\b"
-        r"|not ready after\b|no available shared memory broadcast block found in",
+        r"|not ready after\b|no available shared memory broadcast block found in"
+        r"|(?:startup|start-up|server init|init|launch|boot)\w* timeout"
+        r"|(?:timed out|timeout) (?:while )?waiting for (?:the )?(?:server|engine|health|model)"
+        r"|initiali[sz]ation timed out"
+        r"|server (?:did not|didn't) (?:become|start|answer)|did not answer 200|did not become (?:healthy|ready)"
+        r"|failed to start (?:within|in time)|times out after .{0,60}(?:server|init|startup|start-up)"
+        r"|server failed to start",
         confidence=0.7,
     ),
     _rule(
@@ -282,17 +310,6 @@ RULES: tuple[Rule, ...] = (
         ("no module named",),
         r"(?i:No module named '[\w.]*\bjit\.module_\w*')",
         confidence=0.4,
-    ),
-    _rule(
-        "startup_timeout",
-        "startup_timeout",
-        70,
-        ("timeout", "timed out", "did not", "didn't", "failed to start", "times out"),
-        r"(?i)(?:startup|start-up|server init|init|launch|boot)\w* timeout"
-        r"|(?:timed out|timeout) (?:while )?waiting for (?:the )?(?:server|engine|health|model)"
-        r"|initiali[sz]ation timed out"
-        r"|server (?:did not|didn't) (?:become|start|answer)|did not answer 200|did not become (?:healthy|ready)"
-        r"|failed to start within|times out after .{0,60}(?:server|init|startup|start-up)|server failed to start",
     ),
     _rule(
         "build_failed",
@@ -402,6 +419,7 @@ RUNTIME_LAYER_RULES = GRAMMAR_RULES | {
     "triton_out_of_resources",
     "hip_out_of_memory",
     "cuda_only_import",
+    "quantized_param_unplaced",
     "memory_access_fault",
     "no_code_object",
     "gpu_hang",

@@ -1,0 +1,64 @@
+"""One rule per failure mechanism, whoever prints it: each rule is shown the wording of every engine or library
+whose source emits it (lines written here from those sources, never copied from ../shared/crashlogs), and
+the rule sets the leave-one-source-out benchmark keeps on name real rules."""
+
+import pytest
+
+from porter.triage import triage_text
+from porter.triage.lines import split_prefix, triggered
+from porter.triage.rules import GENERIC_RULES, GRAMMAR_RULES, RULES, RUNTIME_LAYER_RULES, classify
+
+# (rule, category, line): the rule that must read the line, and the class it gives
+MECHANISM_LINES = [
+    # start-up never completes: timeouts and stalls are one mechanism
+    (
+        "startup_stalled",
+        "startup_timeout",
+        "(APIServer pid=12) TimeoutError: Timed out waiting for engines to send initial message on input socket.",
+    ),  # vLLM v1/engine/core_client.py
+    (
+        "startup_stalled",
+        "startup_timeout",
+        "(EngineCore_DP0 pid=88) INFO 03-01 10:00:00 [shm_broadcast.py:495] No available shared memory broadcast "
+        "block found in 60 seconds. This typically happens when some processes are hanging.",
+    ),  # vLLM distributed/device_communicators/shm_broadcast.py
+    ("startup_stalled", "startup_timeout", "RuntimeError: Server failed to start in time."),  # vLLM tests/utils.py
+    (
+        "startup_stalled",
+        "startup_timeout",
+        "TimeoutError: Server failed to start within the timeout period.",
+    ),  # sglang srt/entrypoints/http_server_engine.py, test/test_utils.py
+    (
+        "startup_stalled",
+        "startup_timeout",
+        "[aiter] [pid=4242 pname=Worker_TP3] waiting for baton release at /root/.aiter/build/module_moe/lock",
+    ),  # aiter jit/utils/file_baton.py
+    # a quantised tensor the model does not hold: Python's and PyTorch's grammar on the formats' tensor names
+    (
+        "quantized_param_unplaced",
+        "quant_config_mismatch",
+        "[2026-07-14 10:00:00 TP0] Parameter model.layers.7.mlp.experts.w2_weight_scale not found in params_dict",
+    ),  # sglang python/sglang/srt/models/*.py, vLLM model_executor/models/*.py
+    (
+        "quantized_param_unplaced",
+        "quant_config_mismatch",
+        'RuntimeError: Error(s) in loading state_dict for Linear: Unexpected key(s) in state_dict: "qzeros", "g_idx".',
+    ),  # PyTorch nn/modules/module.py load_state_dict
+    ("quant_method_unknown", "quant_config_mismatch", "ValueError: Unknown quantization method: fp4_e2m1_v9"),
+]
+
+
+@pytest.mark.parametrize(("rule", "category", "line"), MECHANISM_LINES)
+def test_each_mechanism_is_read_by_its_rule_whoever_prints_it(rule, category, line):
+    assert triggered(line.encode()), "the prefilter must show the line to the rules"
+    found = classify(split_prefix(line)[1])
+    assert (found.rule, found.category) == (rule, category)
+    result = triage_text(f"INFO 07-14 10:00:00 [api_server.py:1] starting\n{line}\n")
+    assert result.category == category and result.key_line in result.excerpt
+
+
+def test_the_rule_sets_the_ablation_keeps_name_real_rules():
+    names = {rule.name for rule in (*RULES, *GENERIC_RULES)}
+    names |= {"exception", "unterminated_traceback", "status_code", "last_dispatched_kernel"}
+    assert GRAMMAR_RULES <= RUNTIME_LAYER_RULES
+    assert RUNTIME_LAYER_RULES <= names, RUNTIME_LAYER_RULES - names
