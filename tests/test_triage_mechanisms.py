@@ -45,6 +45,36 @@ MECHANISM_LINES = [
         'RuntimeError: Error(s) in loading state_dict for Linear: Unexpected key(s) in state_dict: "qzeros", "g_idx".',
     ),  # PyTorch nn/modules/module.py load_state_dict
     ("quant_method_unknown", "quant_config_mismatch", "ValueError: Unknown quantization method: fp4_e2m1_v9"),
+    # a build tool or a JIT builder says a build failed
+    ("build_failed", "compile_error", "[aiter] failed jit build [module_gemm_a8w8_bpreshuffle]"),  # aiter jit/core.py
+    (
+        "build_failed",
+        "compile_error",
+        "RuntimeError: [aiter] build [module_mha_fwd] under /root/.aiter/build/module_mha_fwd failed !!!!!!",
+    ),  # aiter jit/core.py
+    ("build_failed", "compile_error", "  ERROR: Failed building wheel for flash_attn"),  # pip
+    ("build_failed", "compile_error", "  x Failed to build `flash-attn==2.7.4.post1`"),  # uv
+    # a kernel library refuses the problem it was handed
+    (
+        "kernel_rejects_problem",
+        "unsupported_arch_or_kernel",
+        "wrong! DeviceGroupedConvFwd with the specified compilation parameters does not support this Conv problem",
+    ),  # composable_kernel IsSupportedArgument verdict (examples, ckProfiler)
+    (
+        "kernel_rejects_problem",
+        "unsupported_arch_or_kernel",
+        "RuntimeError: This GEMM is not supported!",
+    ),  # aiter csrc/ck_gemm_a8w8/include/gemm_a8w8_common.cuh TORCH_CHECK on IsSupportedArgument
+    (
+        "kernel_rejects_problem",
+        "unsupported_arch_or_kernel",
+        "RuntimeError: No available kernel. Aborting execution.",
+    ),  # PyTorch aten/src/ATen/native/transformers sdp_utils
+    (
+        "kernel_tuning_unsupported",
+        "unsupported_arch_or_kernel",
+        "[aiter] Fmoe tuning not support for (256, 7168, 2048, 256, 8, 'Silu')",
+    ),  # aiter fused_moe.py
 ]
 
 
@@ -55,6 +85,30 @@ def test_each_mechanism_is_read_by_its_rule_whoever_prints_it(rule, category, li
     assert (found.rule, found.category) == (rule, category)
     result = triage_text(f"INFO 07-14 10:00:00 [api_server.py:1] starting\n{line}\n")
     assert result.category == category and result.key_line in result.excerpt
+
+
+def test_the_first_compiler_error_still_beats_a_jit_builders_summary():
+    log = (
+        "[aiter] start build [module_moe_asm] under /root/.aiter/build/module_moe_asm\n"
+        "/root/.aiter/build/module_moe_asm/asm_moe.cpp:12:5: error: use of undeclared identifier 'hip_bf16'\n"
+        "[aiter] failed jit build [module_moe_asm]\n"
+        "RuntimeError: [aiter] build [module_moe_asm] under /root/.aiter/build/module_moe_asm failed !!!!!!\n"
+    )
+    result = triage_text(log)
+    assert (result.category, result.key_line_no) == ("compile_error", 2)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[aiter] start build [module_moe_asm] under /root/.aiter/build/module_moe_asm",
+        "[aiter] finish build [module_moe_asm], cost 41.2s",
+        "Successfully built flash_attn",
+        "INFO 07-14 10:00:00 [backends.py:1] Compiling a graph for dynamic shape takes 12.3 s",
+    ],
+)
+def test_a_build_that_finished_is_not_a_failure(line):
+    assert triage_text(line + "\n").category == "ok"
 
 
 def test_the_rule_sets_the_ablation_keeps_name_real_rules():

@@ -255,17 +255,31 @@ RULES: tuple[Rule, ...] = (
         r"|(?i:all_?reduce\S* .{0,40}(?:failed|error))"
         r"|(?i:transport retry counter exceeded|IBV_WC_\w+_ERR|ibv_\w+\W.{0,40}fail|rdma\w*\b.{0,60}(?:error|fail))",
     ),
+    # A kernel library refusing the problem it was handed, in the libraries' own grammar: composable_kernel's
+    # IsSupportedArgument verdict ("wrong! <op> with the specified compilation parameters does not support this
+    # GEMM problem", CK examples and profiler; aiter csrc/ck_gemm_*/*_common.cuh wraps the same verdict as
+    # TORCH_CHECK(..., "This GEMM is not supported!")), PyTorch's SDPA dispatcher ("No available kernel"),
+    # rocBLAS/hipBLASLt solutions, platform refusals ("only supported on CUDA").
     _rule(
         "kernel_rejects_problem",
         "unsupported_arch_or_kernel",
         84,
         ("support", "requires cuda", "not available", "kernel", "instance found"),
-        r"(?i)(?:gemm|kernel|instance|problem|arch\w*|gfx\d\w*|device|gpu|platform|backend|tun\w+|solution)"
-        r"\b.{0,60}(?:not supported|not supports?\b|unsupported|does not support)"
+        r"(?i)(?:gemm|kernel|instance|problem|arch\w*|gfx\d\w*|device|gpu|platform|backend|solution)"
+        r"\b.{0,60}(?:not supported|unsupported|does not support)"
         r"|(?:not supported|unsupported|does not support).{0,60}\b(?:gemm|kernel|arch\w*|gfx\d\w*|device|gpu|platform)"
-        r"|\bno support\b|requires cuda|not available on (?:rocm|hip|amd)|only supported on (?:cuda|nvidia)"
+        r"|does not support this \w+ problem|requires cuda|not available on (?:rocm|hip|amd)"
+        r"|only supported on (?:cuda|nvidia)"
         r"|no (?:available|suitable|valid|matching) kernel|no (?:kernel )?instance found|IsSupportedArgument",
         confidence=0.7,
+    ),
+    _rule(
+        "kernel_tuning_unsupported",  # aiter's tuners' wording: "Fmoe tuning not support for", "No support" cells
+        "unsupported_arch_or_kernel",
+        84,
+        ("support",),
+        r"(?i)\btun\w+\b.{0,60}(?:not supports?\b|unsupported)|\bno support\b",
+        confidence=0.6,
     ),
     _rule(
         "other_memory_fault",
@@ -311,13 +325,18 @@ RULES: tuple[Rule, ...] = (
         r"(?i:No module named '[\w.]*\bjit\.module_\w*')",
         confidence=0.4,
     ),
+    # A build tool's own summary that a build failed: ninja, make, collect2, setuptools ("error: command 'hipcc'
+    # failed"), subprocess.CalledProcessError on a compiler, PyTorch cpp_extension ("Error compiling objects for
+    # extension"), pip and uv ("Failed to build <pkg>", "Failed building wheel for <pkg>") and the JIT builders
+    # that wrap them (aiter jit/core.py "failed jit build [<module>]", "build [<module>] under <dir> failed").
     _rule(
         "build_failed",
         "compile_error",
         60,  # the build tool's summary or a wrapper around a build: the first compiler error beats it
         ("ninja", "error: command", "build", "collect2", "calledprocesserror", "make", "error compiling"),
         r"ninja: build stopped|(?i:error: command .{0,80}(?:hipcc|clang|g\+\+|gcc|nvcc))|collect2: error:"
-        r"|(?i:fail(?:ed)? (?:to )?build\b|build failed\b)|\bmake(?:\[\d+\])?: \*\*\* .{0,200}Error \d"
+        r"|(?i:\bfail(?:ed|ure)? (?:\w+ ){0,2}?build(?:ing)?\b|\bbuild\b.{0,200}\bfailed\b)"
+        r"|\bmake(?:\[\d+\])?: \*\*\* .{0,200}Error \d"
         r"|CalledProcessError: Command .{0,300}\b(?:clang\+\+|clang|hipcc|amdclang\+\+|g\+\+|gcc|nvcc|ninja|make"
         r"|cmake)\b"
         r"|Error compiling objects for extension",
@@ -410,8 +429,9 @@ GRAMMAR_RULES = frozenset(
     }
 )
 # Rules that read the fixed messages of the layers beneath every engine (PyTorch, the HIP/HSA runtime and the
-# amdgpu driver, RCCL and ibverbs, Triton/LLVM, CUDA API names in compiler and import errors), not the wording
-# of sglang, vLLM, aiter or composable_kernel: the layered leave-one-source-out figure keeps these on too.
+# amdgpu driver, RCCL and ibverbs, Triton/LLVM, CUDA API names in compiler and import errors, the kernel
+# libraries' refusal of a problem, Python's lookup errors on the quantisation formats' tensor names),
+# not the wording of sglang, vLLM or aiter themselves: the layered leave-one-source-out figure keeps these on too.
 RUNTIME_LAYER_RULES = GRAMMAR_RULES | {
     "cuda_only_in_rocm_build",
     "cuda_symbol_in_rocm_binary",
@@ -420,6 +440,7 @@ RUNTIME_LAYER_RULES = GRAMMAR_RULES | {
     "hip_out_of_memory",
     "cuda_only_import",
     "quantized_param_unplaced",
+    "kernel_rejects_problem",
     "memory_access_fault",
     "no_code_object",
     "gpu_hang",
