@@ -45,6 +45,36 @@ MECHANISM_LINES = [
         'RuntimeError: Error(s) in loading state_dict for Linear: Unexpected key(s) in state_dict: "qzeros", "g_idx".',
     ),  # PyTorch nn/modules/module.py load_state_dict
     ("quant_method_unknown", "quant_config_mismatch", "ValueError: Unknown quantization method: fp4_e2m1_v9"),
+    # the memory left for the KV cache is negative, zero or short
+    (
+        "memory_budget_exhausted",
+        "out_of_memory",
+        "[2026-07-14 10:00:00 DP3 TP3] max_total_tokens=65536 is larger than the profiled value -20481. Use the "
+        "profiled value instead.",
+    ),  # sglang srt/model_executor/model_runner.py
+    (
+        "memory_budget_exhausted",
+        "out_of_memory",
+        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+    ),  # sglang model_runner.py
+    (
+        "memory_budget_exhausted",
+        "out_of_memory",
+        "(EngineCore_DP0 pid=7) INFO 07-14 10:00:00 [gpu_worker.py:298] Available KV cache memory: -1.52 GiB",
+    ),  # vLLM v1/worker/gpu_worker.py
+    ("memory_budget_exhausted", "out_of_memory", "INFO [kv_cache_utils.py:1087] GPU KV cache size: 0 tokens"),
+    (
+        "memory_budget_exhausted",
+        "out_of_memory",
+        "ValueError: Free memory on device (40.1/191.5 GiB) on startup is less than desired GPU memory utilization "
+        "(0.9, 172.4 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+    ),  # vLLM v1/worker/gpu_worker.py
+    (
+        "memory_budget_exhausted",
+        "out_of_memory",
+        "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+        "initializing the engine.",
+    ),  # vLLM v1/core/kv_cache_utils.py
     # a build tool or a JIT builder says a build failed
     ("build_failed", "compile_error", "[aiter] failed jit build [module_gemm_a8w8_bpreshuffle]"),  # aiter jit/core.py
     (
@@ -105,9 +135,12 @@ def test_the_first_compiler_error_still_beats_a_jit_builders_summary():
         "[aiter] finish build [module_moe_asm], cost 41.2s",
         "Successfully built flash_attn",
         "INFO 07-14 10:00:00 [backends.py:1] Compiling a graph for dynamic shape takes 12.3 s",
+        "(EngineCore_DP0 pid=7) INFO 07-14 10:00:00 [gpu_worker.py:298] Available KV cache memory: 41.52 GiB",
+        "INFO 07-14 10:00:00 [kv_cache_utils.py:1087] GPU KV cache size: 1,052,800 tokens",
+        "[2026-07-14 10:00:00 TP0] max_total_tokens=65536 is larger than the profiled value 700123. Use the profiled",
     ],
 )
-def test_a_build_that_finished_is_not_a_failure(line):
+def test_healthy_builds_and_memory_budgets_are_not_failures(line):
     assert triage_text(line + "\n").category == "ok"
 
 
@@ -116,3 +149,14 @@ def test_the_rule_sets_the_ablation_keeps_name_real_rules():
     names |= {"exception", "unterminated_traceback", "status_code", "last_dispatched_kernel"}
     assert GRAMMAR_RULES <= RUNTIME_LAYER_RULES
     assert RUNTIME_LAYER_RULES <= names, RUNTIME_LAYER_RULES - names
+
+
+def test_memory_budget_facts_read_the_budget_and_survive_units_they_do_not_know():
+    sglang = triage_text("[TP3] max_total_tokens=65536 is larger than the profiled value -20481. Use the profiled\n")
+    assert (sglang.category, sglang.facts["kv_budget_tokens"]) == ("out_of_memory", -20481)
+    vllm = triage_text(
+        "ValueError: Free memory on device (40.1/191.5 GiB) on startup is less than desired GPU memory utilization\n"
+        "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB. 1.50 GiB is free.\n"
+    )
+    assert vllm.category == "out_of_memory"
+    assert (vllm.facts["requested_bytes"], vllm.facts["free_bytes"]) == (2 * 2**30, int(1.5 * 2**30))

@@ -155,10 +155,14 @@ def memory_facts(text: str, context: list[str]) -> dict:
     everything = "\n".join([*context, text])
 
     def amount(pattern: str) -> int | None:
-        found = re.search(pattern, everything)
-        return int(float(found.group(1)) * UNIT_BYTES[found.group(2)]) if found else None
+        """Bytes of the first (number, unit) the pattern finds; None when the unit is not one of UNIT_BYTES."""
+        for found in re.finditer(pattern, everything):
+            number, unit = [value for value in found.groups() if value is not None][:2]
+            if unit in UNIT_BYTES:
+                return int(float(number) * UNIT_BYTES[unit])
+        return None
 
-    budget = re.search(r"profiled value (-?\d+)|max_total_num_tokens=(-?\d+)", everything)
+    budget = re.search(r"profiled value (-?\d+)|max_total_num_tokens=(-?\d+)|KV cache size: (\d+) tokens", everything)
     avail = re.findall(r"avail mem=(\d+(?:\.\d+)?\s*GB)", everything)
     return {
         "requested_bytes": amount(r"(?i)tried to allocate (\d+(?:\.\d+)?)\s*(\w+)"),

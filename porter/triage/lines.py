@@ -31,6 +31,8 @@ TRIGGER_WORDS = (
     *("of memory", "enough memory", "allocate memory", "available memory", "cache memory", "outofmemory"),
     *(
         "stored in kv cache",
+        "cache size: 0 tokens",
+        "free memory on device",
         "insufficient",
         "profiled value",
         "max_total_num_tokens",

@@ -122,14 +122,22 @@ RULES: tuple[Rule, ...] = (
         r"(?i)param_data\.shape|loaded_weight\.shape|attempted to load weight \(",
         confidence=0.9,
     ),
+    # One mechanism: the memory left for the KV cache after weights (and graphs) is negative, zero or short of
+    # what was asked, so the engine refuses to start or starts with a pool it cannot use. sglang
+    # srt/model_executor/model_runner.py "max_total_tokens=N is larger than the profiled value -M" and "Not
+    # enough memory. Please try to increase --mem-fraction-static"; vLLM v1/worker/gpu_worker.py "Available KV
+    # cache memory: -0.3 GiB" and "Free memory on device (...) on startup is less than desired GPU memory
+    # utilization", v1/core/kv_cache_utils.py "No available memory for the cache blocks", "... KV cache is
+    # needed, which is larger than the available KV cache memory", "GPU KV cache size: 0 tokens".
     _rule(
-        "negative_kv_budget",
+        "memory_budget_exhausted",
         "out_of_memory",
         92,
         ("profiled value", "max_total_num_tokens", "memory", "kv cache"),
-        r"profiled value -\d|max_total_num_tokens=-\d|(?i:not enough memory)|No available memory for the cache blocks"
-        r"|larger than the available KV cache memory|(?i:insufficient (?:gpu |device )?memory)"
-        r"|larger than the maximum number of tokens that can be stored in KV cache",
+        r"(?i)(?:profiled value|kv cache memory|max_total_num_tokens)\W{0,3}-\d|kv cache size: 0 tokens"
+        r"|not enough memory|no available memory for the cache blocks|larger than the available kv cache memory"
+        r"|insufficient (?:gpu |device )?memory|free memory on device .{0,80} is less than desired"
+        r"|larger than the maximum number of tokens that can be stored in kv cache",
     ),
     _rule(
         "triton_out_of_resources",
