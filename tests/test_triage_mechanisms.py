@@ -35,16 +35,21 @@ MECHANISM_LINES = [
     ),  # aiter jit/utils/file_baton.py
     # a quantised tensor the model does not hold: Python's and PyTorch's grammar on the formats' tensor names
     (
-        "quantized_param_unplaced",
+        "quant_loader_wording",
         "quant_config_mismatch",
         "[2026-07-14 10:00:00 TP0] Parameter model.layers.7.mlp.experts.w2_weight_scale not found in params_dict",
     ),  # sglang python/sglang/srt/models/*.py, vLLM model_executor/models/*.py
     (
         "quantized_param_unplaced",
         "quant_config_mismatch",
+        "KeyError: 'model.layers.7.mlp.experts.w13_input_scale'",
+    ),  # any loader's params_dict[name] on a checkpoint the model was not built for
+    (
+        "quantized_param_unplaced",
+        "quant_config_mismatch",
         'RuntimeError: Error(s) in loading state_dict for Linear: Unexpected key(s) in state_dict: "qzeros", "g_idx".',
     ),  # PyTorch nn/modules/module.py load_state_dict
-    ("quant_method_unknown", "quant_config_mismatch", "ValueError: Unknown quantization method: fp4_e2m1_v9"),
+    ("quant_loader_wording", "quant_config_mismatch", "ValueError: Unknown quantization method: fp4_e2m1_v9"),
     # the memory left for the KV cache is negative, zero or short
     (
         "memory_budget_exhausted",

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 
-from porter.triage.rules import COMPILER_DIAGNOSTIC, CUDA_ONLY, DTYPE, KERNEL_HINT
+from porter.triage.mechanisms import COMPILER_DIAGNOSTIC, CUDA_ONLY, DTYPE
+from porter.triage.rules import KERNEL_HINT
 
 SHAPE = re.compile(r"torch\.Size\(\[[\d, ]*\]\)|\[\d+(?:\s*,\s*\d+)+\]|\(\d+(?:\s*,\s*\d+)+\)")
 MODULE_NAME = re.compile(

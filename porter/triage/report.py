@@ -28,7 +28,7 @@ class Finding:
     key_line_no: int
     implicated: str | None
     facts: dict = field(default_factory=dict)
-    confidence: float = 0.3  # how far the key line alone decides the category (rules.Rule.confidence)
+    confidence: float = 0.3  # how far the key line alone decides the category (mechanisms.Rule.confidence)
     rule: str = ""  # the rule that read the key line (rules.RULES, status.py, or a generic error rule)
 
 
