@@ -4,24 +4,23 @@
 
 Figures (the last line printed is one JSON object):
 - category accuracy, and key-line accuracy (our key line names the labelled line: porter.triage.corpus.same_line);
-- leave-one-source-out (LOSO) category accuracy. The rules are hand-written, not fitted, so "judged on logs
-  from repositories they were not written against" is measured as an ablation: for each source, every class rule
-  that reads a line of that source's logs (whether or not it decides the case: a rule outranked there would
-  take over once the winner is off) and rightly reads a line of no other source's logs (a line of a case
-  labelled with the rule's class) is switched off, as it may exist only because of that source, and that
-  source's logs are triaged again. A source is a code family, not an issue tracker: forks and ROCm builds of
-  one engine (CODE_FAMILIES) print that engine's messages, so a rule seen on vllm-project/vllm and ROCm/vllm
-  has still only been seen on vLLM's wording. The layered figure also keeps the rules that read the fixed
-  messages of the layers beneath every engine (rules.RUNTIME_LAYER_RULES: PyTorch, HIP/HSA, amdgpu, RCCL,
-  compilers, kernel libraries, Python): they were not written against any of these repositories' wording. The
-  strict figure keeps only the format grammar (rules.GRAMMAR_RULES: Python exceptions, compiler diagnostics,
-  documented status codes). The unit switched off is a whole rule, so the figure is only as honest as the rules
-  are single mechanisms (a rule that ORed two engines' unrelated sentences would survive on either's evidence).
-  The figures "by tracker" are the first definition (source = issue tracker; a rule is off when it decides that
-  source's cases and decides no other source's), kept for comparison: it flattered (forks as separate sources,
-  a wrong decision counted as evidence, a source-specific rule outranked in every case never switched off).
-  All are bounds of an ablation, not a true held-out test: the rules were written by people who had read every
-  log;
+- leave-one-source-out (LOSO) category accuracy (porter.triage.corpus.leave_one_source_out). The rules are
+  hand-written, not fitted, so "judged on logs from repositories they were not written against" is measured as an
+  ablation: for each source, every class rule that reads a line of that source's logs (whether or not it decides the
+  case: a rule outranked there would take over once the winner is off) and rightly reads a line of no other source's
+  logs (a line of a case labelled with the rule's class) is switched off, as it may exist only because of that
+  source, and that source's logs are triaged again. A source is a code family, not an issue tracker: forks and ROCm
+  builds of one engine (CODE_FAMILIES) print that engine's messages, so a rule seen on vllm-project/vllm and
+  ROCm/vllm has still only been seen on vLLM's wording. The layered figure also keeps the rules that read the fixed
+  messages of the layers beneath every engine (rules.RUNTIME_LAYER_RULES: PyTorch, HIP/HSA, amdgpu, RCCL, compilers,
+  kernel libraries, Python): they were not written against any of these repositories' wording. The strict figure
+  keeps only the format grammar (rules.GRAMMAR_RULES: Python exceptions, compiler diagnostics, documented status
+  codes). The unit switched off is a whole rule, so the figure is only as honest as the rules are single mechanisms
+  (a rule that ORed two engines' unrelated sentences would survive on either's evidence). The figures "by tracker"
+  are the first definition (source = issue tracker; a rule is off when it decides that source's cases and decides no
+  other source's), kept for comparison: it flattered (forks as separate sources, a wrong decision counted as
+  evidence, a source-specific rule outranked in every case never switched off). All are bounds of an ablation, not a
+  true held-out test: the rules were written by people who had read every log;
 - key-line recall: the labelled line is in the excerpt, plain and buried in `--noise-lines` lines of healthy
   engine noise (porter.triage.noise), over the cases whose label quotes a line of the posted log;
 - speed (one core, after a warm-up, median of 3; MB per CPU-second, which a shared machine does not skew, and
@@ -51,8 +50,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from porter.triage import rules, triage_file, triage_text  # noqa: E402
-from porter.triage.corpus import crashlogs_dir, in_text, load_cases, same_line  # noqa: E402
-from porter.triage.lines import split_prefix  # noqa: E402
+from porter.triage.corpus import crashlogs_dir, in_text, leave_one_source_out, load_cases, same_line  # noqa: E402
 from porter.triage.noise import bury, noise_lines  # noqa: E402
 
 ENGLISH = (
@@ -93,70 +91,6 @@ def evaluate(case: dict, noise_lines_count: int) -> dict:
         "buried_unchanged": (buried.category, buried.key_line) == (plain.category, plain.key_line),
         "tokens": plain.excerpt_tokens,
         "buried_tokens": buried.excerpt_tokens,
-    }
-
-
-# Forks and ROCm builds of an engine -> the engine: they print its messages, so for the ablation they are one source.
-CODE_FAMILIES = {
-    "ROCm/vllm": "vllm-project/vllm",
-    "lemonade-sdk/vllm-rocm": "vllm-project/vllm",
-    "ikawrakow/ik_llama.cpp": "ggml-org/llama.cpp",
-}
-
-
-def rules_reading(log: str) -> dict[str, set[str]]:
-    """Every class rule that matches a line of the log, whatever rule outranks it there -> the classes it gave."""
-    found: dict[str, set[str]] = defaultdict(set)
-    for line in log.splitlines():
-        body = split_prefix(line)[1].strip()
-        present = rules.gate_words(body.lower())
-        for rule in (*rules.RULES, rules.SLOW_FALLBACK, rules.DISPATCH_TRACE):
-            if present and rule.matches(body, present):
-                found[rule.name].add(rule.category)
-    return found
-
-
-def leave_one_source_out(cases: list[dict], results: list[dict], kept: frozenset[str], by_tracker=False) -> dict:
-    """Per source: category accuracy with the rules switched off that read a line of that source's logs and
-    rightly read a line of no other source's (except the rules in `kept`). `by_tracker`: the first definition
-    (source = tracker; a rule is off when it decides that source's cases and decides no other source's)."""
-
-    def source_of(repo: str) -> str:
-        return repo if by_tracker else CODE_FAMILIES.get(repo, repo)
-
-    reads: dict[str, set[str]] = defaultdict(set)  # rule -> the sources whose logs it reads
-    evidence: dict[str, set[str]] = defaultdict(set)  # rule -> the sources where it reads a line rightly
-    for case, result in zip(cases, results, strict=True):
-        source = source_of(case["source_repo"])
-        seen = {result["rule"]: {result["got"]}} if by_tracker else rules_reading(case["log"])
-        for rule, categories in seen.items():
-            reads[rule].add(source)
-            if by_tracker or case["category"] in categories:
-                evidence[rule].add(source)
-    by_source: dict[str, list[dict]] = defaultdict(list)
-    for case in cases:
-        by_source[source_of(case["source_repo"])].append(case)
-    per_source, disabled_by_source, misses = {}, {}, []
-    for source, source_cases in sorted(by_source.items()):
-        own_rules = {
-            rule for rule, sources in reads.items() if source in sources and not evidence[rule] - {source}
-        } - kept
-        rules.DISABLED.clear()
-        rules.DISABLED.update(own_rules)
-        try:
-            wrong = [case["file"] for case in source_cases if triage_text(case["log"]).category != case["category"]]
-        finally:
-            rules.DISABLED.clear()
-        per_source[source] = (len(source_cases) - len(wrong), len(source_cases))
-        misses += wrong
-        if own_rules:
-            disabled_by_source[source] = sorted(own_rules)
-    right = sum(value[0] for value in per_source.values())
-    return {
-        "accuracy": round(right / len(cases), 3),
-        "per_source": {source: f"{r}/{n}" for source, (r, n) in per_source.items()},
-        "rules_switched_off": disabled_by_source,
-        "misses": sorted(misses),
     }
 
 
@@ -283,10 +217,10 @@ def main() -> int:
     results = [evaluate(case, args.noise_lines) for case in cases]
     print_table(results)
     layered, strict = frozenset(rules.RUNTIME_LAYER_RULES), rules.GRAMMAR_RULES
-    loso = leave_one_source_out(cases, results, layered)
-    loso_strict = leave_one_source_out(cases, results, strict)
-    by_tracker = leave_one_source_out(cases, results, layered, by_tracker=True)
-    by_tracker_strict = leave_one_source_out(cases, results, strict, by_tracker=True)
+    loso = leave_one_source_out(cases, layered)
+    loso_strict = leave_one_source_out(cases, strict)
+    by_tracker = leave_one_source_out(cases, layered, by_tracker=True)
+    by_tracker_strict = leave_one_source_out(cases, strict, by_tracker=True)
     for name, figure in (
         ("layered", loso),
         ("strict", loso_strict),

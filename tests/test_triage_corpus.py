@@ -2,8 +2,8 @@
 
 import pytest
 
-from porter.triage import triage_text
-from porter.triage.corpus import crashlogs_dir, in_text, load_cases, same_line
+from porter.triage import rules, triage_text
+from porter.triage.corpus import crashlogs_dir, in_text, leave_one_source_out, load_cases, same_line
 from porter.triage.noise import bury
 
 CRASHLOGS = crashlogs_dir()
@@ -22,6 +22,37 @@ def test_category_accuracy_on_the_corpus_is_at_least_90_percent():
 def test_our_key_line_is_the_labelled_one_for_at_least_90_percent():
     wrong = [case["file"] for case in CASES if not same_line(case["key_line"], triage_text(case["log"]).key_line)]
     assert len(wrong) <= 0.1 * len(CASES), f"wrong: {wrong}"
+
+
+@needs_corpus
+def test_leave_one_source_out_accuracy_is_at_least_90_percent():
+    figure = leave_one_source_out(CASES, frozenset(rules.RUNTIME_LAYER_RULES))
+    assert figure["accuracy"] >= 0.9, figure
+
+
+def labelled(source: str, log: str, category: str, file: str) -> dict:
+    return {"source_repo": source, "log": log, "category": category, "file": file}
+
+
+def test_a_fork_is_the_engine_it_forks_not_a_second_source():
+    line = "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`.\n"
+    cases = [
+        labelled("vllm-project/vllm", line, "out_of_memory", "a"),
+        labelled("ROCm/vllm", line, "out_of_memory", "b"),
+    ]
+    assert leave_one_source_out(cases, frozenset(), by_tracker=True)["accuracy"] == 1.0  # the first definition
+    figure = leave_one_source_out(cases, frozenset())
+    assert figure["accuracy"] == 0.0
+    assert figure["rules_switched_off"] == {"vllm-project/vllm": ["memory_budget_exhausted"]}
+
+
+def test_a_source_specific_rule_outranked_in_the_full_run_is_switched_off_too():
+    log = "[aiter] Fmoe tuning not support for (256, 8, 'Silu')\nRuntimeError: This GEMM is not supported!\n"
+    cases = [labelled("ROCm/aiter", log, "unsupported_arch_or_kernel", "a")]
+    assert leave_one_source_out(cases, frozenset(), by_tracker=True)["accuracy"] == 1.0  # the outranked rule stood in
+    figure = leave_one_source_out(cases, frozenset())
+    assert figure["rules_switched_off"]["ROCm/aiter"] == ["kernel_rejects_problem", "kernel_tuning_unsupported"]
+    assert figure["accuracy"] == 0.0 and not rules.DISABLED
 
 
 @needs_corpus

@@ -1,10 +1,11 @@
 """Scoring triage against labelled crash logs (`case_NNN.json`: log, category, key_line, ...).
 
-Covers loading a folder of labelled cases and deciding whether a reported line is the labelled key
-line: labels are copied from issue threads, so they may drop the log prefix, wrap the line in
-backticks or elide parts with `...`; a line matches when the label's `...`-separated fragments appear
-in it in order, or when the line (20+ characters) is contained in the label. Used by
-benchmarks/triage_corpus.py and the corpus tests; the logs themselves are never copied into the repo.
+Covers loading a folder of labelled cases, deciding whether a reported line is the labelled key line
+(labels are copied from issue threads, so they may drop the log prefix, wrap the line in backticks or
+elide parts with `...`; a line matches when the label's `...`-separated fragments appear in it in order,
+or when the line (20+ characters) is contained in the label), and the leave-one-source-out ablation
+(benchmarks/triage_corpus.py says what it measures and what it cannot). Used by that benchmark and the
+corpus tests; the logs themselves are never copied into the repo.
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
+from porter.triage import rules, triage_text
 from porter.triage.lines import fold_key, split_prefix
 
 EXCERPT_NUMBER_COLUMN = re.compile(r"^\s*\d*[|>] ")
@@ -64,3 +68,80 @@ def in_text(expected: str, text: str) -> bool:
         same_line(expected, EXCERPT_REPEAT_NOTE.sub("", EXCERPT_NUMBER_COLUMN.sub("", line)))
         for line in text.splitlines()
     )
+
+
+# Forks and ROCm builds of an engine -> the engine: they print its messages, so for the ablation they are one source.
+CODE_FAMILIES = {
+    "ROCm/vllm": "vllm-project/vllm",
+    "lemonade-sdk/vllm-rocm": "vllm-project/vllm",
+    "ikawrakow/ik_llama.cpp": "ggml-org/llama.cpp",
+}
+
+
+def rules_reading(log: str) -> dict[str, set[str]]:
+    """Every class rule that matches a line of the log, whatever rule outranks it there -> the classes it gave."""
+    found: dict[str, set[str]] = defaultdict(set)
+    for line in log.splitlines():
+        body = split_prefix(line)[1].strip()
+        present = rules.gate_words(body.lower())
+        for rule in (*rules.RULES, rules.SLOW_FALLBACK, rules.DISPATCH_TRACE) if present else ():
+            if rule.matches(body, present):
+                found[rule.name].add(rule.category)
+    return found
+
+
+def _decider(case: dict) -> dict[str, set[str]]:
+    """The first definition's view of a case: only the rule that decided it, with the class it gave."""
+    result = triage_text(case["log"])
+    return {result.findings[0].rule.split("+")[0]: {result.category}} if result.findings else {}
+
+
+def _switched_off(cases: list[dict], source_of: Callable[[str], str], by_tracker: bool) -> dict[str, set[str]]:
+    """Source -> the rules that read its logs and rightly read no other source's (by_tracker: that decide its
+    cases and decide no other source's)."""
+    reads: dict[str, set[str]] = defaultdict(set)  # rule -> the sources whose logs it reads
+    evidence: dict[str, set[str]] = defaultdict(set)  # rule -> the sources where it reads a line rightly
+    for case in cases:
+        source = source_of(case["source_repo"])
+        for rule, categories in (_decider(case) if by_tracker else rules_reading(case["log"])).items():
+            reads[rule].add(source)
+            if by_tracker or case["category"] in categories:
+                evidence[rule].add(source)
+    off: dict[str, set[str]] = defaultdict(set)
+    for rule, sources in reads.items():
+        for source in sources:
+            if not evidence[rule] - {source}:
+                off[source].add(rule)
+    return off
+
+
+def leave_one_source_out(cases: list[dict], kept: frozenset[str], by_tracker: bool = False) -> dict:
+    """Category accuracy when each source (a code family, CODE_FAMILIES) is triaged with its own rules switched
+    off (`_switched_off`), except the rules in `kept`. `by_tracker`: the first definition (source = tracker)."""
+
+    def source_of(repo: str) -> str:
+        return repo if by_tracker else CODE_FAMILIES.get(repo, repo)
+
+    off = _switched_off(cases, source_of, by_tracker)
+    by_source: dict[str, list[dict]] = defaultdict(list)
+    for case in cases:
+        by_source[source_of(case["source_repo"])].append(case)
+    per_source, switched_off, misses = {}, {}, []
+    for source, source_cases in sorted(by_source.items()):
+        own_rules = off[source] - kept
+        rules.DISABLED.clear()
+        rules.DISABLED.update(own_rules)
+        try:
+            wrong = [case["file"] for case in source_cases if triage_text(case["log"]).category != case["category"]]
+        finally:
+            rules.DISABLED.clear()
+        per_source[source] = f"{len(source_cases) - len(wrong)}/{len(source_cases)}"
+        misses += wrong
+        if own_rules:
+            switched_off[source] = sorted(own_rules)
+    return {
+        "accuracy": round(1 - len(misses) / len(cases), 3),
+        "per_source": per_source,
+        "rules_switched_off": switched_off,
+        "misses": sorted(misses),
+    }
