@@ -126,9 +126,11 @@ def leave_one_source_out(cases: list[dict], kept: frozenset[str], by_tracker: bo
     by_source: dict[str, list[dict]] = defaultdict(list)
     for case in cases:
         by_source[source_of(case["source_repo"])].append(case)
-    per_source, switched_off, misses = {}, {}, []
+    per_source, switched_off, kept_by_declaration, misses = {}, {}, {}, []
     for source, source_cases in sorted(by_source.items()):
         own_rules = off[source] - kept
+        if off[source] & kept:  # what the figure owes to `kept` rather than to evidence from another source
+            kept_by_declaration[source] = sorted(off[source] & kept)
         rules.DISABLED.clear()
         rules.DISABLED.update(own_rules)
         try:
@@ -143,5 +145,6 @@ def leave_one_source_out(cases: list[dict], kept: frozenset[str], by_tracker: bo
         "accuracy": round(1 - len(misses) / len(cases), 3),
         "per_source": per_source,
         "rules_switched_off": switched_off,
+        "kept_by_declaration": kept_by_declaration,
         "misses": sorted(misses),
     }
