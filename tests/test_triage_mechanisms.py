@@ -165,3 +165,13 @@ def test_memory_budget_facts_read_the_budget_and_survive_units_they_do_not_know(
     )
     assert vllm.category == "out_of_memory"
     assert (vllm.facts["requested_bytes"], vllm.facts["free_bytes"]) == (2 * 2**30, int(1.5 * 2**30))
+
+
+def test_a_stall_the_server_got_past_is_not_a_startup_timeout():
+    waited = (
+        "(Worker_TP1 pid=9) [aiter] waiting for baton release at /root/.aiter/build/module_moe/lock\n"
+        "(EngineCore_DP0 pid=7) INFO [shm_broadcast.py:495] No available shared memory broadcast block found in 60 "
+        "seconds. This typically happens when some processes are hanging.\n"
+    )
+    assert triage_text(waited).category == "startup_timeout"
+    assert triage_text(waited + "(APIServer pid=5) INFO:     Application startup complete.\n").category == "ok"

@@ -57,11 +57,13 @@ def _rank(event: Event) -> tuple:
 
 
 def candidate_events(scanner: Scanner) -> list[Event]:
-    """Events that can explain the log; weak lines before a healthy start are not failures."""
+    """Events that can explain the log; weak lines before a healthy start are not failures, and neither is a
+    start-up stall the server got past (vLLM's shm_broadcast wait while a rank compiles, a lock that was freed)."""
     ready = scanner.ready_line_no
     kept = []
     for event in scanner.events.values():
         weak = event.rule == rules.DISPATCH_TRACE.name or event.score < rules.WEAK_SCORE
+        weak = weak or event.category == "startup_timeout"
         if ready is not None and event.line_no < ready and weak and event.category != "slow_fallback_perf":
             continue
         kept.append(event)
