@@ -7,6 +7,7 @@ from pathlib import Path
 
 import git
 import yaml
+from helpers import free_port
 
 from porter import runs
 from porter.run_context import RunContext
@@ -29,7 +30,7 @@ def local_task(tmp_path: Path, **agent) -> Path:
         "repos": [{"name": "engine", "path": str(tree)}],
         "serve": {
             "command": "python3 -m http.server {port}",
-            "port": 30000,
+            "port": free_port(),  # test workers run side by side: each its own port
             "flags": {"tp": 2},
             "tunables": {"tp": [1, 2]},
         },

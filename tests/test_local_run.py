@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import yaml
+from helpers import free_port
 from twin_tasks import ROOT, task_data
 
 NO_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/porter-test.sock"}
@@ -31,6 +32,7 @@ def test_without_docker_a_twin_task_runs_in_the_local_sandbox_only_when_asked(tm
     for check, samples in zip(data["checks"]["quality"], (50, 30), strict=True):
         check["samples"] = samples
     data["outputs"] = {"runs_dir": str(tmp_path / "runs")}
+    data["serve"]["port"] = free_port()  # the local sandbox serves on the host: test workers run side by side
     (tmp_path / "task.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     refused = porter("run", str(tmp_path / "task.yaml"), env=NO_ENGINE)
     assert refused.returncode == 2 and "rerun with --sandbox local" in refused.stderr

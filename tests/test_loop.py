@@ -173,6 +173,7 @@ def test_the_story_transcript_replays(story_run, tmp_path):
 # ---------------------------------------------------------------- faults
 
 
+@pytest.mark.independent
 def test_the_server_that_was_accepted_is_measured_without_a_restart(twin_image, tmp_path):
     script = [
         call("serve"),
@@ -192,6 +193,7 @@ def test_the_server_that_was_accepted_is_measured_without_a_restart(twin_image, 
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])
+@pytest.mark.independent
 def test_provider_errors_mid_run_are_retried_and_the_key_never_leaks(twin_image, tmp_path, monkeypatch, provider):
     secret = "sk-test-" + "k" * 24
     monkeypatch.setenv("PORTER_TEST_KEY", secret)
@@ -218,6 +220,7 @@ def test_provider_errors_mid_run_are_retried_and_the_key_never_leaks(twin_image,
             assert secret not in path.read_text(errors="replace"), path
 
 
+@pytest.mark.independent
 def test_bad_patches_and_paths_are_refused_and_change_nothing(twin_image, tmp_path):
     quant = QUANT_CONFIG
     script = [
@@ -239,6 +242,7 @@ def test_bad_patches_and_paths_are_refused_and_change_nothing(twin_image, tmp_pa
     assert ctx.state.finished == "script ended"
 
 
+@pytest.mark.independent
 def test_a_killed_container_is_recreated_and_the_pending_change_survives(twin_image, docker_client, tmp_path):
     edit = call("edit_file", path=QUANT_CONFIG, old='"*eh_proj",', new='"*eh_proj",\n      "model.decoder.eh_proj",')
     script = [edit, {"sleep_s": 3, **call("bash", command="echo still here")}, call("serve")]
@@ -265,6 +269,7 @@ def _kill_when_recorded(runs_dir: Path, docker_client) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.independent
 def test_sigkill_mid_run_then_resume_keeps_every_accepted_commit(twin_image, tmp_path):
     first = [
         call("serve"),
@@ -326,6 +331,7 @@ def _wait_for_state(runs_dir: Path, condition, process: subprocess.Popen) -> Pat
     pytest.fail("the run never reached the expected state within 240 s")
 
 
+@pytest.mark.independent
 def test_a_server_that_hangs_at_startup_is_killed_and_reported(twin_image, tmp_path):
     task_path = fast_twin_task(
         tmp_path, **{"serve.command": "sleep 600 # {model_path} {host} {port} {flags}", "serve.startup_timeout_s": 3}

@@ -15,6 +15,7 @@ from porter.task import load_task
 
 
 @pytest.mark.docker
+@pytest.mark.xdist_group("test_outputs")  # the worker that holds the session's playbook run
 def test_the_playbook_solves_the_default_twin_scenario(playbook_run):
     state = playbook_run.state
     assert state.solved, (state.finished, state.attempts)

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 import yaml
+from helpers import free_port
 from twin_tasks import ROOT, build_twin, task_data
 
 TWIN_TASK = ROOT / "tasks" / "twin_glm52.yaml"
@@ -21,6 +22,7 @@ TWIN_TASK = ROOT / "tasks" / "twin_glm52.yaml"
 def preflight(tmp_path, *extra: str, **changes) -> subprocess.CompletedProcess:
     """`porter preflight` on twin_glm52.yaml with dotted-path `changes` (a value of None deletes the key)."""
     data = task_data(TWIN_TASK)
+    data["serve"]["port"] = free_port()  # --sandbox local serves on the host: test workers run side by side
     for dotted, value in changes.items():
         *parents, last = dotted.split(".")
         node = data

@@ -23,6 +23,10 @@ if [ -n "$local_dir" ]; then
   exit 0
 fi
 image="porter-twin2:$scenario"
+# One build of a tag at a time on this host: two runs (or test workers) starting together would otherwise both
+# build, and the tag would move under the first one's run (its image digest, part of every fingerprint, changes).
+exec 9>"${TMPDIR:-/tmp}/porter-twin2-$scenario.build.lock"
+flock 9
 hash="$(python3 "$here/layout.py" --hash --scenario "$scenario")"
 if [ "$force" = 0 ] && [ "$(docker image inspect -f '{{index .Config.Labels "twin.hash"}}' "$image" 2>/dev/null || true)" = "$hash" ]; then
   echo "$image is up to date (twin.hash=$hash)"
