@@ -1,6 +1,6 @@
 """Fixtures shared by the test modules: a Docker client that fails in CI and skips elsewhere without an engine,
-and one playbook run of the default twin task that the playbook and output tests both read. Also how the tests
-are spread over pytest-xdist workers (CI runs `-n 4 --dist loadgroup`): a module's tests stay on one worker."""
+and the one playbook run of the default twin task that the output tests read. Also the order in which CI's
+pytest-xdist workers (`--dist loadfile`: a file's tests on one worker) take the files."""
 
 from __future__ import annotations
 
@@ -13,19 +13,11 @@ import pytest
 from helpers import in_ci
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Each test's xdist group is its module unless it names its own or is `independent` (a group of its own): a
-    module-scoped fixture (a served twin, one story run) is then built once, not once per worker. Tests that serve
-    the twin go first: they mostly wait on the twin's real-time clock, and the quick modules fill the gaps."""
-    serving = set()
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            independent = item.get_closest_marker("independent") is not None
-            item.add_marker(pytest.mark.xdist_group(item.nodeid if independent else item.module.__name__))
-        if item.get_closest_marker("docker"):
-            serving.add(item.module.__name__)
-    items.sort(key=lambda item: item.module.__name__ not in serving)  # stable: a module's tests stay together
+    """Files with tests that serve the twin go first: they mostly wait on the twin's real-time clock, and the
+    quick files fill the workers' gaps. A stable sort: each file's tests stay together, in their order."""
+    serving = {item.path for item in items if item.get_closest_marker("docker")}
+    items.sort(key=lambda item: item.path not in serving)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -71,8 +73,10 @@ def _start_node(options: list[str], log: Path) -> subprocess.Popen:
 
 
 @pytest.fixture(scope="module")
-def ray_head(tmp_path_factory, docker_client):
-    temp_dir = tmp_path_factory.mktemp("ray")  # short: Ray's unix sockets live under it (107-byte limit)
+def ray_head(docker_client):
+    # Short and directly under /tmp: Ray's unix sockets live under it (107-byte limit), and a pytest-xdist
+    # worker's tmp_path is too long for them (the head then never serves, and Ray's client aborts the worker).
+    temp_dir = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))
     port = free_port()
     options = [
         *("--head", f"--port={port}", "--num-cpus=2", '--resources={"porter_slot": 2}', f"--temp-dir={temp_dir}"),
@@ -86,6 +90,7 @@ def ray_head(tmp_path_factory, docker_client):
         yield address
     finally:
         _stop_session(head.pid)
+        shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 def _wait_for_state_api(address: str, head: subprocess.Popen, log: Path) -> None:

@@ -1,5 +1,6 @@
-"""What a run leaves, on a real playbook run of the twin: report with plots, PR drafts and a pushed branch,
-replay (reproducing, and diverging when the engine changed), the eval leaderboard and the replay corpus."""
+"""The playbook solves the default twin scenario, and what a run leaves, on that real run: report with plots, PR
+drafts and a pushed branch, replay (reproducing, and diverging when the engine changed), the eval leaderboard and
+the replay corpus."""
 
 from __future__ import annotations
 
@@ -19,6 +20,27 @@ from porter.report import write_report
 
 pytestmark = pytest.mark.docker
 CORPUS = ROOT / "transcripts"
+
+
+def test_the_playbook_solves_the_default_twin_scenario(playbook_run):
+    state = playbook_run.state
+    assert state.solved, (state.finished, state.attempts)
+    repo = git.Repo(playbook_run.repos["twin"].path)
+    base = state.repos["twin"].base_commit
+    changed = sorted(path for commit in repo.iter_commits(f"{base}..HEAD") for path in commit.stats.files)
+    assert changed == ["twin/configs/tuned_fmoe.csv", "twin/csrc/fused_multistep_metadata.cpp"]
+    model = git.Repo(playbook_run.repos["model"].path)
+    base = state.repos["model"].base_commit
+    assert [path for commit in model.iter_commits(f"{base}..HEAD") for path in commit.stats.files] == ["config.json"]
+    config = json.loads((playbook_run.repos["model"].path / "config.json").read_text())
+    assert "model.decoder.mlp.shared_experts.*" in config["quantization_config"]["exclude"]
+    kernel = (playbook_run.repos["twin"].path / "twin/csrc/fused_multistep_metadata.cpp").read_text()
+    assert "#ifdef USE_ROCM\n#include <hip/hip_runtime.h>\n#else\n#include <cuda_runtime.h>\n#endif" in kernel
+    assert state.accepted_flags["kv-cache-dtype"] == "fp8_e4m3" and state.accepted_flags["dp"] == 2
+    assert len(list((playbook_run.run_dir / "patches" / "twin").glob("*.patch"))) == 2
+    assert len(list((playbook_run.run_dir / "patches" / "model").glob("*.patch"))) == 1
+    assert (playbook_run.run_dir / "report.md").is_file() and (playbook_run.run_dir / "prs" / "twin.md").is_file()
+    assert state.tokens["input"] == 0 and state.cost_usd == 0  # no model was called
 
 
 def test_report_has_targets_timeline_command_and_plots(playbook_run):

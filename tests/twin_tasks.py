@@ -106,6 +106,13 @@ def call(tool: str, **arguments) -> dict:
     return {"tool_calls": [{"name": tool, "arguments": arguments}]}
 
 
+def fix(name: str) -> dict:
+    """A known fix (sandboxes/twin/fixes) as the agent would send it: to the checkpoint overlay (repo `model`)
+    or the engine."""
+    patch = (ROOT / "sandboxes" / "twin" / "fixes" / name).read_text()
+    return call("apply_patch", repo="model" if "a/config.json" in patch else "twin", patch=patch)
+
+
 def tool_results(run_dir: Path) -> list[dict]:
     return [r for r in read_transcript(run_dir / "transcript.jsonl") if r["kind"] == "tool_result"]
 
