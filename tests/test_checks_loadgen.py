@@ -55,7 +55,11 @@ def test_one_stream_matches_injected_timings(server):
     records, lag = run(server, plan(5, rps=4, output_tokens=30))
     assert all(record.ok for record in records), [record.error for record in records]
     for record in records:
-        assert 80 <= record.ttft_s * 1000 <= 85
+        # The injected 80 ms is a floor; what lies above it is the test server's lateness (on shared CI cores it
+        # reached 89 ms) plus the client's: the client's own part is its read vs the server's clock at the write.
+        assert 80 <= record.ttft_s * 1000
+        client_ms = (record.first_token_s + lag.origin_monotonic - record.first_token_event["server_t"]) * 1000
+        assert client_ms < 5
         assert record.output_tokens == 30
     figures = metrics.summarize(records, 0.0)
     assert abs(figures["median_itl_ms"] - 15) < 2
