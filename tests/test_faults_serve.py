@@ -232,7 +232,7 @@ def test_on_the_twin_a_sigkilled_porters_server_is_gone_after_resume(docker_clie
     The container of a dead porter is recreated on resume (porter/sandbox/docker.py), which ends the orphan
     with it; kill_recorded is the second line (its own test above) for a container that is kept.
     """
-    from twin_tasks import build_twin, fast_twin_task, tool_results
+    from twin_tasks import build_twin, fast_twin_task, resume_scripted, tool_results
 
     build_twin()
     first = [call("serve"), call("run_check", kind="single_stream"), {"sleep_s": 120, **call("finish", reason="no")}]
@@ -260,14 +260,7 @@ def test_on_the_twin_a_sigkilled_porters_server_is_gone_after_resume(docker_clie
     process.wait()
     assert read_state(run_dir)["server_process"]["sandbox"] == "docker"
     try:
-        resumed = subprocess.run(
-            [*porter, "--resume", str(run_dir), "--provider", f"scripted:{tmp_path / 'second.yaml'}"],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        state = read_state(run_dir)
-        assert state["finished"] == "resumed and done", resumed.stderr[-2000:]
+        resume_scripted(porter, run_dir, tmp_path / "second.yaml")
         results = tool_results(run_dir)
         assert results[-3]["name"] == "serve" and results[-3]["facts"]["healthy"] is True
         assert results[-2]["content"].split("\n", 1)[1].strip() == "1"  # the resumed run's server, no orphan

@@ -14,17 +14,9 @@ import subprocess
 
 import git
 import pytest
-from twin_tasks import build_twin, call, fast_twin_task, fix, run_scripted, tool_results
+from twin_tasks import SPEC_314, SPEC_516, build_twin, call, fast_twin_task, fix, run_scripted, tool_results
 
 from porter.replay import replay
-
-SPEC_516 = {
-    "speculative-algorithm": "EAGLE",
-    "speculative-num-steps": 5,
-    "speculative-eagle-topk": 1,
-    "speculative-num-draft-tokens": 6,
-}
-SPEC_314 = {**SPEC_516, "speculative-num-steps": 3, "speculative-num-draft-tokens": 4}
 
 pytestmark = pytest.mark.docker
 

@@ -17,17 +17,20 @@ from pathlib import Path
 import pytest
 import yaml
 from fake_provider import Action, FakeProvider
-from twin_tasks import build_twin, call, facts, fast_twin_task, fix, run_scripted, run_with, tool_results
+from twin_tasks import (
+    SPEC_314,
+    build_twin,
+    call,
+    facts,
+    fast_twin_task,
+    fix,
+    resume_scripted,
+    run_scripted,
+    run_with,
+    tool_results,
+)
 
 from porter.transcript import read_state, read_transcript
-
-SPEC_516 = {
-    "speculative-algorithm": "EAGLE",
-    "speculative-num-steps": 5,
-    "speculative-eagle-topk": 1,
-    "speculative-num-draft-tokens": 6,
-}
-SPEC_314 = {**SPEC_516, "speculative-num-steps": 3, "speculative-num-draft-tokens": 4}
 
 pytestmark = pytest.mark.docker
 
@@ -162,14 +165,7 @@ def test_sigkill_mid_run_then_resume_keeps_every_accepted_commit(twin_image, tmp
     process.wait()
     killed_state = read_state(run_dir)
     assert killed_state["finished"] is None and len(killed_state["repos"]["model"]["accepted"]) == 1
-    resumed = subprocess.run(
-        [*porter, "--resume", str(run_dir), "--provider", f"scripted:{tmp_path / 'second.yaml'}"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    state = read_state(run_dir)
-    assert state["finished"] == "resumed and done", resumed.stderr[-2000:]
+    state = resume_scripted(porter, run_dir, tmp_path / "second.yaml")
     assert state["step"] > killed_state["step"]
     assert state["repos"]["model"]["accepted"] == killed_state["repos"]["model"]["accepted"]
     log_result = tool_results(run_dir)[-2]["content"]

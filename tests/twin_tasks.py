@@ -19,10 +19,17 @@ from porter import agent, runs
 from porter.models import ScriptedModel
 from porter.redaction import redact
 from porter.task import load_task
-from porter.transcript import read_transcript
+from porter.transcript import read_state, read_transcript
 
 ROOT = Path(__file__).resolve().parents[1]
 TIME_SCALE = 0.5
+SPEC_516 = {  # the story's MTP depth (sglang's EAGLE flags)
+    "speculative-algorithm": "EAGLE",
+    "speculative-num-steps": 5,
+    "speculative-eagle-topk": 1,
+    "speculative-num-draft-tokens": 6,
+}
+SPEC_314 = {**SPEC_516, "speculative-num-steps": 3, "speculative-num-draft-tokens": 4}
 sys.path.insert(0, str(ROOT / "sandboxes" / "twin" / "device"))
 from twin_device.host import running_device  # noqa: E402
 
@@ -111,6 +118,16 @@ def fix(name: str) -> dict:
     or the engine."""
     patch = (ROOT / "sandboxes" / "twin" / "fixes" / name).read_text()
     return call("apply_patch", repo="model" if "a/config.json" in patch else "twin", patch=patch)
+
+
+def resume_scripted(porter: list[str], run_dir: Path, script: Path) -> dict:
+    """`porter run ... --resume RUN_DIR` with a scripted agent, in a subprocess; the state it left, which must say
+    the resumed run ended its script."""
+    command = [*porter, "--resume", str(run_dir), "--provider", f"scripted:{script}"]
+    resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    state = read_state(run_dir)
+    assert state["finished"] == "resumed and done", resumed.stderr[-2000:]
+    return state
 
 
 def tool_results(run_dir: Path) -> list[dict]:
