@@ -17,13 +17,12 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from twin_tasks import running_device
+from twin_tasks import FIXES, running_device
 
 from porter.checks.quality import run_quality
 from porter.task import QualityCheckSpec
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXES = ROOT / "sandboxes" / "twin" / "fixes"
 IMAGE = "porter-twin2:glm52-day0"
 PORTS = (30001, 30002, 30003, 30004)
 SERVE = "python3 -m twin.launch_server --model-path /models/glm-5.2-mxfp4 --host 0.0.0.0 --tp 8"

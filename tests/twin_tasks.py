@@ -23,6 +23,7 @@ from porter.transcript import read_state, read_transcript
 
 ROOT = Path(__file__).resolve().parents[1]
 TIME_SCALE = 0.5
+FIXES = ROOT / "sandboxes" / "twin" / "fixes"  # the known fixes, as patches
 SPEC_516 = {  # the story's MTP depth (sglang's EAGLE flags)
     "speculative-algorithm": "EAGLE",
     "speculative-num-steps": 5,
@@ -116,7 +117,7 @@ def call(tool: str, **arguments) -> dict:
 def fix(name: str) -> dict:
     """A known fix (sandboxes/twin/fixes) as the agent would send it: to the checkpoint overlay (repo `model`)
     or the engine."""
-    patch = (ROOT / "sandboxes" / "twin" / "fixes" / name).read_text()
+    patch = (FIXES / name).read_text()
     return call("apply_patch", repo="model" if "a/config.json" in patch else "twin", patch=patch)
 
 
