@@ -2,11 +2,13 @@
 whose source emits it (lines written here from those sources, never copied from ../shared/crashlogs), and
 the rule sets the leave-one-source-out benchmark keeps on name real rules."""
 
+import re
+
 import pytest
 
 from porter.triage import triage_text
 from porter.triage.lines import split_prefix, triggered
-from porter.triage.rules import GENERIC_RULES, GRAMMAR_RULES, RULES, RUNTIME_LAYER_RULES, classify
+from porter.triage.rules import DISPATCH_TRACE, GENERIC_RULES, GRAMMAR_RULES, RULES, RUNTIME_LAYER_RULES, classify
 
 # (rule, category, line): the rule that must read the line, and the class it gives
 MECHANISM_LINES = [
@@ -91,12 +93,12 @@ MECHANISM_LINES = [
     ("build_failed", "compile_error", "  x Failed to build `flash-attn==2.7.4.post1`"),  # uv
     # a kernel library refuses the problem it was handed
     (
-        "kernel_rejects_problem",
+        "ck_rejects_problem",
         "unsupported_arch_or_kernel",
         "wrong! DeviceGroupedConvFwd with the specified compilation parameters does not support this Conv problem",
     ),  # composable_kernel IsSupportedArgument verdict (examples, ckProfiler)
     (
-        "kernel_rejects_problem",
+        "ck_rejects_problem",
         "unsupported_arch_or_kernel",
         "RuntimeError: This GEMM is not supported!",
     ),  # aiter csrc/ck_gemm_a8w8/include/gemm_a8w8_common.cuh TORCH_CHECK on IsSupportedArgument
@@ -154,6 +156,51 @@ def test_the_rule_sets_the_ablation_keeps_name_real_rules():
     names |= {"exception", "unterminated_traceback", "status_code", "last_dispatched_kernel"}
     assert GRAMMAR_RULES <= RUNTIME_LAYER_RULES
     assert RUNTIME_LAYER_RULES <= names, RUNTIME_LAYER_RULES - names
+
+
+def test_every_rule_the_layered_ablation_keeps_names_the_upstream_file_that_emits_its_wording():
+    declared = [rule for rule in (*RULES, DISPATCH_TRACE) if rule.layer]
+    assert {rule.name for rule in declared} == RUNTIME_LAYER_RULES - GRAMMAR_RULES
+    for rule in declared:
+        assert re.search(r"[\w/]+\.(?:cpp|c|h|cuh|hpp|py)\b", rule.layer), rule.name
+
+
+# A lower layer's message as two engines surface it (each engine's log prefix, the layer's own words): the rule
+# reads both, which is what keeping it on for a held-out source rests on.
+SURFACED_BY_TWO_ENGINES = [
+    (
+        "ck_rejects_problem",
+        "(Worker_TP0 pid=29) ERROR 03-01 04:24:25 [multiproc_executor.py:863] RuntimeError: wrong! device_gemm with "
+        "the specified compilation parameters does not support this GEMM problem",  # vllm-project/vllm#35637
+        "[2025-08-28 10:00:00 TP3] RuntimeError: This GEMM is not supported!",
+    ),
+    (
+        "quantized_param_unplaced",
+        "ERROR 12-05 20:24:46 engine.py:366] KeyError: 'layers.0.mlp.down_proj.weight_scale'",  # llm-compressor#959
+        "[2025-02-15 08:00:00 TP0] KeyError: 'model.layers.18.mlp.down_proj.weight_scale'",  # sgl-project/sglang#3604
+    ),
+    (
+        "torch_shape_mismatch",
+        "(EngineCore_DP0 pid=7) ERROR [core.py:1] RuntimeError: The size of tensor a (512) must match the size of "
+        "tensor b (4096) at non-singleton dimension 1",
+        "[2025-07-01 10:00:00 TP0] RuntimeError: The size of tensor a (512) must match the size of tensor b (4096) "
+        "at non-singleton dimension 1",
+    ),
+]
+
+
+@pytest.mark.parametrize(("rule", "vllm_line", "sglang_line"), SURFACED_BY_TWO_ENGINES)
+def test_a_declared_lower_layer_rule_reads_its_message_whichever_engine_surfaces_it(rule, vllm_line, sglang_line):
+    for line in (vllm_line, sglang_line):
+        result = triage_text(f"INFO 07-14 10:00:00 [api_server.py:1] starting\n{line}\n")
+        assert result.findings[0].rule == rule and result.key_line == split_prefix(line)[1].strip()
+
+
+def test_the_generic_refusal_rule_is_not_declared_a_lower_layer():
+    # It reads engines' own sentences ("... not supported on this device") as well as libraries': a held-out
+    # source must earn it with evidence from another source.
+    assert "kernel_rejects_problem" not in RUNTIME_LAYER_RULES
+    assert classify("RuntimeError: No available kernel. Aborting execution.").rule == "kernel_rejects_problem"
 
 
 def test_memory_budget_facts_read_the_budget_and_survive_units_they_do_not_know():

@@ -46,6 +46,11 @@ class Rule:
     needs: tuple[str, ...]  # lower-case words one of which a matching line must contain: skips the regex cheaply
     message_must_match: re.Pattern[str] | None = None  # searched in the match's `message` group
     confidence: float = 0.8  # how far a match alone decides the class (the finding reports it)
+    # The layer beneath the engines whose fixed wording this rule reads, with the upstream file that emits it,
+    # when several engines surface that wording; empty for an engine's own sentences. A rule that names a layer
+    # is kept on for a held-out source by the layered leave-one-source-out figure (rules.RUNTIME_LAYER_RULES),
+    # so everything its pattern reads must be that layer's wording.
+    layer: str = ""
 
     def matches(self, text: str, present: set[str]) -> bool:
         """`present`: the gate words the line holds (`gate_words`)."""
@@ -58,9 +63,9 @@ class Rule:
 
 
 def make_rule(
-    name, category, score, needs: tuple[str, ...], pattern: str, message_must_match=None, confidence=0.8
+    name, category, score, needs: tuple[str, ...], pattern: str, message_must_match=None, confidence=0.8, layer=""
 ) -> Rule:
-    return Rule(name, category, score, re.compile(pattern), needs, message_must_match, confidence)
+    return Rule(name, category, score, re.compile(pattern), needs, message_must_match, confidence, layer)
 
 
 # Ordered by score; the first rule that matches a line decides its class. The score is the precedence when
@@ -72,7 +77,14 @@ def make_rule(
 # performance warnings.
 RULES: tuple[Rule, ...] = (
     make_rule(
-        "cuda_only_in_rocm_build", "missing_rocm_guard", 100, ("error:",), COMPILER_DIAGNOSTIC.pattern, CUDA_ONLY
+        "cuda_only_in_rocm_build",
+        "missing_rocm_guard",
+        100,
+        ("error:",),
+        COMPILER_DIAGNOSTIC.pattern,
+        CUDA_ONLY,
+        layer="clang/hipcc diagnostics (clang/lib/Frontend/TextDiagnostic.cpp: file:line:col: error:) naming "
+        "CUDA-only APIs",
     ),
     make_rule(
         "cuda_symbol_in_rocm_binary",
@@ -81,6 +93,7 @@ RULES: tuple[Rule, ...] = (
         ("undefined",),
         r"undefined (?:symbol|reference to)\W+(?P<message>\S*(?:cuda[A-Z]|cublas|curand|cufft|cusparse|nvrtc)\S*)",
         CUDA_ONLY,
+        layer="glibc's dynamic loader (elf/dl-lookup.c 'undefined symbol') and the linkers ('undefined reference to')",
     ),
     make_rule("compiler_error", "compile_error", 95, ("error:",), COMPILER_DIAGNOSTIC.pattern, confidence=0.9),
     make_rule("compiler_driver_error", "compile_error", 95, ("error:", "error in backend"), COMPILER_DRIVER.pattern),
@@ -90,15 +103,20 @@ RULES: tuple[Rule, ...] = (
         92,
         ("mismatch", "shape", "must match the size"),
         r"(?i)size mismatch|shape mismatch|mismatch(?:ed)? (?:in )?shapes?\b|copying a param with shape"
-        r"|must match the size of tensor|shapes?\b\S{0,40}\s*(?:vs\.?|!=|does not match|do not match|doesn't match)\s",
+        r"|must match the size of tensor",
         confidence=0.9,
+        layer="PyTorch: torch/nn/modules/module.py load_state_dict ('size mismatch for ...: copying a param with "
+        "shape'), aten/src/ATen/ExpandUtils.cpp ('The size of tensor a (..) must match the size of tensor b')",
     ),
     make_rule(
         "weight_loader_shape",
         "shape_mismatch",
         92,
         ("shape", "attempted to load"),
-        r"(?i)param_data\.shape|loaded_weight\.shape|attempted to load weight \(",
+        # The engines' loader asserts (`param_data.shape`, `loaded_weight.shape`, vLLM's "Attempted to load weight")
+        # and any two shapes compared in an assert message ("a.shape=[..] vs b.shape=[..]"): engines' own wording.
+        r"(?i)param_data\.shape|loaded_weight\.shape|attempted to load weight \("
+        r"|shapes?\b\S{0,40}\s*(?:vs\.?|!=|does not match|do not match|doesn't match)\s",
         confidence=0.9,
     ),
     # One mechanism: the memory left for the KV cache after weights (and graphs) is negative, zero or short of
@@ -135,6 +153,8 @@ RULES: tuple[Rule, ...] = (
         r"OutOfResources|out of resource: (?:shared memory|registers)|CompilationError|CompileError"
         r"|Error building extension|undefined symbol|undefined reference to|LLVM ERROR|linker command failed"
         r"|compilation (?:failed|terminated)|failed to compile|error in backend|BackendCompilerFailed|InductorError",
+        layer="Triton (runtime/errors.py OutOfResources, CompilationError), LLVM ('LLVM ERROR', 'error in backend'), "
+        "PyTorch (utils/cpp_extension.py 'Error building extension', Inductor's BackendCompilerFailed), the linkers",
     ),
     # A quantised tensor the model's parameters do not hold, or the reverse, read through Python's KeyError and
     # AttributeError and PyTorch's load_state_dict key lists: the names are the quantisation formats' own
@@ -149,6 +169,10 @@ RULES: tuple[Rule, ...] = (
         r"KeyError: '[\w.]*(?:scale|qweight|qzeros|scales|g_idx|zero_point|zeros|packed|blockscale|quant)\w*'"
         r"|has no attribute '\w*(?:weight|scale|qzeros|g_idx|zero_point)\w*'"
         r"|(?i:(?:unexpected|missing) keys?\b.{0,120}(?:_scale|qweight|qzeros|g_idx|zero_point|blockscale))",
+        # Seen in vLLM (vllm-project/llm-compressor#959, ROCm/vllm#555) and sglang (sgl-project/sglang#3604,
+        # #25792: "KeyError: 'model.layers.18.mlp.down_proj.weight_scale'", "...qkv_proj.k_scale").
+        layer="CPython's KeyError/AttributeError on a checkpoint format's tensor name (the loaders' "
+        "`params_dict[name]`), PyTorch torch/nn/modules/module.py load_state_dict ('Missing/Unexpected key(s)')",
     ),
     make_rule(
         "quant_loader_wording",  # the engines' words: vLLM and sglang "Parameter X not found in params_dict"
@@ -174,6 +198,8 @@ RULES: tuple[Rule, ...] = (
         r"(?i:out of memory)|OutOfMemoryError|hipErrorOutOfMemory|HIP_ERROR_OUT_OF_MEMORY|Cannot allocate memory"
         r"|oom-kill|oom_kill|\bOOM\b|MemoryError",
         confidence=0.9,
+        layer="PyTorch c10/cuda/CUDACachingAllocator.cpp ('HIP out of memory. Tried to allocate'), HIP status "
+        "names, libc's ENOMEM text, the Linux OOM killer, CPython's MemoryError",
     ),
     make_rule(
         "cuda_only_import",
@@ -181,9 +207,11 @@ RULES: tuple[Rule, ...] = (
         89,
         ("import", "no module named"),
         r"(?:ImportError|ModuleNotFoundError|No module named|cannot import name)\b.{0,160}"
-        r"\b(?:flash_attn\w*|flashinfer\w*|deep_gemm|cutlass\w*|nvidia\w*|pynvml|cupy\w*|vllm_flash_attn|fa_utils"
+        r"\b(?:flash_attn\w*|flashinfer\w*|deep_gemm|cutlass\w*|nvidia\w*|pynvml|cupy\w*"
         r"|cuda(?:_\w+)?|xformers|triton\.backends\.nvidia\w*)\b",
         confidence=0.6,
+        layer="CPython's import errors (Python/ceval.c 'cannot import name', importlib 'No module named') naming "
+        "CUDA-only packages (flash-attn, FlashInfer, DeepGEMM, CUTLASS, xFormers, CuPy, NVIDIA's wheels)",
     ),
     make_rule(
         "memory_access_fault",
@@ -193,6 +221,8 @@ RULES: tuple[Rule, ...] = (
         r"Memory access fault by GPU|(?i:memory access fault)|(?i:amdgpu\b.{0,100}(?:page fault|retry fault))"
         r"|\[(?:gfx|mm)hub\d*\] (?:\w+ )?page fault|VM_L2_PROTECTION_FAULT|Faulty UTCL2",
         confidence=0.9,
+        layer="ROCR-Runtime core/runtime/runtime.cpp ('Memory access fault by GPU node-%u ... Reason'), the amdgpu "
+        "kernel driver's VM fault lines (gmc_v9_0.c '[gfxhub] page fault', 'VM_L2_PROTECTION_FAULT_STATUS')",
     ),
     make_rule(
         "no_code_object",
@@ -203,6 +233,8 @@ RULES: tuple[Rule, ...] = (
         r"|(?i:no (?:compatible )?code objects?)|hipModuleLoad\S*.{0,120}(?:fail|not found|error)"
         r"|fail(?:ed)? to (?:call )?hipModuleLoad|(?i:for (?:gpu |the )?arch(?:itecture)?\s*:?\s*gfx\d)"
         r"|(?i:(?:not compiled|no (?:kernels?|library|code) (?:built )?)for (?:this |the )?(?:arch|gfx|gpu))",
+        layer="HIP (clr hipamd/src/hip_fatbin.cpp 'No compatible code objects found for: gfx..', "
+        "hipErrorNoBinaryForGpu and hipErrorInvalidDeviceFunction names and texts, hipModuleLoad)",
     ),
     make_rule(
         "gpu_hang",
@@ -212,6 +244,8 @@ RULES: tuple[Rule, ...] = (
         r"HW Exception by GPU|GPU Hang|(?i:amdgpu\b.{0,100}(?:GPU reset|ring \S+ timeout|job timed ?out))"
         r"|amdgpu_job_timedout",
         confidence=0.5,
+        layer="ROCR-Runtime core/runtime/runtime.cpp ('HW Exception by GPU node-%u ... reason :GPU Hang'), the amdgpu "
+        "kernel driver (amdgpu_job.c 'ring .. timeout', GPU reset)",
     ),
     make_rule(
         "collective_failure",
@@ -241,12 +275,30 @@ RULES: tuple[Rule, ...] = (
         r"|DistBackendError|DistNetworkError|DistStoreError|TCPStore|(?i:rendezvous)|(?i:nccl communicator)"
         r"|(?i:all_?reduce\S* .{0,40}(?:failed|error))"
         r"|(?i:transport retry counter exceeded|IBV_WC_\w+_ERR|ibv_\w+\W.{0,40}fail|rdma\w*\b.{0,60}(?:error|fail))",
+        layer="PyTorch c10d (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp watchdog, DistBackendError, TCPStore), "
+        "RCCL/NCCL (ncclGetErrorString, 'NCCL WARN'), libibverbs work-completion statuses",
     ),
-    # A kernel library refusing the problem it was handed, in the libraries' own grammar: composable_kernel's
-    # IsSupportedArgument verdict ("wrong! <op> with the specified compilation parameters does not support this
-    # GEMM problem", CK examples and profiler; aiter csrc/ck_gemm_*/*_common.cuh wraps the same verdict as
-    # TORCH_CHECK(..., "This GEMM is not supported!")), PyTorch's SDPA dispatcher ("No available kernel"),
-    # rocBLAS/hipBLASLt solutions, platform refusals ("only supported on CUDA").
+    # composable_kernel's IsSupportedArgument verdict: the instance compiled for this op cannot run this problem.
+    # CK words it "wrong! <op> with the specified compilation parameters does not support this GEMM problem"
+    # (profiler/include/profiler/profile_*_impl.hpp, examples) or "... does not support this problem"; aiter's CK
+    # wrappers throw the same sentence (csrc/ck_gemm_moe_2stages_codegen/gemm_moe_ck2stages_common.cuh) or
+    # TORCH_CHECK(device_gemm.IsSupportedArgument(argument), "This GEMM is not supported!")
+    # (csrc/ck_gemm_a8w8*/include/*_common.cuh). vLLM surfaces both through aiter (vllm-project/vllm#22245,
+    # #35637, #39485; ROCm/aiter#915, #4634 show vLLM call paths).
+    make_rule(
+        "ck_rejects_problem",
+        "unsupported_arch_or_kernel",
+        84,
+        ("problem", "compilation parameters", "gemm is not supported", "issupportedargument"),
+        r"(?i)does not support this (?:\w+ )?problem|with the specified compilation parameters"
+        r"|\bthis gemm is not supported|IsSupportedArgument",
+        confidence=0.7,
+        layer="composable_kernel's IsSupportedArgument verdict as CK (profiler/include/profiler/profile_*_impl.hpp) "
+        "and aiter's CK wrappers (csrc/ck_gemm_moe_2stages_codegen/gemm_moe_ck2stages_common.cuh, "
+        "csrc/ck_gemm_a8w8*/include/*_common.cuh) word it",
+    ),
+    # Any other refusal of the problem a kernel, a library or a platform was handed: PyTorch's SDPA dispatcher
+    # ("No available kernel"), rocBLAS/hipBLASLt solutions, platform refusals ("only supported on CUDA").
     make_rule(
         "kernel_rejects_problem",
         "unsupported_arch_or_kernel",
@@ -255,9 +307,8 @@ RULES: tuple[Rule, ...] = (
         r"(?i)(?:gemm|kernel|instance|problem|arch\w*|gfx\d\w*|device|gpu|platform|backend|solution)"
         r"\b.{0,60}(?:not supported|unsupported|does not support)"
         r"|(?:not supported|unsupported|does not support).{0,60}\b(?:gemm|kernel|arch\w*|gfx\d\w*|device|gpu|platform)"
-        r"|does not support this \w+ problem|requires cuda|not available on (?:rocm|hip|amd)"
-        r"|only supported on (?:cuda|nvidia)"
-        r"|no (?:available|suitable|valid|matching) kernel|no (?:kernel )?instance found|IsSupportedArgument",
+        r"|requires cuda|not available on (?:rocm|hip|amd)|only supported on (?:cuda|nvidia)"
+        r"|no (?:available|suitable|valid|matching) kernel|no (?:kernel )?instance found",
         confidence=0.7,
     ),
     make_rule(
@@ -275,6 +326,8 @@ RULES: tuple[Rule, ...] = (
         ("memory_fault", "memory fault", "illegal memory", "illegaladdress", "page fault", "error_exception"),
         r"MEMORY_FAULT|Memory Fault|illegal memory access|hipErrorIllegalAddress|(?i:gpu page fault)"
         r"|HSA_STATUS_ERROR_EXCEPTION",
+        layer="HSA status names (hsa.h, hsa_ext_amd.h), HIP hipErrorIllegalAddress ('an illegal memory access was "
+        "encountered')",
     ),
     # One mechanism: the server never finished starting, whether the engine gave up (a start-up timeout) or a
     # process is still waiting on something that never comes (a lock, a peer, a broadcast). The wording is the

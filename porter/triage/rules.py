@@ -68,7 +68,14 @@ EXPECTED_ON_ROCM = re.compile(
 )
 # A warning that says it falls back is a performance finding, even when it gives "unsupported" as the reason.
 WARNING_LINE = re.compile(r"\b\w*Warning\b|\bWARN(?:ING)?\b|\bwarn(?:ing)?:")
-DISPATCH_TRACE = make_rule("last_dispatched_kernel", "gpu_memory_fault", 20, ("shadername",), r"ShaderName\s*:\s*\S+")
+DISPATCH_TRACE = make_rule(
+    "last_dispatched_kernel",
+    "gpu_memory_fault",
+    20,
+    ("shadername",),
+    r"ShaderName\s*:\s*\S+",
+    layer="HIP's AMD_LOG_LEVEL=4 dispatch log (clr rocclr/device/rocm/rocvirtual.cpp 'ShaderName : %s')",
+)
 
 HIP_ERROR = re.compile(r"HIP error|hipError\w+|HSA_STATUS_ERROR_\w+|HSA_STATUS_\w+")
 # Literal-first alternatives (no leading \\b\\w*): the regex engine then skips ahead by first character.
@@ -134,26 +141,11 @@ GRAMMAR_RULES = frozenset(
         "compiler_driver_error",
     }
 )
-# Rules that read the fixed messages of the layers beneath every engine (PyTorch, the HIP/HSA runtime and the
-# amdgpu driver, RCCL and ibverbs, Triton/LLVM, CUDA API names in compiler and import errors, the kernel
-# libraries' refusal of a problem, Python's lookup errors on the quantisation formats' tensor names),
-# not the wording of sglang, vLLM or aiter themselves: the layered leave-one-source-out figure keeps these on too.
-RUNTIME_LAYER_RULES = GRAMMAR_RULES | {
-    "cuda_only_in_rocm_build",
-    "cuda_symbol_in_rocm_binary",
-    "torch_shape_mismatch",
-    "triton_out_of_resources",
-    "hip_out_of_memory",
-    "cuda_only_import",
-    "quantized_param_unplaced",
-    "kernel_rejects_problem",
-    "memory_access_fault",
-    "no_code_object",
-    "gpu_hang",
-    "collective_failure",
-    "other_memory_fault",
-    "last_dispatched_kernel",
-}
+# Rules that read the fixed messages of a layer beneath the engines (PyTorch, the HIP/HSA runtime and the amdgpu
+# driver, RCCL and ibverbs, Triton/LLVM, composable_kernel's verdict, CPython's import and lookup errors), not the
+# wording of sglang, vLLM or aiter themselves: each names that layer and its emitting file (`Rule.layer`), and the
+# layered leave-one-source-out figure keeps these on too.
+RUNTIME_LAYER_RULES = GRAMMAR_RULES | {rule.name for rule in (*RULES, DISPATCH_TRACE) if rule.layer}
 
 
 @dataclass(frozen=True)
