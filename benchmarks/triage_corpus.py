@@ -12,17 +12,18 @@ Figures (the last line printed is one JSON object):
   source, and that source's logs are triaged again. A source is a code family, not an issue tracker: forks and ROCm
   builds of one engine (CODE_FAMILIES) print that engine's messages, so a rule seen on vllm-project/vllm and
   ROCm/vllm has still only been seen on vLLM's wording. The layered figure also keeps the rules that read the fixed
-  messages of the layers beneath every engine (rules.RUNTIME_LAYER_RULES: PyTorch, HIP/HSA, amdgpu, RCCL, compilers,
-  kernel libraries, Python): they were not written against any of these repositories' wording. The strict figure
-  keeps only the format grammar (rules.GRAMMAR_RULES: Python exceptions, compiler diagnostics, documented status
-  codes). Per source, the rules that only a declaration keeps on are printed beside the rules switched off, so what
-  each figure owes to the declared sets is visible. The unit switched off is a whole rule, so the figure is only as
-  honest as the rules are single mechanisms (a rule that ORed two engines' unrelated sentences would survive on
-  either's evidence). The figures "by tracker" are the first definition (source = issue tracker; a rule is off when
-  it decides that source's cases and decides no other source's), kept for comparison: it flattered (forks as
-  separate sources, a wrong decision counted as evidence, a source-specific rule outranked in every case never
-  switched off). All are bounds of an ablation, not a true held-out test: the rules were written by people who had
-  read every log;
+  messages of a layer beneath the engines (rules.RUNTIME_LAYER_RULES: each such rule names the layer and the upstream
+  file that emits its wording in `Rule.layer`: PyTorch, HIP/HSA, amdgpu, RCCL, compilers, composable_kernel's
+  verdict, CPython). The strict figure keeps only the format grammar (rules.GRAMMAR_RULES: Python exceptions,
+  compiler diagnostics, documented status codes). Per source, the rules that only a declaration keeps on are printed
+  beside the rules switched off, and for the layered figure the cases it gets right only while each rule is declared
+  (corpus.owed_to_declarations), so what each figure owes to the declarations is visible. The unit switched off is
+  a whole rule, so the figure is only as honest as the rules are single mechanisms (a rule that ORed two engines'
+  unrelated sentences would survive on either's evidence). The figures "by tracker" are the first definition
+  (source = issue tracker; a rule is off when it decides that source's cases and decides no other source's), kept
+  for comparison: it flattered (forks as separate sources, a wrong decision counted as evidence, a source-specific
+  rule outranked in every case never switched off). All are bounds of an ablation, not a true held-out test: the
+  rules were written by people who had read every log;
 - key-line recall: the labelled line is in the excerpt, plain and buried in `--noise-lines` lines of healthy
   engine noise (porter.triage.noise), over the cases whose label quotes a line of the posted log;
 - speed (one core, after a warm-up, median of 3; MB per CPU-second, which a shared machine does not skew, and
@@ -31,7 +32,9 @@ Figures (the last line printed is one JSON object):
   English drawn with Zipf weights from a vocabulary that includes words like "error", "memory", "build",
   "default", "support", "still" and "change", so some lines do reach the rules);
 - peak RSS and MB per CPU-second of triage_file in a child process on a `--rss-mb` file with no newline at all (tqdm
-  redraws joined by \\r) with a HIP out-of-memory message inside one redraw.
+  redraws joined by \\r) with a HIP out-of-memory message inside one redraw, and peak RSS on all-new prose of
+  `--speed-mb` and four times that (constant memory: the same peak; the child's MB/s includes starting Python);
+- `done_when`: issue #19's conditions, each true or false, inside the last line (one JSON object).
 """
 
 from __future__ import annotations
@@ -40,7 +43,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import statistics
 import subprocess
 import sys
@@ -52,7 +54,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from porter.triage import rules, triage_file, triage_text  # noqa: E402
-from porter.triage.corpus import crashlogs_dir, in_text, leave_one_source_out, load_cases, same_line  # noqa: E402
+from porter.triage.corpus import (  # noqa: E402
+    crashlogs_dir,
+    in_text,
+    leave_one_source_out,
+    load_cases,
+    owed_to_declarations,
+    same_line,
+)
 from porter.triage.noise import bury, noise_lines  # noqa: E402
 
 ENGLISH = (
@@ -120,15 +129,20 @@ CRASH = (
 )
 
 
-def speed(megabytes: int, make_block) -> dict:
-    """MB/s of triage_file on a log of `megabytes` built from fresh blocks, one crash in the middle."""
+def write_log(megabytes: int, make_block) -> Path:
+    """A temporary log of `megabytes` built from fresh blocks, one crash in the middle."""
     with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as handle:
         written, seed = 0, 0
         while written < megabytes * 1_000_000:
             block = make_block(seed)
             handle.write(block + (CRASH if seed == 2 else ""))
             written, seed = written + len(block), seed + 1
-        path = Path(handle.name)
+        return Path(handle.name)
+
+
+def speed(megabytes: int, make_block) -> dict:
+    """MB/s of triage_file on a log of `megabytes` built from fresh blocks, one crash in the middle."""
+    path = write_log(megabytes, make_block)
     size = path.stat().st_size
     try:
         triage_file(path)
@@ -149,6 +163,43 @@ def speed(megabytes: int, make_block) -> dict:
     }
 
 
+def triage_in_child(path: Path) -> dict:
+    """Peak RSS and MB per CPU-second of triage_file on `path` in a child process (os.wait4: this child's own
+    usage, not the maximum over every child this benchmark has started)."""
+    code = "import sys; from porter.triage import triage_file; print(triage_file(sys.argv[1]).category)"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    size = path.stat().st_size
+    started = time.perf_counter()
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    stdout, stderr = child.stdout.read(), child.stderr.read()
+    _, _, usage = os.wait4(child.pid, 0)
+    seconds = time.perf_counter() - started
+    cpu = usage.ru_utime + usage.ru_stime
+    return {
+        "bytes": size,
+        "cpu_s": round(cpu, 2),
+        "mb_per_s": round(size / cpu / 1e6, 1),
+        "mb_per_s_wall": round(size / seconds / 1e6, 1),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "category": stdout.strip() or stderr.strip()[-200:],
+    }
+
+
+def prose_rss(megabytes: int) -> dict:
+    """Peak RSS of triage_file on all-new prose of `megabytes` and of four times that: constant memory means the
+    two peaks are (nearly) the same."""
+    figures = {}
+    for size in (megabytes, 4 * megabytes):
+        path = write_log(size, prose_blocks)
+        try:
+            figures[f"{size}_mb"] = triage_in_child(path)
+        finally:
+            path.unlink()
+    return figures
+
+
 def one_line_file_rss(megabytes: int) -> dict:
     """Peak RSS and MB/s of triage_file in a child process on a file of tqdm redraws with no newline at all."""
     redraw = "".join(
@@ -162,24 +213,22 @@ def one_line_file_rss(megabytes: int) -> dict:
             if index == megabytes // 2:
                 handle.write(b"\rtorch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB")
         path = Path(handle.name)
-    size = path.stat().st_size
-    code = "import sys; from porter.triage import triage_file; print(triage_file(sys.argv[1]).category)"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     try:
-        started = time.perf_counter()
-        child = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env)
-        seconds = time.perf_counter() - started
+        return triage_in_child(path)
     finally:
         path.unlink()
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = usage.ru_utime + usage.ru_stime
+
+
+def done_when(summary: dict) -> dict:
+    """Issue #19's "Done when", each condition with its figure (memory: the prose peak grows by under 20% when the
+    log is four times longer)."""
+    small, large = (figure["peak_rss_mb"] for figure in summary["prose_rss"].values())
     return {
-        "bytes": size,
-        "cpu_s": round(cpu, 2),
-        "mb_per_s": round(size / cpu / 1e6, 1),
-        "mb_per_s_wall": round(size / seconds / 1e6, 1),
-        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
-        "category": child.stdout.strip() or child.stderr.strip()[-200:],
+        "loso_at_least_0.9": summary["loso_category_accuracy"] >= 0.9,
+        "recall_plain_100": summary["key_line_recall_plain"] == 1.0,
+        "recall_buried_100": summary["key_line_recall_buried"] == 1.0,
+        "prose_at_least_100_mb_per_cpu_s": summary["speed"]["all_new_prose"]["mb_per_s"] >= 100,
+        "prose_constant_memory": large < 1.2 * small,
     }
 
 
@@ -234,6 +283,8 @@ def main() -> int:
             f"switched off: {figure['rules_switched_off']}; "
             f"kept on only by declaration: {figure['kept_by_declaration']}"
         )
+    owed = owed_to_declarations(cases, layered, strict)
+    print(f"layered cases right only while a rule is declared a lower layer (rules.Rule.layer names why): {owed}")
     figures = {
         "engine_log": speed(args.speed_mb, engine_log_blocks),
         "engine_log_with_aiter_warnings": speed(args.speed_mb, lambda seed: engine_log_blocks(seed, True)),
@@ -248,6 +299,9 @@ def main() -> int:
     print(
         f"one {one_line['bytes'] / 1e6:.0f} MB line: {one_line['mb_per_s']} MB/s, peak RSS {one_line['peak_rss_mb']} MB"
     )
+    prose_memory = prose_rss(args.speed_mb)
+    for figure in prose_memory.values():
+        print(f"all-new prose, {figure['bytes'] / 1e6:.0f} MB in a child: peak RSS {figure['peak_rss_mb']} MB")
     total, labelled = len(results), max(1, sum(r["label_in_log"] for r in results))
     summary = {
         "cases": total,
@@ -268,7 +322,10 @@ def main() -> int:
         "noise_lines": args.noise_lines,
         "speed": figures,
         "one_line_file": one_line,
+        "prose_rss": prose_memory,
+        "loso_owed_to_declared_rules": owed,
     }
+    summary["done_when"] = done_when(summary)
     print(json.dumps(summary))
     return 0
 

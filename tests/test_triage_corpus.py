@@ -3,7 +3,14 @@
 import pytest
 
 from porter.triage import rules, triage_text
-from porter.triage.corpus import crashlogs_dir, in_text, leave_one_source_out, load_cases, same_line
+from porter.triage.corpus import (
+    crashlogs_dir,
+    in_text,
+    leave_one_source_out,
+    load_cases,
+    owed_to_declarations,
+    same_line,
+)
 from porter.triage.noise import bury
 
 CRASHLOGS = crashlogs_dir()
@@ -54,6 +61,18 @@ def test_a_source_specific_rule_outranked_in_the_full_run_is_switched_off_too():
     switched_off = ["ck_rejects_problem", "kernel_rejects_problem", "kernel_tuning_unsupported"]
     assert figure["rules_switched_off"]["ROCm/aiter"] == switched_off
     assert figure["accuracy"] == 0.0 and not rules.DISABLED
+
+
+def test_what_the_figure_owes_a_declaration_is_gone_once_another_source_gives_evidence():
+    line = "RuntimeError: This GEMM is not supported!\n"
+    declared = rules.GRAMMAR_RULES | {"ck_rejects_problem"}
+    aiter_only = [labelled("ROCm/aiter", line, "unsupported_arch_or_kernel", "a")]
+    assert owed_to_declarations(aiter_only, declared, rules.GRAMMAR_RULES) == {"ck_rejects_problem": ["a"]}
+    with_vllm = [
+        *aiter_only,
+        labelled("vllm-project/vllm", f"ERROR [core.py:1] {line}", "unsupported_arch_or_kernel", "b"),
+    ]
+    assert owed_to_declarations(with_vllm, declared, rules.GRAMMAR_RULES) == {}
 
 
 @needs_corpus

@@ -148,3 +148,15 @@ def leave_one_source_out(cases: list[dict], kept: frozenset[str], by_tracker: bo
         "kept_by_declaration": kept_by_declaration,
         "misses": sorted(misses),
     }
+
+
+def owed_to_declarations(cases: list[dict], kept: frozenset[str], always_kept: frozenset[str]) -> dict[str, list[str]]:
+    """Rule in `kept` but not `always_kept` -> the cases leave_one_source_out gets right only while that rule is
+    declared: what the figure owes to each declaration rather than to evidence from another source."""
+    baseline = set(leave_one_source_out(cases, kept)["misses"])
+    owed = {}
+    for rule in sorted(kept - always_kept):
+        lost = sorted(set(leave_one_source_out(cases, kept - {rule})["misses"]) - baseline)
+        if lost:
+            owed[rule] = lost
+    return owed
