@@ -103,6 +103,12 @@ MECHANISM_LINES = [
         "RuntimeError: This GEMM is not supported!",
     ),  # aiter csrc/ck_gemm_a8w8/include/gemm_a8w8_common.cuh TORCH_CHECK on IsSupportedArgument
     (
+        "ck_rejects_problem",
+        "unsupported_arch_or_kernel",
+        "gemm_a8w8_blockscale_bpreshuffle failed for shape M=8192, N=1536, K=4096, dtype=torch.bfloat16, config=None: "
+        "This GEMM is not supported!",
+    ),  # aiter, as ROCm/aiter#4634 quotes it: the dtype beside the verdict is context, not the cause
+    (
         "kernel_rejects_problem",
         "unsupported_arch_or_kernel",
         "RuntimeError: No available kernel. Aborting execution.",

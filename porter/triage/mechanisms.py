@@ -153,8 +153,9 @@ RULES: tuple[Rule, ...] = (
         r"OutOfResources|out of resource: (?:shared memory|registers)|CompilationError|CompileError"
         r"|Error building extension|undefined symbol|undefined reference to|LLVM ERROR|linker command failed"
         r"|compilation (?:failed|terminated)|failed to compile|error in backend|BackendCompilerFailed|InductorError",
-        layer="Triton (runtime/errors.py OutOfResources, CompilationError), LLVM ('LLVM ERROR', 'error in backend'), "
-        "PyTorch (utils/cpp_extension.py 'Error building extension', Inductor's BackendCompilerFailed), the linkers",
+        layer="Triton (runtime/errors.py OutOfResources, compiler/errors.py CompilationError), LLVM ('LLVM ERROR', "
+        "'error in backend'), PyTorch (utils/cpp_extension.py 'Error building extension', Inductor's "
+        "BackendCompilerFailed), the linkers",
     ),
     # A quantised tensor the model's parameters do not hold, or the reverse, read through Python's KeyError and
     # AttributeError and PyTorch's load_state_dict key lists: the names are the quantisation formats' own
@@ -182,6 +183,25 @@ RULES: tuple[Rule, ...] = (
         r"\b[\w.]*(?:_scale|qweight|qzeros|scales|g_idx|zero_point|blockscale)\w*'? (?:is )?not found in "
         r"|(?i:(?:unknown|unsupported|invalid) quantization (?:method|scheme|type)"
         r"|quant(?:ization)?[ _]config\S* (?:not found|is missing|mismatch|does not))",
+    ),
+    # composable_kernel's IsSupportedArgument verdict: the instance compiled for this op cannot run this problem.
+    # CK words it "wrong! <op> with the specified compilation parameters does not support this GEMM problem"
+    # (profiler/include/profiler/profile_*_impl.hpp, examples) or "... does not support this problem"; aiter's CK
+    # wrappers throw the same sentence (csrc/ck_gemm_moe_2stages_codegen/gemm_moe_ck2stages_common.cuh) or
+    # TORCH_CHECK(device_gemm.IsSupportedArgument(argument), "This GEMM is not supported!")
+    # (csrc/ck_gemm_a8w8*/include/*_common.cuh). vLLM surfaces both through aiter (vllm-project/vllm#22245,
+    # #35637, #39485; ROCm/aiter#915, #4634 show vLLM call paths).
+    make_rule(
+        "ck_rejects_problem",
+        "unsupported_arch_or_kernel",
+        91,  # the library's verdict on this exact problem: a dtype named beside it is context, not the cause
+        ("problem", "compilation parameters", "gemm is not supported", "issupportedargument"),
+        r"(?i)does not support this (?:\w+ )?problem|with the specified compilation parameters"
+        r"|\bthis gemm is not supported|IsSupportedArgument",
+        confidence=0.7,
+        layer="composable_kernel's IsSupportedArgument verdict as CK (profiler/include/profiler/profile_*_impl.hpp) "
+        "and aiter's CK wrappers (csrc/ck_gemm_moe_2stages_codegen/gemm_moe_ck2stages_common.cuh, "
+        "csrc/ck_gemm_a8w8*/include/*_common.cuh) word it",
     ),
     make_rule(
         "dtype_unsupported",
@@ -277,25 +297,6 @@ RULES: tuple[Rule, ...] = (
         r"|(?i:transport retry counter exceeded|IBV_WC_\w+_ERR|ibv_\w+\W.{0,40}fail|rdma\w*\b.{0,60}(?:error|fail))",
         layer="PyTorch c10d (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp watchdog, DistBackendError, TCPStore), "
         "RCCL/NCCL (ncclGetErrorString, 'NCCL WARN'), libibverbs work-completion statuses",
-    ),
-    # composable_kernel's IsSupportedArgument verdict: the instance compiled for this op cannot run this problem.
-    # CK words it "wrong! <op> with the specified compilation parameters does not support this GEMM problem"
-    # (profiler/include/profiler/profile_*_impl.hpp, examples) or "... does not support this problem"; aiter's CK
-    # wrappers throw the same sentence (csrc/ck_gemm_moe_2stages_codegen/gemm_moe_ck2stages_common.cuh) or
-    # TORCH_CHECK(device_gemm.IsSupportedArgument(argument), "This GEMM is not supported!")
-    # (csrc/ck_gemm_a8w8*/include/*_common.cuh). vLLM surfaces both through aiter (vllm-project/vllm#22245,
-    # #35637, #39485; ROCm/aiter#915, #4634 show vLLM call paths).
-    make_rule(
-        "ck_rejects_problem",
-        "unsupported_arch_or_kernel",
-        84,
-        ("problem", "compilation parameters", "gemm is not supported", "issupportedargument"),
-        r"(?i)does not support this (?:\w+ )?problem|with the specified compilation parameters"
-        r"|\bthis gemm is not supported|IsSupportedArgument",
-        confidence=0.7,
-        layer="composable_kernel's IsSupportedArgument verdict as CK (profiler/include/profiler/profile_*_impl.hpp) "
-        "and aiter's CK wrappers (csrc/ck_gemm_moe_2stages_codegen/gemm_moe_ck2stages_common.cuh, "
-        "csrc/ck_gemm_a8w8*/include/*_common.cuh) word it",
     ),
     # Any other refusal of the problem a kernel, a library or a platform was handed: PyTorch's SDPA dispatcher
     # ("No available kernel"), rocBLAS/hipBLASLt solutions, platform refusals ("only supported on CUDA").

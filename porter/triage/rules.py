@@ -11,7 +11,7 @@ budget beats the memory fault it later causes; any crash beats a slow-fallback w
 highest first (a raised exception adds EXCEPTION_BONUS to its line's score):
   100-95  compiler and linker diagnostics (CUDA-only code in a ROCm build, then any first `error:`)
   92-89   lines naming a cause: shapes, memory budgets, Triton/extension build and link errors, quantised
-          tensor names, dtypes, HIP out-of-memory, CUDA-only imports
+          tensor names, composable_kernel's verdict on the problem, dtypes, HIP out-of-memory, CUDA-only imports
   88-84   GPU memory faults, missing code objects, GPU hangs, collectives, a kernel library's refusal
   60-90   documented status codes, by how far the code alone decides (status.py)
   72-70   start-up that never completes; a kernel library's missing per-arch module
