@@ -186,6 +186,11 @@ SURFACED_BY_TWO_ENGINES = [
         "[2025-02-15 08:00:00 TP0] KeyError: 'model.layers.18.mlp.down_proj.weight_scale'",  # sgl-project/sglang#3604
     ),
     (
+        "cuda_only_import",
+        "(EngineCore_DP0 pid=7) ERROR [core.py:1] ModuleNotFoundError: No module named 'flash_attn'",
+        "[2025-07-01 10:00:00 TP0] ModuleNotFoundError: No module named 'deep_gemm'",
+    ),
+    (
         "torch_shape_mismatch",
         "(EngineCore_DP0 pid=7) ERROR [core.py:1] RuntimeError: The size of tensor a (512) must match the size of "
         "tensor b (4096) at non-singleton dimension 1",
