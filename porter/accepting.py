@@ -7,8 +7,9 @@ and judged together) is kept when it moves the run forward:
   must get at least as far as the accepted configuration did;
 - a better figure: the median of the pending configuration's samples beats the median of the
   accepted configuration's samples on the same harness (two samples a side at least) by more than a
-  bar derived from their measured spread (never below the task's minimum), with every quality check
-  within tolerance.
+  bar derived from their measured spread (never below the task's minimum, nor, for a figure read at a
+  sweep's knee, below 1.5 times the knee bracket the compared sweeps ran: porter.noise says why), with
+  every quality check within tolerance.
 Before anything is kept, the sandbox's filesystem outside the declared trees must be unchanged.
 After a keep, porter re-measures the targets the new accepted configuration has no figure for, so the
 next decision and the final verdict never rest on another configuration's numbers. Does not run the
@@ -202,7 +203,10 @@ def _accept_improvement(ctx: RunContext, summary: str, why: str, current: str) -
             missing.append(item.key)
             continue
         metric = item.kind.headline(item.spec)
-        comparisons.append(noise.compare(item.key, metric, before, pending, ctx.task.checks.min_improvement))
+        # Sweeps quantise their knee: the bar never drops below the brackets the compared sweeps ran.
+        resolution = noise.knee_resolution(_results(ctx, item, accepted) + _results(ctx, item, current))
+        minimum = ctx.task.checks.min_improvement
+        comparisons.append(noise.compare(item.key, metric, before, pending, minimum, resolution=resolution))
     if not comparisons and not missing:
         raise ToolError("no throughput or single_stream result for the pending change; run_check one, then accept")
     if not comparisons:
@@ -216,10 +220,18 @@ def _accept_improvement(ctx: RunContext, summary: str, why: str, current: str) -
     return _keep(ctx, summary, why, shown, flags_too=True, comparisons=comparisons)
 
 
-def _values(ctx: RunContext, item: registry.Declared, config: str | None) -> list[float]:
+def _samples(ctx: RunContext, item: registry.Declared, config: str | None) -> list[dict]:
     harness = evidence.harness(item)
     samples = ctx.state.samples_on(config, item.key)
-    return [s["value"] for s in samples if s["harness"] == harness and s["value"] is not None]
+    return [s for s in samples if s["harness"] == harness and s["value"] is not None]
+
+
+def _values(ctx: RunContext, item: registry.Declared, config: str | None) -> list[float]:
+    return [s["value"] for s in _samples(ctx, item, config)]
+
+
+def _results(ctx: RunContext, item: registry.Declared, config: str | None) -> list[dict]:
+    return [s["result"] for s in _samples(ctx, item, config)]
 
 
 def _ensure_quality(ctx: RunContext, fingerprint: str) -> None:

@@ -4,8 +4,19 @@ Covers one comparison of a headline figure between the accepted and the pending 
 medians, the relative change, the pooled relative standard deviation of the samples, and the bar a
 gain must clear: the larger of the task's minimum and a one-sided 95% Student-t bound on the
 difference of the means (so with two samples a side and no real change, fewer than one decision in
-twenty is a keep, whatever the noise). Does not fetch samples (state.py) or act on the answer
-(accepting.py).
+twenty is a keep, whatever the noise) -- and, for a figure read at a sweep's knee, never below 1.5
+times the sweep's resolution there.
+
+Why the resolution floor: a knee is quantised. The sweep brackets it between the last passing and the
+first failing rate (after bisection), and the level next to the true knee passes or fails by chance, so
+two samples of one configuration can read one bracket apart; when the samples of each side agree, the
+measured spread is zero and the t bound vanishes, and a one-step difference between the sides (about
+one bracket width in the headline, e.g. 0.125 RPS at a 4 RPS knee: 3.1%) would clear the 3% minimum.
+The floor is taken from the levels each sample actually ran (the widest bracket, relative to its knee,
+among the compared samples): one step of difference never clears it, two steps do, the half step
+between absorbing the headline's own noise at a fixed rate. A figure with no bracket (single stream,
+or a sweep whose every level passed) has no floor. Does not fetch samples (state.py) or act on the
+answer (accepting.py).
 """
 
 from __future__ import annotations
@@ -13,6 +24,8 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import asdict, dataclass
+
+RESOLUTION_STEPS = 1.5  # the bar's floor, in knee brackets: above one step of quantisation, below two
 
 # One-sided 95% quantiles of Student's t by degrees of freedom (beyond the table: the normal's 1.645).
 T95 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860, 9: 1.833, 10: 1.812}
@@ -40,6 +53,7 @@ class Comparison:
     spread: float  # pooled relative standard deviation of one sample
     threshold: float  # the bar a gain had to clear
     minimum: float  # the task's minimum, the bar's floor
+    resolution: float = 0.0  # the widest knee bracket among the samples, relative to its knee (0: not a knee)
 
     @property
     def better(self) -> bool:
@@ -54,7 +68,9 @@ class Comparison:
         return (
             f"{self.key} {self.metric}: median {self.accepted_median:.4g} (n={len(self.accepted)}) on the accepted "
             f"configuration -> {self.pending_median:.4g} (n={len(self.pending)}) pending, {self.change:+.1%}, "
-            f"{verdict} the {self.threshold:.1%} bar (measured spread {self.spread:.1%}; minimum {self.minimum:.0%})"
+            f"{verdict} the {self.threshold:.1%} bar (measured spread {self.spread:.1%}; minimum {self.minimum:.0%}"
+            + (f"; knee resolution {self.resolution:.1%} x {RESOLUTION_STEPS:g}" if self.resolution else "")
+            + ")"
         )
 
     def to_dict(self) -> dict:
@@ -71,11 +87,31 @@ def pooled_relative_sd(accepted: list[float], pending: list[float]) -> float:
     return math.sqrt(squares / df) / abs(center)
 
 
-def compare(key: str, metric: str, accepted: list[float], pending: list[float], minimum: float) -> Comparison:
-    """Medians and the noise bar; both sides need at least one sample (two for a measured spread)."""
+def knee_resolution(results: list[dict]) -> float:
+    """The widest knee bracket among sweep results, relative to its knee: (first failing rate above the
+    knee - knee) / knee, from the levels each sweep ran. 0 when no result has a bracket (not a sweep, no
+    knee, or every level passed)."""
+    widest = 0.0
+    for result in results:
+        knee = result.get("knee_rps")
+        failed = [level["rps"] for level in result.get("levels") or () if not level["passed"] and knee is not None]
+        above = [rate for rate in failed if rate > knee] if knee else []
+        if above:
+            widest = max(widest, (min(above) - knee) / knee)
+    return widest
+
+
+def compare(
+    key: str, metric: str, accepted: list[float], pending: list[float], minimum: float, resolution: float = 0.0
+) -> Comparison:
+    """Medians and the noise bar; both sides need at least one sample (two for a measured spread).
+
+    `resolution` is the knee_resolution of the compared sweeps (0 for a figure that is not read at a knee).
+    """
     spread = pooled_relative_sd(accepted, pending)
     df = len(accepted) + len(pending) - 2
     bound = t95(df) * spread * math.sqrt(1 / len(accepted) + 1 / len(pending)) if df > 0 else 0.0
     before, after = statistics.median(accepted), statistics.median(pending)
     change = after / before - 1 if before else math.inf
-    return Comparison(key, metric, accepted, pending, before, after, change, spread, max(minimum, bound), minimum)
+    bar = max(minimum, bound, RESOLUTION_STEPS * resolution)
+    return Comparison(key, metric, accepted, pending, before, after, change, spread, bar, minimum, resolution)

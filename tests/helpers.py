@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
+
+from porter.checks.throughput import LevelResult, ThroughputResult, find_knee
+from porter.task import SloSpec
 
 
 def in_ci() -> bool:
@@ -15,3 +19,20 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+SWEEP_RATES = [3, 3.5, 4, 4.5, 5, 5.5, 6]  # the flagship task's 0.5 RPS grid; two bisection steps refine it to 0.125
+
+
+def sweep(true_knee: float) -> dict:
+    """A throughput result as porter's sweep records it (find_knee, ThroughputResult), against a server whose
+    p99 TTFT holds the SLO up to `true_knee` RPS; a level's output throughput is its rate x 64 tokens. Only
+    the server's answers are stood in for."""
+
+    async def level(rate: float) -> LevelResult:
+        passed = rate <= true_knee
+        figures = {"output_throughput": rate * 64, "total_throughput": rate * 2064}
+        return LevelResult(rate, 32, passed, [] if passed else ["p99 TTFT over the SLO"], figures, {})
+
+    knee, levels = asyncio.run(find_knee(SWEEP_RATES, 2, level))
+    return ThroughputResult(levels, knee, SloSpec(ttft_s=2), 1, "output_throughput", None, "m").to_dict()

@@ -15,7 +15,7 @@ import time
 
 import git
 import pytest
-from helpers import free_port
+from helpers import free_port, sweep
 
 from porter import accepting, evidence
 from porter.checks import registry
@@ -202,6 +202,33 @@ def test_the_bar_rises_with_the_measured_spread(ctx):
     assert not outcome["kept"]
     [comparison] = outcome["comparisons"]
     assert comparison["change"] == pytest.approx(0.09) and comparison["threshold"] > 0.09
+
+
+def swept(ctx: RunContext, true_knees: list[float], accepted: bool = False) -> None:
+    """Throughput samples whose results are sweeps as porter records them (levels, knee, per-node figures)."""
+    config = evidence.fingerprint(ctx, accepted=accepted)
+    item = registry.by_key(ctx.task, "throughput")
+    for knee in true_knees:
+        result = {**sweep(knee), "fingerprint": config}
+        sample = {"key": "throughput", "config": config, "harness": evidence.harness(item), "step": ctx.state.step}
+        value = registry.headline_value(item, result)
+        ctx.state.samples.append({**sample, "value": value, "result": result, "cached": False})
+
+
+@pytest.mark.parametrize("pending_knees, kept", [([4.13, 4.2], False), ([4.6, 4.7], True)])
+def test_a_knee_one_bisection_step_higher_is_not_a_gain(ctx, pending_knees, kept):
+    """Knees 4.0 -> 4.125 RPS (+3.1%, no spread within a side) stay below 1.5 brackets; 4.0 -> 4.5 is kept."""
+    ctx.state.accepted = Evidence(serve=served(ctx))
+    swept(ctx, [4.05, 4.1], accepted=True)
+    measured(ctx, "quality:gsm8k", [0.95], accepted=True)
+    change_config(ctx)
+    pending(ctx)
+    swept(ctx, pending_knees)
+    outcome = accepting.accept(ctx, "Exclude the decoder", "")
+    assert outcome["kept"] is kept, outcome
+    [comparison] = outcome["comparisons"]
+    assert comparison["resolution"] == pytest.approx(0.125 / 4) and comparison["threshold"] == pytest.approx(0.046875)
+    assert "knee resolution 3.1% x 1.5" in (outcome["evidence"] if kept else outcome["reason"])
 
 
 def test_a_stale_figure_is_never_the_comparison(ctx):

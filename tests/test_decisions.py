@@ -5,10 +5,17 @@ from __future__ import annotations
 import random
 
 import pytest
+from helpers import sweep
 
 from porter.models.remedies import pair_candidates
-from porter.noise import compare
+from porter.noise import compare, knee_resolution
 from porter.startup_stage import startup_stage
+
+
+def decide(accepted: list[dict], pending: list[dict], resolution: bool = True):
+    values = [[result["output_throughput_per_node"] for result in side] for side in (accepted, pending)]
+    floor = knee_resolution(accepted + pending) if resolution else 0.0
+    return compare("throughput", "output_throughput_per_node", *values, 0.03, resolution=floor)
 
 
 def test_two_samples_a_side_keep_a_no_op_change_less_than_one_time_in_twenty():
@@ -27,6 +34,28 @@ def test_a_real_gain_clears_the_bar_and_the_bar_never_drops_below_the_minimum():
     still = compare("t", "x", [100, 100], [102, 102], 0.03)
     assert still.threshold == 0.03 and not still.better and not still.worse
     assert compare("t", "x", [100, 101], [80, 81], 0.03).worse
+
+
+def test_knees_one_bisection_step_apart_are_not_a_keep_two_steps_are():
+    """Samples that agree within each side have no spread, so the t bound vanishes; at a 4 RPS knee one
+    bisection step (0.125 RPS) is +3.1%, above the 3% minimum. The bar's floor is 1.5 brackets."""
+    accepted = [sweep(4.05), sweep(4.1)]  # both read 4.0: 4.5, 4.25 and 4.125 fail
+    one_step = [sweep(4.13), sweep(4.2)]  # both read 4.125
+    assert [r["knee_rps"] for r in accepted + one_step] == [4.0, 4.0, 4.125, 4.125]
+    assert knee_resolution(accepted + one_step) == pytest.approx(0.125 / 4)
+    assert decide(accepted, one_step, resolution=False).better  # the bar without a floor keeps it
+    comparison = decide(accepted, one_step)
+    assert comparison.change == pytest.approx(0.03125) and comparison.threshold == pytest.approx(1.5 * 0.03125)
+    assert not comparison.better and "knee resolution 3.1% x 1.5" in comparison.describe()
+    assert decide(accepted, [sweep(4.3), sweep(4.3)]).better  # two steps (4.25): +6.25%
+    assert decide(accepted, [sweep(4.6), sweep(4.7)]).better  # a real move to 4.5: +12.5%
+
+
+def test_only_a_bracketed_knee_has_a_resolution():
+    assert knee_resolution([sweep(7)]) == 0.0  # every level passed: no failing rate above the knee
+    assert knee_resolution([sweep(2)]) == 0.0  # the lowest level failed: no knee
+    assert knee_resolution([{"output_tok_s": 50.0}]) == 0.0  # single stream
+    assert knee_resolution([sweep(7), sweep(5.6)]) == pytest.approx(0.125 / 5.5)  # 5.5 bracketed by 5.625
 
 
 def test_the_start_up_stage_counts_progress_lines_before_the_traceback(tmp_path):
