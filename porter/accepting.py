@@ -7,8 +7,8 @@ and judged together) is kept when it moves the run forward:
   must get at least as far as the accepted configuration did;
 - a better figure: the median of the pending configuration's samples beats the median of the
   accepted configuration's samples on the same harness (two samples a side at least) by more than a
-  bar derived from their measured spread (never below the task's minimum, nor, for a figure read at a
-  sweep's knee, below 1.5 times the knee bracket the compared sweeps ran: porter.noise says why), with
+  bar derived from their measured spread (plus, for a figure read at a sweep's knee, 1.5 times the
+  knee bracket the compared sweeps ran: porter.noise says why; never below the task's minimum), with
   every quality check within tolerance.
 Before anything is kept, the sandbox's filesystem outside the declared trees must be unchanged.
 After a keep, porter re-measures the targets the new accepted configuration has no figure for, so the
@@ -203,7 +203,7 @@ def _accept_improvement(ctx: RunContext, summary: str, why: str, current: str) -
             missing.append(item.key)
             continue
         metric = item.kind.headline(item.spec)
-        # Sweeps quantise their knee: the bar never drops below the brackets the compared sweeps ran.
+        # Sweeps quantise their knee: the bar adds the brackets the compared sweeps ran to the noise bound.
         resolution = noise.knee_resolution(_results(ctx, item, accepted) + _results(ctx, item, current))
         minimum = ctx.task.checks.min_improvement
         comparisons.append(noise.compare(item.key, metric, before, pending, minimum, resolution=resolution))

@@ -4,19 +4,21 @@ Covers one comparison of a headline figure between the accepted and the pending 
 medians, the relative change, the pooled relative standard deviation of the samples, and the bar a
 gain must clear: the larger of the task's minimum and a one-sided 95% Student-t bound on the
 difference of the means (so with two samples a side and no real change, fewer than one decision in
-twenty is a keep, whatever the noise) -- and, for a figure read at a sweep's knee, never below 1.5
-times the sweep's resolution there.
+twenty is a keep, whatever the noise) -- plus, for a figure read at a sweep's knee, 1.5 times the
+sweep's resolution there.
 
-Why the resolution floor: a knee is quantised. The sweep brackets it between the last passing and the
+Why the resolution term: a knee is quantised. The sweep brackets it between the last passing and the
 first failing rate (after bisection), and the level next to the true knee passes or fails by chance, so
-two samples of one configuration can read one bracket apart; when the samples of each side agree, the
+two samples of one configuration can read one bracket apart. When the samples of each side agree, the
 measured spread is zero and the t bound vanishes, and a one-step difference between the sides (about
-one bracket width in the headline, e.g. 0.125 RPS at a 4 RPS knee: 3.1%) would clear the 3% minimum.
-The floor is taken from the levels each sample actually ran (the widest bracket, relative to its knee,
-among the compared samples): one step of difference never clears it, two steps do, the half step
-between absorbing the headline's own noise at a fixed rate. A figure with no bracket (single stream,
-or a sweep whose every level passed) has no floor. Does not fetch samples (state.py) or act on the
-answer (accepting.py).
+one bracket width in the headline, e.g. 0.125 RPS at a 4 RPS knee: 3.1%) cleared the 3% minimum; when
+they do not agree, the figure's own noise at a fixed rate comes on top of that step. The two errors
+have separate causes, so their bounds add: the t bound for the measured spread, plus 1.5 brackets for
+the quantisation, taken from the levels each sample actually ran (the widest bracket, relative to its
+knee, among the compared samples). With no spread one step never clears it and two steps do, the half
+step between absorbing the headline's own noise at a fixed rate. A figure with no bracket (single
+stream, or a sweep whose every level passed) has no resolution term. Does not fetch samples
+(state.py) or act on the answer (accepting.py).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import math
 import statistics
 from dataclasses import asdict, dataclass
 
-RESOLUTION_STEPS = 1.5  # the bar's floor, in knee brackets: above one step of quantisation, below two
+RESOLUTION_STEPS = 1.5  # the quantisation term of the bar, in knee brackets: above one step, below two
 
 # One-sided 95% quantiles of Student's t by degrees of freedom (beyond the table: the normal's 1.645).
 T95 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860, 9: 1.833, 10: 1.812}
@@ -69,7 +71,7 @@ class Comparison:
             f"{self.key} {self.metric}: median {self.accepted_median:.4g} (n={len(self.accepted)}) on the accepted "
             f"configuration -> {self.pending_median:.4g} (n={len(self.pending)}) pending, {self.change:+.1%}, "
             f"{verdict} the {self.threshold:.1%} bar (measured spread {self.spread:.1%}; minimum {self.minimum:.0%}"
-            + (f"; knee resolution {self.resolution:.1%} x {RESOLUTION_STEPS:g}" if self.resolution else "")
+            + (f"; plus {RESOLUTION_STEPS:g} x the knee resolution {self.resolution:.1%}" if self.resolution else "")
             + ")"
         )
 
@@ -113,5 +115,5 @@ def compare(
     bound = t95(df) * spread * math.sqrt(1 / len(accepted) + 1 / len(pending)) if df > 0 else 0.0
     before, after = statistics.median(accepted), statistics.median(pending)
     change = after / before - 1 if before else math.inf
-    bar = max(minimum, bound, RESOLUTION_STEPS * resolution)
+    bar = max(minimum, bound + RESOLUTION_STEPS * resolution)
     return Comparison(key, metric, accepted, pending, before, after, change, spread, bar, minimum, resolution)

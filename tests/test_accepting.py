@@ -215,7 +215,7 @@ def swept(ctx: RunContext, true_knees: list[float], accepted: bool = False) -> N
         ctx.state.samples.append({**sample, "value": value, "result": result, "cached": False})
 
 
-@pytest.mark.parametrize("pending_knees, kept", [([4.13, 4.2], False), ([4.6, 4.7], True)])
+@pytest.mark.parametrize("pending_knees, kept", [([4.13, 4.2], False), ([4.6, 4.55], True)])
 def test_a_knee_one_bisection_step_higher_is_not_a_gain(ctx, pending_knees, kept):
     """Knees 4.0 -> 4.125 RPS (+3.1%, no spread within a side) stay below 1.5 brackets; 4.0 -> 4.5 is kept."""
     ctx.state.accepted = Evidence(serve=served(ctx))
@@ -228,7 +228,7 @@ def test_a_knee_one_bisection_step_higher_is_not_a_gain(ctx, pending_knees, kept
     assert outcome["kept"] is kept, outcome
     [comparison] = outcome["comparisons"]
     assert comparison["resolution"] == pytest.approx(0.125 / 4) and comparison["threshold"] == pytest.approx(0.046875)
-    assert "knee resolution 3.1% x 1.5" in (outcome["evidence"] if kept else outcome["reason"])
+    assert "plus 1.5 x the knee resolution 3.1%" in (outcome["evidence"] if kept else outcome["reason"])
 
 
 def test_a_stale_figure_is_never_the_comparison(ctx):
