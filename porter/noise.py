@@ -96,8 +96,9 @@ def knee_resolution(results: list[dict]) -> float:
     widest = 0.0
     for result in results:
         knee = result.get("knee_rps")
-        failed = [level["rps"] for level in result.get("levels") or () if not level["passed"] and knee is not None]
-        above = [rate for rate in failed if rate > knee] if knee else []
+        if not knee:
+            continue
+        above = [level["rps"] for level in result.get("levels") or () if not level["passed"] and level["rps"] > knee]
         if above:
             widest = max(widest, (min(above) - knee) / knee)
     return widest
