@@ -35,7 +35,9 @@ def synthetic(knee: float, calls: list[float]):
     [
         ([1, 2, 3, 4], 0, 2.5, 2, [1, 2, 3]),
         ([1, 2, 3, 4], 0, 9.0, 4, [1, 2, 3, 4]),
-        ([1, 2, 3, 4], 2, 0.5, None, [1]),
+        ([1, 2, 3, 4], 2, 0.5, 0.5, [1, 0.5, 0.75]),  # below the first level: bisected between 0 and it
+        ([1, 2, 3, 4], 2, 0.1, None, [1, 0.5, 0.25]),
+        ([1, 2, 3, 4], 0, 0.5, None, [1]),
         ([1, 2, 3, 4], 2, 2.6, 2.5, [1, 2, 3, 2.5, 2.75]),
         ([4, 1, 2, 2, 3], 3, 2.2, 2.125, [1, 2, 3, 2.5, 2.25, 2.125]),
         ([0.5, 1.0, 1.5, 2.0, 2.4, 3.0], 2, 2.4, 2.4, [0.5, 1.0, 1.5, 2.0, 2.4, 3.0, 2.7, 2.55]),
@@ -182,7 +184,7 @@ def test_warmup_window_is_left_out_of_the_statistics(server):
 
 def test_a_failing_server_gives_no_knee(server):
     server.reset(ttft_ms=5, itl_ms=1, fail_every=2)
-    result = throughput.run_throughput(server.url, spec(bisect_steps=2))
+    result = throughput.run_throughput(server.url, spec(bisect_steps=0))  # no bisection below the first level
     assert result.knee is None and not result.meets_target and result.tok_s_per_node == 0
     assert len(result.levels) == 1
     assert any("errors" in reason for reason in result.levels[0].reasons)
@@ -191,7 +193,7 @@ def test_a_failing_server_gives_no_knee(server):
 
 def test_slow_first_token_fails_the_slo(server):
     server.reset(ttft_ms=150, itl_ms=1)
-    result = throughput.run_throughput(server.url, spec(bisect_steps=1, slo={"ttft_s": 0.1}))
+    result = throughput.run_throughput(server.url, spec(bisect_steps=0, slo={"ttft_s": 0.1}))
     assert result.knee is None
     assert "p99 TTFT" in result.levels[0].reasons[0]
 

@@ -4,11 +4,12 @@ Covers running Poisson levels against POST /v1/completions (streaming, ignore_eo
 with common random numbers: every level replays one seeded unit-rate arrival pattern divided by its
 rate, with the same prompts, and measures at least `min_requests` requests after the warm-up window.
 Each level is judged (p<pct> TTFT <= SLO, completed >= 95% of offered, errors <= 1%); the knee is the
-highest passing rate, refined by bisection between the last pass and the first fail, and the per-node
-output and total throughput there are reported, the task's `metric` being the target's. Single stream:
-one request at a time, output tokens per second after the first token ((output tokens - 1) / (e2e -
-ttft)), the median over the requests, on the same seeded prose every run. Unique parts carry a per-run
-marker so a server whose cache is warm from an earlier run or level cannot inflate the hit rate.
+highest passing rate, refined by bisection between the last pass (0 when the first level fails) and the
+first fail, and the per-node output and total throughput there are reported, the task's `metric` being
+the target's. Single stream: one request at a time, output tokens per second after the first token
+((output tokens - 1) / (e2e - ttft)), the median over the requests, on the same seeded prose every run.
+Unique parts carry a per-run marker so a server whose cache is warm from an earlier run or level cannot
+inflate the hit rate.
 Does not build prompts (workload.py) nor time streams (loadgen.py).
 
 The public functions are synchronous (they run their own event loop): call them from a thread when
@@ -156,7 +157,9 @@ async def find_knee(
     """Sweep `rates` upwards until one fails, then bisect between the last pass and the first fail.
 
     The sweep stops at the first failing rate because higher rates only queue more; the knee is the
-    highest rate that passed (None when the lowest already fails).
+    highest rate that passed. When the lowest rate already fails, the bisection runs between 0 and it:
+    the ladder only brackets the knee, and a knee below its first level is still a figure to compare
+    (None only when every rate tried fails).
     """
     levels: list[LevelResult] = []
     last_pass: LevelResult | None = None
@@ -168,9 +171,9 @@ async def find_knee(
             first_fail = level
             break
         last_pass = level
-    if last_pass is None or first_fail is None:
+    if first_fail is None:
         return last_pass, levels
-    low, high = last_pass.rps, first_fail.rps
+    low, high = (last_pass.rps if last_pass else 0.0), first_fail.rps
     for _ in range(bisect_steps):
         middle = round((low + high) / 2, 6)
         level = await measure(middle)
