@@ -14,10 +14,13 @@ from helpers import in_ci
 
 
 def pytest_collection_modifyitems(config, items):
-    """Files with tests that serve the twin go first: they mostly wait on the twin's real-time clock, and the
-    quick files fill the workers' gaps. A stable sort: each file's tests stay together, in their order."""
+    """Files that drive a whole twin optimisation (`long_run`) go first, then the other files with tests that
+    serve the twin: they mostly wait on the twin's real-time clock, and the quick files fill the workers' gaps.
+    A stable sort: each file's tests stay together, in their order. CI keeps this order across its workers
+    (`--no-loadscope-reorder`: xdist would otherwise queue files by their number of tests)."""
+    long_runs = {item.path for item in items if item.get_closest_marker("long_run")}
     serving = {item.path for item in items if item.get_closest_marker("docker")}
-    items.sort(key=lambda item: item.path not in serving)
+    items.sort(key=lambda item: (item.path not in long_runs, item.path not in serving))
 
 
 @pytest.fixture(scope="session", autouse=True)

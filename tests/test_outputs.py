@@ -18,7 +18,7 @@ from porter.evaluate import evaluate
 from porter.replay import replay
 from porter.report import write_report
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.long_run]
 CORPUS = ROOT / "transcripts"
 
 

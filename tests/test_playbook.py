@@ -41,6 +41,7 @@ def test_the_playbook_brings_up_each_scenario_its_rules_cover(docker_client, tmp
 
 
 @pytest.mark.docker
+@pytest.mark.long_run
 def test_the_playbook_tunes_an_untuned_shape(docker_client, tmp_path):
     build_twin("moe-fused-shared-untuned")
     data = fast_task_data(ROOT / "tasks" / "twin_moe_fused_shared_untuned.yaml")

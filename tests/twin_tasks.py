@@ -25,6 +25,7 @@ from porter.transcript import read_state, read_transcript
 ROOT = Path(__file__).resolve().parents[1]
 TIME_SCALE = 0.5
 FIXES = ROOT / "sandboxes" / "twin" / "fixes"  # the known fixes, as patches
+STORY_RECORDING = ROOT / "tests" / "data" / "story"  # the story's committed recording: task.yaml, transcript.jsonl
 SPEC_516 = {  # the story's MTP depth (sglang's EAGLE flags)
     "speculative-algorithm": "EAGLE",
     "speculative-num-steps": 5,
