@@ -115,6 +115,7 @@ def compare(
     df = len(accepted) + len(pending) - 2
     bound = t95(df) * spread * math.sqrt(1 / len(accepted) + 1 / len(pending)) if df > 0 else 0.0
     before, after = statistics.median(accepted), statistics.median(pending)
-    change = after / before - 1 if before else math.inf
+    # from nothing (no knee: a sweep whose lowest level failed) any figure is a gain, and nothing to nothing is none
+    change = after / before - 1 if before else (math.inf if after > 0 else 0.0)
     bar = max(minimum, bound + RESOLUTION_STEPS * resolution)
     return Comparison(key, metric, accepted, pending, before, after, change, spread, bar, minimum, resolution)

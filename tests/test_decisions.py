@@ -60,9 +60,19 @@ def test_the_quantisation_adds_to_the_measured_spread():
     assert comparison.threshold == pytest.approx(0.066 + 0.075, abs=2e-3) and not comparison.better
 
 
+def test_no_knee_on_either_side_is_not_a_gain():
+    """Every sweep of a configuration failing every rate it tried reads 0 tok/s (benchmarks/decision_noise.py,
+    seed 29): 0 -> 0 was an infinite gain and kept; from 0 to a knee is still a gain."""
+    nothing = [sweep(0.5)["output_throughput_per_node"]] * 2
+    assert nothing == [0.0, 0.0]
+    assert not compare("throughput", "x", nothing, nothing, 0.03).better
+    assert compare("throughput", "x", nothing, [256.0, 256.0], 0.03).better
+
+
 def test_only_a_bracketed_knee_has_a_resolution():
     assert knee_resolution([sweep(7)]) == 0.0  # every level passed: no failing rate above the knee
-    assert knee_resolution([sweep(2)]) == 0.0  # the lowest level failed: no knee
+    assert knee_resolution([sweep(0.5)]) == 0.0  # every rate tried failed (3, then 1.5 and 0.75): no knee
+    assert knee_resolution([sweep(2)]) == pytest.approx(0.5)  # bisected below the ladder: 1.5 passes, 2.25 fails
     assert knee_resolution([{"output_tok_s": 50.0}]) == 0.0  # single stream
     assert knee_resolution([sweep(7), sweep(5.6)]) == pytest.approx(0.125 / 5.5)  # 5.5 bracketed by 5.625
 
