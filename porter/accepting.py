@@ -192,21 +192,22 @@ def _accept_improvement(ctx: RunContext, summary: str, why: str, current: str) -
     accepted = evidence.sync_accepted(ctx)
     comparisons, missing = [], []
     for item in [d for d in registry.declared(ctx.task) if d.kind.performance]:
-        pending = _values(ctx, item, current)
+        pending = _samples(ctx, item, current)
         if not pending:
             continue
         if len(pending) < item.kind.min_samples:
             evidence.measure(ctx, item.kind.name, extra=item.kind.min_samples - len(pending))
-            pending = _values(ctx, item, current)
-        before = _values(ctx, item, accepted)
+            pending = _samples(ctx, item, current)
+        before = _samples(ctx, item, accepted)
         if len(before) < item.kind.min_samples:
             missing.append(item.key)
             continue
         metric = item.kind.headline(item.spec)
         # Sweeps quantise their knee: the bar adds the brackets the compared sweeps ran to the noise bound.
-        resolution = noise.knee_resolution(_results(ctx, item, accepted) + _results(ctx, item, current))
+        resolution = noise.knee_resolution([s["result"] for s in before + pending])
+        old, new = [s["value"] for s in before], [s["value"] for s in pending]
         minimum = ctx.task.checks.min_improvement
-        comparisons.append(noise.compare(item.key, metric, before, pending, minimum, resolution=resolution))
+        comparisons.append(noise.compare(item.key, metric, old, new, minimum, resolution=resolution))
     if not comparisons and not missing:
         raise ToolError("no throughput or single_stream result for the pending change; run_check one, then accept")
     if not comparisons:
@@ -224,14 +225,6 @@ def _samples(ctx: RunContext, item: registry.Declared, config: str | None) -> li
     harness = evidence.harness(item)
     samples = ctx.state.samples_on(config, item.key)
     return [s for s in samples if s["harness"] == harness and s["value"] is not None]
-
-
-def _values(ctx: RunContext, item: registry.Declared, config: str | None) -> list[float]:
-    return [s["value"] for s in _samples(ctx, item, config)]
-
-
-def _results(ctx: RunContext, item: registry.Declared, config: str | None) -> list[dict]:
-    return [s["result"] for s in _samples(ctx, item, config)]
 
 
 def _ensure_quality(ctx: RunContext, fingerprint: str) -> None:

@@ -21,7 +21,7 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-SWEEP_RATES = [3, 3.5, 4, 4.5, 5, 5.5, 6]  # the flagship task's 0.5 RPS grid; two bisection steps refine it to 0.125
+SWEEP_RATES = [3, 3.5, 4, 4.5, 5, 5.5, 6]  # a 0.5 RPS grid; two bisection steps refine it to 0.125
 
 
 def sweep(true_knee: float) -> dict:

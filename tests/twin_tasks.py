@@ -3,8 +3,8 @@
 `fast_twin_task` is tasks/twin_glm52.yaml with the twin's clock running twice as fast (TWIN_TIME_SCALE=0.5
 in the sandbox's env) and every rate, latency limit and speed target scaled to match, so each check sees
 the same number of requests in half the wall time; the defects, the fixes and the directions are the
-flagship's. Quality sets are cut to 100 / 50 questions, the sweep's rate levels to whole RPS, and the
-single-stream target sits a tenth lower (below).
+flagship's. Quality sets are cut to 100 / 50 questions, and the single-stream target sits a tenth lower
+(below).
 """
 
 from __future__ import annotations
@@ -66,9 +66,7 @@ def fast_task_data(source: Path = ROOT / "tasks" / "twin_glm52.yaml") -> dict:
     checks["quality"][1]["samples"] = 50
     throughput = checks["throughput"]
     throughput["workload"].update(duration_s=throughput["workload"]["duration_s"] * TIME_SCALE, warmup_s=1)
-    # whole rates from 2 RPS: the levels only bracket the knee, and the task's two bisection steps refine it to a
-    # quarter RPS; a quarter fewer levels per sweep than the task's half steps
-    throughput["rps"] = [rate / TIME_SCALE for rate in throughput["rps"] if rate >= 2 and rate == int(rate)]
+    throughput["rps"] = [rate / TIME_SCALE for rate in throughput["rps"]]
     throughput["slo"]["ttft_s"] *= TIME_SCALE
     throughput["target_tok_s_per_node"] /= TIME_SCALE
     # a tenth below the flagship's (scaled): the MTP stack clears it by ~20%, not ~8%, so a loaded machine's late
