@@ -350,10 +350,13 @@ class Playbook:
             return tune
         unmet = {row["target"].split(" ")[0] for row in self.status.get("targets") or [] if not row["met"]}
         tried = [e.arguments.get("flags") for e in self.history if e.name == "set_flags"]
+        # a move judged on one goal is not judged on another: fp8 KV may not move a prefill-bound knee and
+        # still speed up decode
+        tried_for = [(e.tag[1], e.arguments.get("flags")) for e in self.history if e.name == "set_flags" and e.tag]
         baseline = self.task.serve.flags
         for goal, candidate in flag_candidates(self.task, unmet):
             is_baseline = all(baseline.get(k) == v for k, v in candidate.items())  # measured at the start
-            if candidate not in tried and not is_baseline:
+            if (goal, candidate) not in tried_for and not is_baseline and not self._accepted(candidate):
                 return Action("set_flags", {"flags": candidate}, f"try {candidate} for {goal}", ("search", goal))
         if not unmet:
             return Action("finish", {"reason": "every target is met"}, "done")
@@ -366,6 +369,11 @@ class Playbook:
                 ("search", "throughput" if "throughput" in unmet else "single_stream"),
             )
         return Action("finish", {"reason": f"targets still unmet ({sorted(unmet)}) and no candidate is left"}, "stop")
+
+    def _accepted(self, candidate: dict) -> bool:
+        """The candidate is what the run serves already (nothing is pending when a candidate is picked)."""
+        flags = self.status.get("flags") or {}
+        return bool(flags) and all(flags.get(flag) == value for flag, value in candidate.items())
 
     def _reverted_moves(self) -> list[dict]:
         """Flag candidates of the search that porter reverted (not kept by accept, or reverted outright)."""

@@ -86,21 +86,23 @@ def _matches(name: str, pattern: str) -> bool:
 
 
 def flag_candidates(task: Task, unmet: set[str]) -> list[tuple[str, dict[str, FlagValue]]]:
-    """Flag changes worth measuring, in order: speculative decoding for single-stream speed; topology,
-    then KV dtype and the remaining tunables for throughput."""
+    """Flag changes worth measuring, in order: for single-stream speed, speculative decoding then each
+    remaining tunable (a single-stream check is cheap); for throughput, the topology then each remaining
+    tunable. A move is listed once per goal it may serve."""
     tunables = task.serve.tunables
+    handled = {"tp", "dp", "tp-size", "dp-size"} | {k for k in tunables if k.startswith("speculative-")}
+    others = [
+        {flag: value}
+        for flag, values in tunables.items()
+        if flag not in handled
+        for value in values
+        if value != task.serve.flags.get(flag) and value is not None
+    ]
     candidates: list[tuple[str, dict[str, FlagValue]]] = []
     if "single" in unmet:
-        candidates += [("single_stream", config) for config in speculative_configs(tunables)]
+        candidates += [("single_stream", config) for config in [*speculative_configs(tunables), *others]]
     if "throughput" in unmet:
-        candidates += [("throughput", split) for split in topologies(tunables, task.hardware.count)]
-    goal = "throughput" if "throughput" in unmet else "single_stream"
-    handled = {"tp", "dp", "tp-size", "dp-size"} | {k for k in tunables if k.startswith("speculative-")}
-    for flag, values in tunables.items():
-        if flag in handled:
-            continue
-        baseline = task.serve.flags.get(flag)
-        candidates += [(goal, {flag: value}) for value in values if value != baseline and value is not None]
+        candidates += [("throughput", config) for config in [*topologies(tunables, task.hardware.count), *others]]
     return candidates
 
 
