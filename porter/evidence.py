@@ -123,20 +123,26 @@ def measure(ctx: RunContext, kind_name: str, extra: int | None = None, config: s
 def _run(ctx: RunContext, item: registry.Declared, base_url: str) -> dict:
     """One sample, under the node's lock. Whatever stops a check (a missing dataset, the server dying
     mid-sweep, a client error) becomes a ToolError the agent reads; a check that did not finish leaves
-    no sample."""
+    no sample, and neither does one that finished after its server died (its late requests failed)."""
     from porter.run_context import ToolError
 
+    server = ctx.server.process if ctx.server else None
     try:
         with measure_cache.measurement_lock(f"porter run {ctx.state.run_id}: {item.key}"):
-            return item.kind.run(base_url, item.spec, ctx.task)
+            result = item.kind.run(base_url, item.spec, ctx.task)
     except (TimeoutError, CheckError, aiohttp.ClientError, OSError) as exc:
-        server = ctx.server.process if ctx.server else None
         died = (
             f" The server exited (code {server.exit_code()}) meanwhile: call serve."
             if server and not server.alive()
             else ""
         )
         raise ToolError(f"the {item.kind.name} check did not complete: {type(exc).__name__}: {exc}.{died}") from None
+    if server and not server.alive():  # requests after the death failed: the figures describe a dying server
+        raise ToolError(
+            f"the server exited (code {server.exit_code()}) during the {item.kind.name} check, so its figures are "
+            "discarded, not kept as a sample; call serve, then run_check again"
+        )
+    return result
 
 
 def _server_on(ctx: RunContext, config: str) -> str:

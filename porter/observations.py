@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from porter.checks.loadgen import SATURATION_LAG_MS
+
 
 def number(value: Any, digits: int = 1) -> str:
     if value is None:
@@ -53,7 +55,19 @@ def throughput(result: dict) -> str:
             f"throughput: knee {number(knee, 2)} req/s (the highest rate with {slo_text}) -> {number(figure)} "
             f"tok/s per node; target {number(target)}: {met}"
         )
-    if result.get("client_saturated"):
+    levels = result.get("levels") or []
+    failed = [index for index, level in enumerate(levels) if not level.get("passed")]
+    if failed and failed[0] < len(levels) - 1:
+        rows.append("  (the rows after the first failing rate bisect between the last pass and the first fail)")
+    late = [level["client"] for level in levels if (level.get("client") or {}).get("client_saturated")]
+    if late:
+        lag = max(max(client.get("p99_send_lag_ms") or 0, client.get("p99_loop_lag_ms") or 0) for client in late)
+        rows.append(
+            f"  the load generator ran late at {len(late)} of {len(levels)} rates (p99 lag up to {lag:.0f} ms, over "
+            f"its {SATURATION_LAG_MS:g} ms budget): latencies there read up to that much high, so the knee can only "
+            "be understated; a busy machine does this, not the server"
+        )
+    elif result.get("client_saturated"):
         rows.append("  the load generator itself was saturated: the figures understate the server")
     return "\n".join([head, *rows])
 

@@ -8,7 +8,8 @@ answers (question -> reply text for the quality tests), block (prefix-cache bloc
 Faults for the robustness tests: hang (no answer on /v1/models or a completion), stall_after (a
 stream falls silent after N frames, connection open), endless (frames forever, never [DONE]), flood
 (megabytes as fast as the socket takes them), models_body / reply_body (a JSON answer that lies about
-its shape), frames (these payloads as the stream, verbatim).
+its shape), frames (these payloads as the stream, verbatim), exit_after (the process exits when streamed request
+N+1 arrives: an engine that dies mid-check).
 Started with `--served-model-name`, `--ttft-ms`, `--itl-ms` it stands in for a served engine whose
 flags set its speed (the fault tests launch it as a task's serve command).
 GET /_arrivals lists the streamed requests as the server saw them (its monotonic arrival time, prompt).
@@ -23,6 +24,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -48,6 +50,7 @@ DEFAULTS = {
     "models_body": None,
     "reply_body": None,
     "frames": None,
+    "exit_after": 0,
 }
 FOREVER_S = 3600
 
@@ -104,6 +107,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
     chat = "messages" in body
     prompt = body["messages"][-1]["content"] if chat else body["prompt"]
     settings = state.settings
+    if settings["exit_after"] and len(state.arrivals) > settings["exit_after"]:
+        os._exit(3)  # the engine dies mid-check
     if settings["fail_every"] and number % settings["fail_every"] == 0:
         return web.json_response({"error": {"message": "injected failure"}}, status=500)
     if settings["hang"]:
@@ -263,6 +268,8 @@ if __name__ == "__main__":
     parser.add_argument("--served-model-name", default="sse-test")
     parser.add_argument("--ttft-ms", type=float, default=DEFAULTS["ttft_ms"])
     parser.add_argument("--itl-ms", type=float, default=DEFAULTS["itl_ms"])
+    parser.add_argument("--exit-after", type=int, default=0, help="exit when streamed request N+1 arrives (0: never)")
     args = parser.parse_args()
-    asyncio.run(serve(args.port, args.served_model_name, ttft_ms=args.ttft_ms, itl_ms=args.itl_ms))
+    settings = {"ttft_ms": args.ttft_ms, "itl_ms": args.itl_ms, "exit_after": args.exit_after}
+    asyncio.run(serve(args.port, args.served_model_name, **settings))
     sys.exit(0)

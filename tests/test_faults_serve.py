@@ -20,8 +20,10 @@ import pytest
 import yaml
 from helpers import free_port
 from sse_server import SseServer
+from twin_tasks import run_with
 
 from porter import runs, serve
+from porter.models.scripted import ScriptedModel
 from porter.sandbox import DockerSandbox
 from porter.sandbox.local import LocalSandbox, kill_group_record
 from porter.task import Task, load_task
@@ -216,6 +218,18 @@ def test_a_resumed_porter_kills_the_server_group_left_in_its_container(docker_cl
         assert serve.kill_leftover(second, record) is False  # already gone: nothing else is touched
     finally:
         first.stop(remove=True)
+
+
+def test_a_server_that_dies_mid_check_leaves_no_sample(tmp_path):
+    """The check ends (the requests after the death fail), but a dying server's figures are not evidence."""
+    path = fake_engine_task(tmp_path, free_port())
+    data = yaml.safe_load(path.read_text())
+    data["serve"]["flags"]["exit-after"] = 1
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    ctx = run_with(path, ScriptedModel([call("serve"), call("run_check", kind="single_stream")]))
+    check = [r for r in read_transcript(ctx.run_dir / "transcript.jsonl") if r["kind"] == "tool_result"][1]
+    assert "the server exited" in check["content"] and "discarded" in check["content"], check["content"]
+    assert ctx.state.samples == []
 
 
 def test_runs_started_in_the_same_second_get_distinct_ids(tmp_path):

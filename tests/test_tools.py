@@ -88,3 +88,16 @@ def test_a_parallel_layout_that_does_not_fill_the_node_is_refused(ctx):
     result = tools.dispatch(ctx, "set_flags", {"flags": {"tp": 1}})
     assert not result.ok and "tp=1 use 1 GPUs; this node has 2" in result.text
     assert ctx.state.flags == {"tp": 2}
+
+
+def test_a_sweep_table_says_which_rows_bisect_and_how_late_the_client_ran():
+    from porter.observations import throughput
+
+    client = {"client_saturated": True, "p99_send_lag_ms": 8.6, "p99_loop_lag_ms": 12.4}
+    levels = [{"rps": 4, "passed": True, "client": client}, {"rps": 6, "passed": False}, {"rps": 5, "passed": True}]
+    text = throughput({"levels": levels, "knee_rps": 5, "slo": {"ttft_s": 1}, "client_saturated": True})
+    assert "rows after the first failing rate bisect" in text
+    assert "ran late at 1 of 3 rates (p99 lag up to 12 ms, over its 5 ms budget)" in text
+    calm_levels = [{"rps": 4, "passed": True}, {"rps": 6, "passed": False}]
+    calm = throughput({"levels": calm_levels, "knee_rps": 4, "slo": {"ttft_s": 1}})
+    assert "bisect" not in calm and "late" not in calm

@@ -355,7 +355,7 @@ class DockerSandbox:
         except docker.errors.NotFound:
             pass
         name = self.container.name if self.container is not None else self.run_id
-        return SandboxDied(f"{what}: {name} ({state}); call restart() to recreate it (repos are kept)", lines)
+        return SandboxDied(f"{what}: {name} ({state}); the repos and the pending change live on the host", lines)
 
     # ------------------------------------------------------------------ files and addresses
 
