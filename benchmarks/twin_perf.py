@@ -5,9 +5,11 @@ story's flag sets, and measures (aiohttp client, Poisson arrivals, 60% shared-pr
   - the knee: highest offered RPS whose p99 TTFT stays within the SLO, and total tok/s there;
   - single-stream output tok/s (after the first token), median of 3;
   - the twin's own CPU use during the heaviest level (process CPU time / wall time), to show the engine
-    is not the bottleneck.
+    is not the bottleneck;
+  - the speculative accept length the engine logged ("accept len" of its Decode batch lines, as sglang's).
 Then each move of the story as a ratio of measured knees (and of single-stream speeds) next to the story's
-ratio, and the device's draft acceptance by position next to the public GLM-5.2 MI355X figures.
+ratio, the device's draft acceptance by position (averaged over the texts sent) next to the public GLM-5.2
+MI355X figures, and the measured accept length next to the public profile's 1 + sum.
 Prints one line per configuration and, last, one JSON object. Twin numbers, not MI355X figures.
 Usage: python3 benchmarks/twin_perf.py [--configs tp8,tp4dp2,...] [--level-seconds 12] [--quick]
 """
@@ -17,6 +19,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -69,6 +72,10 @@ CONFIGS = {
     "tp8-tuned-fp8-fusion": (["--tp", "8", "--kv-cache-dtype", "fp8_e4m3", "--enable-aiter-allreduce-fusion"], True),
     "tp8-spec314": (["--tp", "8", *SPEC_314], False),
     "tp8-spec516": (["--tp", "8", *SPEC_516], False),
+    "tp8-spec516-fp8-fusion": (
+        ["--tp", "8", "--kv-cache-dtype", "fp8_e4m3", "--enable-aiter-allreduce-fusion", *SPEC_516],
+        False,
+    ),
     "final": (
         ["--tp", "4", "--dp", "2", "--kv-cache-dtype", "fp8_e4m3", "--enable-aiter-allreduce-fusion", *SPEC_516],
         True,
@@ -87,7 +94,7 @@ def lay_out(root: Path, tuned: bool) -> Path:
     return tree
 
 
-def start_server(root: Path, tree: Path, flags: list[str], port: int) -> subprocess.Popen:
+def start_server(root: Path, tree: Path, flags: list[str], port: int, log: Path) -> subprocess.Popen:
     command = [
         sys.executable,
         "-m",
@@ -99,7 +106,14 @@ def start_server(root: Path, tree: Path, flags: list[str], port: int) -> subproc
         *flags,
     ]
     environment = {**os.environ, "TWIN_JIT_CACHE": str(root / "jit")}
-    return subprocess.Popen(command, cwd=tree, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with log.open("wb") as out:
+        return subprocess.Popen(command, cwd=tree, env=environment, stdout=out, stderr=subprocess.STDOUT)
+
+
+def logged_accept_length(log: Path) -> float | None:
+    """The mean of the engine's "accept len: X" figures (its Decode batch lines), None without any."""
+    values = [float(match) for match in re.findall(r"accept len: ([0-9.]+)", log.read_text(errors="replace"))]
+    return round(statistics.mean(values), 3) if values else None
 
 
 async def wait_healthy(url: str, timeout_s: float = 60) -> None:
@@ -162,6 +176,7 @@ async def run_level(url: str, rps: float, seconds: float, input_tokens: int, out
 
 
 async def sweep(url: str, levels: list[float], slo_s: float, seconds: float, workload: tuple[int, int]) -> dict:
+    await run_level(url, levels[0], 4, *workload, seed=1)  # warm-up: fill the prefix cache, as porter's warmup_s does
     knee = None
     for rps in levels:
         level = await run_level(url, rps, seconds, *workload, seed=int(rps * 100))
@@ -172,11 +187,12 @@ async def sweep(url: str, levels: list[float], slo_s: float, seconds: float, wor
     return knee or {"rps": 0, "total_tok_s": 0}
 
 
-async def single_stream(url: str) -> float:
+async def single_stream(url: str, input_tokens: int) -> float:
     speeds = []
     async with aiohttp.ClientSession() as session:
         for index in range(3):
-            _, _, count, first, end = await one_request(session, url, make_prompt(random.Random(index), 2000, 0), 256)
+            prompt = make_prompt(random.Random(index), input_tokens, 0)
+            _, _, count, first, end = await one_request(session, url, prompt, 256)
             speeds.append((count - 1) / (end - first))
     return round(statistics.median(speeds), 1)
 
@@ -196,11 +212,12 @@ async def measure(name: str, args: argparse.Namespace, port: int) -> dict:
 
 
 async def _measure_on(name: str, args: argparse.Namespace, port: int, root: Path, tree: Path, flags: list) -> dict:
-    server = start_server(root, tree, flags, port)
+    log = root / "server.log"
+    server = start_server(root, tree, flags, port, log)
     try:
         url = f"http://127.0.0.1:{port}"
         await wait_healthy(url)
-        speed = await single_stream(url)
+        speed = await single_stream(url, args.single_input_tokens)
         cpu_before, wall_before = cpu_seconds(server.pid), time.monotonic()
         knee = await sweep(url, args.levels, args.slo, args.level_seconds, (args.input_tokens, args.output_tokens))
         cpu_share = (cpu_seconds(server.pid) - cpu_before) / (time.monotonic() - wall_before)
@@ -213,6 +230,7 @@ async def _measure_on(name: str, args: argparse.Namespace, port: int, root: Path
         "knee_rps": knee["rps"],
         "knee_total_tok_s": knee["total_tok_s"],
         "engine_cpu_share": round(cpu_share, 3),
+        "accept_length": logged_accept_length(log),
     }
     print(json.dumps(result), flush=True)
     return result
@@ -230,15 +248,35 @@ def main() -> None:
     parser.add_argument("--level-seconds", type=float, default=12)
     parser.add_argument("--input-tokens", type=int, default=2000)
     parser.add_argument("--output-tokens", type=int, default=64)
+    parser.add_argument("--single-input-tokens", type=int, default=10000, help="the story's 10k-token single stream")
     args = parser.parse_args()
     results = [asyncio.run(measure(name, args, 31500 + index)) for index, name in enumerate(args.configs.split(","))]
     moves = story_moves({result["config"]: result for result in results})
-    acceptance = Device().acceptance_by_position({"spec_steps": 5, "spec_draft_tokens": 6})
-    print("draft acceptance by position (twin device vs public):")
+    acceptance = sent_text_acceptance(args)
+    print("draft acceptance by position, 5/1/6 (twin device over the texts sent vs public):")
     for position, (twin, public) in enumerate(zip(acceptance, PUBLIC_ACCEPTANCE, strict=True), start=1):
         print(f"  {position}: {twin:.2f}  vs  {public:.2f}")
+    logged = [r["accept_length"] for r in results if r["accept_length"]]
+    if logged:
+        public = 1 + sum(PUBLIC_ACCEPTANCE)
+        print(f"accept length logged by the engine: {statistics.mean(logged):.2f}  vs  {public:.2f}")
     summary = {"benchmark": "twin_perf", "results": results, "moves": moves, "acceptance": acceptance}
     print(json.dumps(summary))
+
+
+def sent_text_acceptance(args: argparse.Namespace) -> list[float]:
+    """The device's acceptance by position at 5/1/6, averaged over the prompts a sweep level sends (each
+    text has its own predictability, read from its last block as the engine passes it)."""
+    sys.path.insert(0, str(ROOT / "sandboxes" / "twin" / "engine"))
+    from twin.prefix_cache import content_key
+    from twin.tokenizer import token_ids
+
+    rng, config = random.Random(0), {"spec_steps": 5, "spec_draft_tokens": 6}
+    rows = [
+        Device().acceptance_by_position(config, content_key(token_ids(make_prompt(rng, args.input_tokens, 0.6))))
+        for _ in range(200)
+    ]
+    return [round(statistics.mean(column), 3) for column in zip(*rows, strict=True)]
 
 
 def story_moves(by_config: dict) -> list[dict]:

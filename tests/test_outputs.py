@@ -28,16 +28,19 @@ def test_the_playbook_solves_the_default_twin_scenario(playbook_run):
     repo = git.Repo(playbook_run.repos["twin"].path)
     base = state.repos["twin"].base_commit
     changed = sorted(path for commit in repo.iter_commits(f"{base}..HEAD") for path in commit.stats.files)
-    assert changed == ["twin/configs/tuned_fmoe.csv", "twin/csrc/fused_multistep_metadata.cpp"]
+    assert changed == ["twin/configs/tuned_fmoe.csv"]
+    # defect (b) was met and fixed, but MTP 5/1/6 measured no faster than the kept 3/1/4 (the public acceptance
+    # profile rarely accepts a 4th or 5th draft), so the move was reverted with its fix
+    guard = [a for a in state.attempts if any("fused_multistep_metadata.cpp" in m for m in a.get("moves", []))]
+    assert [a["outcome"] for a in guard] == ["reverted"] and "no improvement beyond noise" in guard[0]["evidence"]
     model = git.Repo(playbook_run.repos["model"].path)
     base = state.repos["model"].base_commit
     assert [path for commit in model.iter_commits(f"{base}..HEAD") for path in commit.stats.files] == ["config.json"]
     config = json.loads((playbook_run.repos["model"].path / "config.json").read_text())
     assert "model.decoder.mlp.shared_experts.*" in config["quantization_config"]["exclude"]
-    kernel = (playbook_run.repos["twin"].path / "twin/csrc/fused_multistep_metadata.cpp").read_text()
-    assert "#ifdef USE_ROCM\n#include <hip/hip_runtime.h>\n#else\n#include <cuda_runtime.h>\n#endif" in kernel
     assert state.accepted_flags["kv-cache-dtype"] == "fp8_e4m3" and state.accepted_flags["dp"] == 2
-    assert len(list((playbook_run.run_dir / "patches" / "twin").glob("*.patch"))) == 2
+    assert state.accepted_flags["speculative-num-steps"] == 3
+    assert len(list((playbook_run.run_dir / "patches" / "twin").glob("*.patch"))) == 1
     assert len(list((playbook_run.run_dir / "patches" / "model").glob("*.patch"))) == 1
     assert (playbook_run.run_dir / "report.md").is_file() and (playbook_run.run_dir / "prs" / "twin.md").is_file()
     assert state.tokens["input"] == 0 and state.cost_usd == 0  # no model was called
@@ -82,7 +85,7 @@ def test_pr_describes_each_fix_and_pushes_the_branch(playbook_run, tmp_path):
     text = (playbook_run.run_dir / "prs" / "twin.md").read_text()
     for heading in ("## Problem", "## Root cause and fix", "## Evidence", "## How to reproduce"):
         assert heading in text
-    assert "missing_rocm_guard" in text and "git am" in text
+    assert "moe-fp4" in text and "git am" in text  # the twin's one kept commit: the tuned MoE config
     assert "95% CI" in text
     assert "shape_mismatch" in (playbook_run.run_dir / "prs" / "model.md").read_text()  # the checkpoint's fix
     for repo in ("twin", "model"):  # one remote for both repos: each branch under the repo's name

@@ -2,11 +2,14 @@
 
 One replica (a TP group) runs one step at a time. Prefill, per uncached prompt token: attention + MoE +
 dense compute over the TP group, plus an all-reduce cost that grows with TP size; cached prefix tokens cost
-almost nothing. A decode step: weight reads (nearly flat in TP at batch 1), all-reduce latency, a
-per-sequence cost and a KV-read cost per cached context token. The MoE part runs at the tuned speed only
-when the engine launched a tuned kernel for the shape (a kernel name this device knows); the default path
-is slower. Speculative decoding multiplies the step by a verify cost and advances each request by the
-expected accepted length. Parameters can be overridden per scenario (scenario.json "device").
+almost nothing. A decode step: weight reads (nearly flat in TP at batch 1), all-reduce latency (which the
+fused all-reduce shortens, most at TP8), a per-sequence cost and a KV-read cost per cached context token
+(what a narrower KV cache dtype saves: decode reads, not prefill compute). The MoE part runs at the tuned
+speed only when the engine launched a tuned kernel for the shape (a kernel name this device knows); the
+default path is slower. Speculative decoding: each draft step costs a small forward, verifying the draft
+tokens costs more the larger the batch, and each request advances by 1 + the expected number of accepted
+draft tokens, from an acceptance-by-position profile scaled by how predictable the request's text is.
+Parameters can be overridden per scenario (scenario.json "device").
 Twin numbers, not MI355X figures. Does not cover the socket protocol (server.py).
 """
 
@@ -29,17 +32,19 @@ DEFAULTS: dict = {
     "prefill_cached_token_ms": 0.002,
     "prefill_batch_overhead_ms": 3.0,
     "prefill_allreduce_ms": {"1": 0.0, "2": 0.02, "4": 0.04, "8": 0.147},
-    "kv_attention_factor": {"fp8_e4m3": 0.5, "fp8_e5m2": 0.5, "fp4_e2m1": 0.3},
-    "allreduce_fusion_factor": 0.75,
-    "decode_weights_ms": {"1": 14.5, "2": 13.5, "4": 13.0, "8": 12.5},
+    "allreduce_fusion_factor": {"prefill": 0.75, "decode": 0.5},
+    "decode_weights_ms": {"1": 8.0, "2": 7.5, "4": 7.0, "8": 6.4},
     "decode_moe_default_slowdown": 1.03,
-    "decode_allreduce_ms": {"1": 0.0, "2": 1.0, "4": 1.8, "8": 2.5},
-    "decode_per_sequence_ms": 0.25,
-    "decode_kv_ms_per_1k_tokens": 0.15,
+    "decode_allreduce_ms": {"1": 0.0, "2": 0.6, "4": 1.05, "8": 1.45},
+    "decode_per_sequence_ms": 0.15,
+    "decode_kv_ms_per_1k_tokens": 0.75,
     "kv_read_factor": {"fp8_e4m3": 0.5, "fp8_e5m2": 0.5, "fp4_e2m1": 0.3},
-    "draft_acceptance": 0.9,
+    # P(the draft token at position k is accepted), a public GLM-5.2 MTP run on MI355X (about 2 of 5 accepted)
+    "draft_acceptance_by_position": [0.94, 0.67, 0.28, 0.08, 0.02],
+    "draft_content_spread": 0.1,
     "verify_cost_per_draft_token": 0.02,
-    "draft_step_cost": 0.01,
+    "verify_batch_scale": 16,
+    "draft_step_ms": 0.3,
     "base_error_rates": [0.050, 0.190],
     "kv_extra_error": {"fp8_e4m3": [0.006, 0.008], "fp8_e5m2": [0.12, 0.15], "fp4_e2m1": [0.30, 0.35]},
     "corrupt_error_rate": 0.92,
@@ -66,15 +71,14 @@ class Device:
         kernels = config.get("moe_kernels") or []
         return bool(kernels) and all(KERNEL_NAME.match(name or "") for name in kernels)
 
-    def _allreduce_factor(self, config: dict) -> float:
-        return self.p["allreduce_fusion_factor"] if config.get("allreduce_fusion") else 1.0
+    def _allreduce_factor(self, config: dict, phase: str) -> float:
+        return self.p["allreduce_fusion_factor"][phase] if config.get("allreduce_fusion") else 1.0
 
     def prefill_ms(self, config: dict, uncached: int, cached: int) -> float:
         p, tp = self.p, int(config.get("tp", 8))
-        attention = p["prefill_attention_ms"] * p["kv_attention_factor"].get(config.get("kv_cache_dtype"), 1.0)
         moe = p["prefill_moe_tuned_ms"] * (1.0 if self.moe_tuned(config) else p["moe_default_slowdown"])
-        per_token = (attention + moe + p["prefill_dense_ms"]) * 8 / tp
-        allreduce = self._by_tp("prefill_allreduce_ms", tp) * self._allreduce_factor(config)
+        per_token = (p["prefill_attention_ms"] + moe + p["prefill_dense_ms"]) * 8 / tp
+        allreduce = self._by_tp("prefill_allreduce_ms", tp) * self._allreduce_factor(config, "prefill")
         return (
             p["prefill_batch_overhead_ms"] + uncached * (per_token + allreduce) + cached * p["prefill_cached_token_ms"]
         )
@@ -83,28 +87,37 @@ class Device:
         p, tp = self.p, int(config.get("tp", 8))
         weights = self._by_tp("decode_weights_ms", tp)
         weights *= 1.0 if self.moe_tuned(config) else p["decode_moe_default_slowdown"]
-        allreduce = self._by_tp("decode_allreduce_ms", tp) * self._allreduce_factor(config)
+        allreduce = self._by_tp("decode_allreduce_ms", tp) * self._allreduce_factor(config, "decode")
         kv_factor = p["kv_read_factor"].get(config.get("kv_cache_dtype"), 1.0)
         kv_read = p["decode_kv_ms_per_1k_tokens"] * context / 1000 * kv_factor
         step = weights + allreduce + p["decode_per_sequence_ms"] * batch + kv_read
-        steps = int(config.get("spec_steps") or 0)
+        steps, drafts = self._draft_shape(config)
         if steps:
-            verify = 1 + p["verify_cost_per_draft_token"] * int(config.get("spec_draft_tokens") or 0)
-            step *= verify + p["draft_step_cost"] * steps
+            verify = p["verify_cost_per_draft_token"] * drafts * (1 + batch / p["verify_batch_scale"])
+            step = step * (1 + verify) + p["draft_step_ms"] * steps
         return step
 
-    def acceptance_by_position(self, config: dict) -> list[float]:
-        """Probability that the draft token at each position is accepted (what MTP benchmarks report)."""
-        depth = min(int(config.get("spec_steps") or 0), max(int(config.get("spec_draft_tokens") or 0) - 1, 1))
-        return [round(self.p["draft_acceptance"] ** position, 3) for position in range(1, depth + 1)]
-
-    def advance(self, config: dict) -> float:
-        """Expected tokens a request advances per step."""
+    @staticmethod
+    def _draft_shape(config: dict) -> tuple[int, int]:
+        """Draft steps and draft tokens (0, 0 without speculative decoding)."""
         steps = int(config.get("spec_steps") or 0)
-        if not steps:
-            return 1.0
-        depth = min(steps, max(int(config.get("spec_draft_tokens") or 0) - 1, 1))
-        return sum(self.p["draft_acceptance"] ** position for position in range(depth + 1))
+        return (steps, int(config.get("spec_draft_tokens") or 0)) if steps else (0, 0)
+
+    def acceptance_by_position(self, config: dict, content: str = "") -> list[float]:
+        """Probability that the draft token at each position is accepted (what MTP benchmarks report), for
+        text whose predictability is read from `content` (a hash of the request's text; "" is the average)."""
+        steps, drafts = self._draft_shape(config)
+        depth = min(steps, max(drafts - 1, 1)) if steps else 0
+        profile = self.p["draft_acceptance_by_position"]
+        factor = 1.0
+        if content:
+            spread = self.p["draft_content_spread"]
+            factor = 1 + spread * (2 * (zlib.crc32(content.encode()) % 1000) / 999 - 1)
+        return [round(min(profile[k] * factor, 0.99), 4) if k < len(profile) else 0.0 for k in range(depth)]
+
+    def advance(self, config: dict, content: str = "") -> float:
+        """Expected tokens a request advances per step: the verified token plus the accepted drafts."""
+        return 1.0 + sum(self.acceptance_by_position(config, content))
 
     def error_rates(self, kv_cache_dtype: str, corrupt: bool) -> list[float]:
         if corrupt:

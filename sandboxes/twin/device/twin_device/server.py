@@ -34,10 +34,9 @@ def answer(device: Device, request: dict) -> dict:
     if op == "prefill":
         return {"ms": device.prefill_ms(config, int(request["uncached"]), int(request["cached"]))}
     if op == "decode":
-        advance = device.advance(config)
         return {
             "ms": device.decode_ms(config, int(request["batch"]), int(request["context"])),
-            "advance": [advance] * len(request.get("requests") or []),
+            "advance": [device.advance(config, str(content)) for content in request.get("requests") or []],
         }
     if op == "kernel":
         return {

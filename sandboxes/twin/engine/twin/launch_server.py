@@ -184,8 +184,9 @@ async def serve(engine: Engine) -> None:
     args = engine.args
     config = engine.launch_config()
     cache_tokens = min(engine.max_total_tokens, PREFIX_CACHE_TOKEN_LIMIT)
+    ranks = logs.rank_names(args.tp, args.dp)[:: args.tp]  # each replica's first TP rank logs its batches
     replicas = [
-        Replica(config, cache_tokens, args.chunked_prefill_size, args.max_running_requests) for _ in range(args.dp)
+        Replica(config, cache_tokens, args.chunked_prefill_size, args.max_running_requests, rank) for rank in ranks
     ]
     router = Router(replicas)
     router.start()

@@ -21,6 +21,11 @@ def block_keys(token_ids: list[int]) -> list[bytes]:
     return keys
 
 
+def content_key(token_ids: list[int]) -> str:
+    """The last block's own hash (not chained): the same text ends the same way whatever precedes it."""
+    return hashlib.blake2b(repr(token_ids[-BLOCK_TOKENS:]).encode(), digest_size=8).hexdigest()
+
+
 class PrefixCache:
     def __init__(self, capacity_tokens: int):
         self.capacity_blocks = max(capacity_tokens // BLOCK_TOKENS, 1)

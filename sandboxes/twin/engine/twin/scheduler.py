@@ -15,7 +15,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from twin import device
-from twin.prefix_cache import PrefixCache, block_keys
+from twin.batch_stats import BatchStats
+from twin.prefix_cache import PrefixCache, block_keys, content_key
 
 MAX_LAG_S = 0.02
 # Every device duration is multiplied by TWIN_TIME_SCALE (default 1). Tests run the twin's clock faster
@@ -33,6 +34,7 @@ class Request:
     emitted: int = 0
     credit: float = 0.0
     keys: list[bytes] = field(default_factory=list)
+    content: str = ""  # what the draft model sees of the text: a hash of the prompt's last block
 
     @property
     def done(self) -> bool:
@@ -40,11 +42,13 @@ class Request:
 
 
 class Replica:
-    def __init__(self, config: dict, cache_tokens: int, chunk_tokens: int, max_running: int):
+    def __init__(self, config: dict, cache_tokens: int, chunk_tokens: int, max_running: int, rank: str = "TP0"):
         self.config = config
+        self.stats = BatchStats(rank, config.get("max_total_tokens") or 0, config.get("spec_draft_tokens") or 0)
         self.cache = PrefixCache(cache_tokens)
         self.chunk_tokens = chunk_tokens
         self.max_running = max_running
+        self.max_total_tokens = config.get("max_total_tokens") or 10**9
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.wake = asyncio.Event()
@@ -52,6 +56,7 @@ class Replica:
 
     def submit(self, request: Request) -> None:
         request.keys = block_keys(request.token_ids)
+        request.content = content_key(request.token_ids)
         self.waiting.append(request)
         self.wake.set()
 
@@ -66,24 +71,36 @@ class Replica:
                 self.wake.clear()
                 await self.wake.wait()
                 self.clock = asyncio.get_running_loop().time()
-            if self.waiting and len(self.running) < self.max_running:
-                await self._prefill()
+            batch = self._admit()
+            if batch:
+                await self._prefill(batch)
             else:
                 await self._decode()
 
-    async def _prefill(self) -> None:
+    def _admit(self) -> list[Request]:
+        """The next prefill batch, taken as sglang's PrefillAdder takes it: waiting requests in order, up to the
+        running limit, the chunk budget and the free KV pool (each admitted request reserves its prompt and its
+        whole output). Nothing is admitted while the pool is full: the queue waits for running requests to end."""
         batch, budget = [], self.chunk_tokens
+        free = self.max_total_tokens - sum(len(r.token_ids) + len(r.pieces) for r in self.running)
         while self.waiting and len(self.running) + len(batch) < self.max_running:
             request = self.waiting[0]
             request.cached_tokens = min(self.cache.cached_tokens(request.keys), len(request.token_ids) - 1)
             uncached = len(request.token_ids) - request.cached_tokens
-            if batch and uncached > budget:
+            need = len(request.token_ids) + len(request.pieces)
+            if (batch and uncached > budget) or ((self.running or batch) and need > free):
                 break
             batch.append(self.waiting.popleft())
             budget -= uncached
+            free -= need
+        return batch
+
+    async def _prefill(self, batch: list[Request]) -> None:
         uncached = sum(len(r.token_ids) - r.cached_tokens for r in batch)
         cached = sum(r.cached_tokens for r in batch)
         step = device.call("prefill", config=self.config, uncached=uncached, cached=cached)
+        running = len(self.running) + len(batch)
+        self.stats.prefill(len(batch), uncached, cached, self._used_tokens(batch), running, len(self.waiting))
         await self._sleep_until(step["ms"])
         for request in batch:
             self.cache.insert(request.keys)
@@ -91,24 +108,30 @@ class Replica:
             if not request.done:
                 self.running.append(request)
 
+    def _used_tokens(self, more: list[Request] = ()) -> int:
+        return sum(len(r.token_ids) + r.emitted for r in [*self.running, *more])
+
     async def _decode(self) -> None:
-        context = sum(len(r.token_ids) + r.emitted for r in self.running)
-        requests = [r.keys[-1].hex() if r.keys else "" for r in self.running]
+        context = self._used_tokens()
+        requests = [r.content for r in self.running]
         step = device.call("decode", config=self.config, batch=len(self.running), context=context, requests=requests)
         await self._sleep_until(step["ms"])
+        emitted = 0
         for request, advance in zip(self.running, step["advance"], strict=True):
             request.credit += advance
             whole = int(request.credit)
             request.credit -= whole
-            self._emit(request, whole)
+            emitted += self._emit(request, whole)
+        self.stats.decode(len(self.running), context, emitted, len(self.waiting))
         self.running = [r for r in self.running if not r.done]
 
     @staticmethod
-    def _emit(request: Request, count: int) -> None:
+    def _emit(request: Request, count: int) -> int:
         new = request.pieces[request.emitted : request.emitted + count]
         if new:
             request.emitted += len(new)
             request.queue.put_nowait(("".join(new), len(new), request.done))
+        return len(new)
 
 
 class Router:
