@@ -42,6 +42,8 @@ STORY_MOVES = [
     ("no MTP -> MTP 5/1/6 + fp8 + fusion", "tp8", "final", "single_stream_tok_s", 3.0),
 ]
 PUBLIC_ACCEPTANCE = [0.94, 0.67, 0.28, 0.08, 0.02]
+BISECT_STEPS = 3  # as the twin tasks' sweeps
+MIN_REQUESTS = 32  # per level, as porter's sweeps
 
 WORDS = "alpha bravo delta echo golf hotel india kilo lima mike oscar papa quebec romeo sierra tango uniform".split()
 SPEC_516 = [
@@ -176,14 +178,28 @@ async def run_level(url: str, rps: float, seconds: float, input_tokens: int, out
 
 
 async def sweep(url: str, levels: list[float], slo_s: float, seconds: float, workload: tuple[int, int]) -> dict:
+    """Levels upwards until one fails, then BISECT_STEPS bisections between the last pass and the first fail
+    (porter's sweep does the same); each level runs `seconds` or long enough for MIN_REQUESTS arrivals."""
     await run_level(url, levels[0], 4, *workload, seed=1)  # warm-up: fill the prefix cache, as porter's warmup_s does
-    knee = None
-    for rps in levels:
-        level = await run_level(url, rps, seconds, *workload, seed=int(rps * 100))
+
+    async def passes(rps: float) -> dict | None:
+        # one seeded arrival pattern divided by the rate at every level, as porter's sweeps do: a knee then
+        # depends on the rate, not on which random bursts a level happened to draw
+        level = await run_level(url, rps, max(seconds, MIN_REQUESTS / rps), *workload, seed=0)
         print(f"    {level}", flush=True)
-        if level["p99_ttft_s"] > slo_s:
+        return level if level["p99_ttft_s"] <= slo_s else None
+
+    knee, low, high = None, 0.0, None
+    for rps in levels:
+        level = await passes(rps)
+        if level is None:
+            high = rps
             break
-        knee = level
+        knee, low = level, rps
+    for _ in range(BISECT_STEPS if high is not None else 0):
+        middle = (low + high) / 2
+        level = await passes(middle)
+        knee, low, high = (level, middle, high) if level else (knee, low, middle)
     return knee or {"rps": 0, "total_tok_s": 0}
 
 

@@ -24,11 +24,17 @@ def number(value: Any, digits: int = 1) -> str:
 
 
 def check(key: str, result: dict) -> str:
-    if key == "throughput":
-        return throughput(result)
-    if key == "single_stream":
-        return single_stream(result)
-    return quality(key, result)
+    if key not in ("throughput", "single_stream"):
+        return quality(key, result)
+    text = throughput(result) if key == "throughput" else single_stream(result)
+    samples = result.get("samples") or 0
+    if samples > 1:
+        text += (
+            f"\n  {samples} samples of this check on this configuration, median {number(result.get('median'))}: porter "
+            "measures a configuration more than once, so that a keep decision compares repeated figures (the "
+            "figures above are the latest sample)"
+        )
+    return text
 
 
 def throughput(result: dict) -> str:

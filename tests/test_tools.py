@@ -101,3 +101,11 @@ def test_a_sweep_table_says_which_rows_bisect_and_how_late_the_client_ran():
     calm_levels = [{"rps": 4, "passed": True}, {"rps": 6, "passed": False}]
     calm = throughput({"levels": calm_levels, "knee_rps": 4, "slo": {"ttft_s": 1}})
     assert "bisect" not in calm and "late" not in calm
+
+
+def test_a_check_says_how_many_samples_its_configuration_has():
+    from porter.observations import check
+
+    result = {"output_tok_s": 201.0, "samples": 2, "median": 200.5, "target_output_tok_s": 180}
+    assert "2 samples of this check on this configuration, median 200.5" in check("single_stream", result)
+    assert "samples of this check" not in check("single_stream", {**result, "samples": 1})
