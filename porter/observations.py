@@ -42,7 +42,8 @@ def throughput(result: dict) -> str:
     percentile = f"p{slo.get('percentile', 99):g}"
     ttft_key, ttft_header = f"{percentile}_ttft_ms", f"{percentile} TTFT s"
     rows = [f"  {'req/s':>6}  {'done':>9}  {'output tok/s':>12}  {'total tok/s':>11}  {ttft_header:>11}  pass"]
-    for level in result.get("levels") or []:
+    levels = result.get("levels") or []
+    for level in levels:
         done = f"{level.get('completed', '-')}/{level.get('offered', '-')}"
         ttft = level.get(ttft_key)
         verdict = "yes" if level.get("passed") else "no: " + "; ".join(level.get("reasons") or ["failed"])
@@ -61,7 +62,6 @@ def throughput(result: dict) -> str:
             f"throughput: knee {number(knee, 2)} req/s (the highest rate with {slo_text}) -> {number(figure)} "
             f"tok/s per node; target {number(target)}: {met}"
         )
-    levels = result.get("levels") or []
     failed = [index for index, level in enumerate(levels) if not level.get("passed")]
     if failed and failed[0] < len(levels) - 1:
         rows.append("  (the rows after the first failing rate bisect between the last pass and the first fail)")
@@ -73,8 +73,6 @@ def throughput(result: dict) -> str:
             f"its {SATURATION_LAG_MS:g} ms budget): latencies there read up to that much high, so the knee can only "
             "be understated; a busy machine does this, not the server"
         )
-    elif result.get("client_saturated"):
-        rows.append("  the load generator itself was saturated: the figures understate the server")
     return "\n".join([head, *rows])
 
 

@@ -355,8 +355,9 @@ class Playbook:
         tried_for = [(e.tag[1], e.arguments.get("flags")) for e in self.history if e.name == "set_flags" and e.tag]
         baseline = self.task.serve.flags
         for goal, candidate in flag_candidates(self.task, unmet):
-            is_baseline = all(baseline.get(k) == v for k, v in candidate.items())  # measured at the start
-            if (goal, candidate) not in tried_for and not is_baseline and not self._accepted(candidate):
+            served = self.status.get("flags") or {}  # nothing is pending when a candidate is picked
+            # the baseline was measured at the start; the served flags are what the run has already
+            if (goal, candidate) not in tried_for and not _sets(baseline, candidate) and not _sets(served, candidate):
                 return Action("set_flags", {"flags": candidate}, f"try {candidate} for {goal}", ("search", goal))
         if not unmet:
             return Action("finish", {"reason": "every target is met"}, "done")
@@ -369,11 +370,6 @@ class Playbook:
                 ("search", "throughput" if "throughput" in unmet else "single_stream"),
             )
         return Action("finish", {"reason": f"targets still unmet ({sorted(unmet)}) and no candidate is left"}, "stop")
-
-    def _accepted(self, candidate: dict) -> bool:
-        """The candidate is what the run serves already (nothing is pending when a candidate is picked)."""
-        flags = self.status.get("flags") or {}
-        return bool(flags) and all(flags.get(flag) == value for flag, value in candidate.items())
 
     def _reverted_moves(self) -> list[dict]:
         """Flag candidates of the search that porter reverted (not kept by accept, or reverted outright)."""
@@ -467,6 +463,11 @@ CRASH_RULES = {
     "dtype_unsupported": Playbook._switch_flag_rule,
     "compile_error": Playbook._switch_flag_rule,
 }
+
+
+def _sets(flags: dict, candidate: dict) -> bool:
+    """`flags` already hold every value of the candidate."""
+    return all(flags.get(flag) == value for flag, value in candidate.items())
 
 
 def _summary_of_fix(event: Event) -> str:

@@ -44,11 +44,11 @@ class Request:
 class Replica:
     def __init__(self, config: dict, cache_tokens: int, chunk_tokens: int, max_running: int, rank: str = "TP0"):
         self.config = config
-        self.stats = BatchStats(rank, config.get("max_total_tokens") or 0, config.get("spec_draft_tokens") or 0)
+        self.max_total_tokens = config.get("max_total_tokens") or 10**9
+        self.stats = BatchStats(rank, self.max_total_tokens, config.get("spec_draft_tokens") or 0)
         self.cache = PrefixCache(cache_tokens)
         self.chunk_tokens = chunk_tokens
         self.max_running = max_running
-        self.max_total_tokens = config.get("max_total_tokens") or 10**9
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.wake = asyncio.Event()
