@@ -10,7 +10,8 @@ and judged together) is kept when it moves the run forward:
   bar derived from their measured spread (plus, for a figure read at a sweep's knee, 1.5 times the
   knee bracket the compared sweeps ran: porter.noise says why; never below the task's minimum), with
   every quality check within tolerance.
-Before anything is kept, the sandbox's filesystem outside the declared trees must be unchanged.
+Before anything is kept, the sandbox's filesystem outside the declared trees must be unchanged. A revert
+keeps the dropped edits as diffs in the run directory (reverted/), never as commits.
 After a keep, porter re-measures the targets the new accepted configuration has no figure for, so the
 next decision and the final verdict never rest on another configuration's numbers. Does not run the
 loop or talk to the model.
@@ -22,6 +23,7 @@ import json
 
 from porter import evidence, noise, sandbox_diff
 from porter.checks import registry
+from porter.redaction import redact
 from porter.repos import commit_message
 from porter.run_context import RunContext, ToolError
 from porter.sandbox import SandboxError
@@ -29,6 +31,7 @@ from porter.serve import Launch
 from porter.startup_stage import startup_stage
 from porter.state import Evidence, all_targets_met, target_report
 
+REVERTED_DIFF_LIMIT = 1 << 20  # a reverted edit larger than this (a tree full of build output) is not kept
 TOPOLOGY_FLAGS = {"tp", "dp", "tp-size", "dp-size", "tensor-parallel-size", "data-parallel-size", "enable-dp-attention"}
 
 
@@ -347,6 +350,7 @@ def _number(value) -> str:
 def revert(ctx: RunContext, reason: str, comparisons=()) -> dict:
     state = ctx.state
     moves = moves_of(ctx)
+    saved = {name: _keep_reverted_diff(ctx, name, repo) for name, repo in ctx.repos.items() if repo.is_dirty()}
     files = {name: repo.revert() for name, repo in ctx.repos.items() if repo.is_dirty()}
     flag_changes = {k: v for k, v in state.flags.items() if state.accepted_flags.get(k) != v}
     state.flags = dict(state.accepted_flags)
@@ -354,6 +358,7 @@ def revert(ctx: RunContext, reason: str, comparisons=()) -> dict:
     state.pending = Evidence()
     ctx.stop_server()
     facts = {"comparisons": [c.to_dict() for c in comparisons], "moves": moves, "stack": len(moves) > 1}
+    facts["reverted_diffs"] = {name: path for name, path in saved.items() if path}
     _attempt(ctx, f"reverted: {reason}", "reverted", reason, {}, flag_changes, crash, **facts)
     ctx.transcript.record("revert", step=state.step, reason=reason, files=files, flags=flag_changes, **facts)
     message = (
@@ -363,7 +368,27 @@ def revert(ctx: RunContext, reason: str, comparisons=()) -> dict:
     )
     if len(moves) > 1:
         message += f" The stack of {len(moves)} moves was judged together: {'; '.join(moves)}."
+    if facts["reverted_diffs"]:
+        shown = ", ".join(f"{name}: {path}" for name, path in facts["reverted_diffs"].items())
+        message += f" The dropped edits are kept in the run as diffs, not commits ({shown})."
     return {"message": message, "kept": False, "reason": reason, "files": files, **facts}
+
+
+def _keep_reverted_diff(ctx: RunContext, name: str, repo) -> str | None:
+    """Keep a reverted edit in the run directory (reverted/step-NNN-REPO.diff, redacted), so that a fix that
+    worked but was not kept (its flags brought no gain, say) is not lost; None when it is too large to keep."""
+    folder = ctx.run_dir / "reverted"
+    folder.mkdir(exist_ok=True)
+    path = folder / f"step-{ctx.state.step:03d}-{name}.diff"
+    raw = path.with_suffix(".raw")
+    try:
+        repo.write_diff(raw)
+        if raw.stat().st_size > REVERTED_DIFF_LIMIT:
+            return None
+        path.write_text(redact(raw.read_text(errors="replace")))
+    finally:
+        raw.unlink(missing_ok=True)
+    return str(path.relative_to(ctx.run_dir))
 
 
 def _attempt(ctx, summary, outcome, proof, commits, flags, crash=None, fingerprint=None, **facts) -> None:

@@ -73,7 +73,7 @@ def describe(
         f"{task.hardware.count}x {task.hardware.gpu} (run `{state.run_id}`).",
     ]
     lines += ["", "## Problem", ""]
-    lines += _problem(state, run_dir)
+    lines += _problem(state, run_dir, repo_state.name)
     lines += ["", "## Root cause and fix", ""]
     for commit in commits:
         lines += [f"### {commit.summary}", "", *_commit_sections(commit.message), ""]
@@ -185,9 +185,14 @@ def _relative(run_dir: Path, path: Path) -> str:
         return str(path)
 
 
-def _problem(state: RunState, run_dir: Path) -> list[str]:
+def _problem(state: RunState, run_dir: Path, repo_name: str) -> list[str]:
+    """The crashes this repo's commits fixed (a crash fixed in another repo belongs to that repo's PR)."""
     lines = []
-    crashes = [a for a in state.attempts if a["outcome"] == "kept" and a.get("crash_class")]
+    crashes = [
+        a
+        for a in state.attempts
+        if a["outcome"] == "kept" and a.get("crash_class") and repo_name in (a.get("commits") or {})
+    ]
     for attempt in crashes:
         lines.append(f"- `{attempt['crash_class']}`, fixed at step {attempt['step']}: {attempt['summary']}")
     logs = sorted((run_dir / "logs").glob("serve-*.log"))

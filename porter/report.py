@@ -138,6 +138,10 @@ def render(task: Task, state: RunState, metrics: list[dict], plots: list[Path], 
     lines += ["", "## Final serve command", "", "```", render_command(task, state.accepted_flags), "```", ""]
     commits = {name: len(repo.accepted) for name, repo in state.repos.items()}
     lines += ["## Patches", "", *(f"- {name}: {count} commit(s), `patches/{name}/`" for name, count in commits.items())]
+    for attempt in state.attempts:
+        for name, path in (attempt.get("reverted_diffs") or {}).items():
+            step = attempt["step"]
+            lines.append(f"- {name}: the edit reverted at step {step} (not a commit; `git apply` it), `{path}`")
     if plots:
         lines += ["", "## Plots", "", *(f"![{p.stem}]({p.relative_to(run_dir)})" for p in plots)]
     lines.append(f"\n{len(metrics)} measurements in `metrics.jsonl`; every server log is in `logs/`.\n")

@@ -109,6 +109,13 @@ class TrackedRepo:
         self._stage(intent_to_add=True)
         return self.repo.git.diff("HEAD")
 
+    def write_diff(self, path: Path) -> None:
+        """Write the pending change (new files and binary content included) to `path`, streamed by git: the
+        tree may hold more than porter should read into memory."""
+        self._check()
+        self._stage(intent_to_add=True)
+        self.repo.git.diff("HEAD", "--binary", output=str(path))
+
     def change_digest(self) -> str:
         """A digest of the pending change (binary content included), streamed from git: a tool run in the
         sandbox may write gigabytes into the tree, and porter must not hold its diff to see whether it changed."""

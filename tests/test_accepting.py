@@ -180,6 +180,11 @@ def test_noise_or_a_regression_is_reverted(ctx, after):
     outcome = accepting.accept(ctx, "Exclude the decoder", "")
     assert not outcome["kept"] and "no improvement beyond noise" in outcome["reason"]
     assert not ctx.repos["engine"].is_dirty() and ctx.state.repos["engine"].accepted == []
+    # the dropped edit is not lost: its diff is in the run, named in the message, and applies again
+    (kept,) = outcome["reverted_diffs"].values()
+    assert kept in outcome["message"] and ctx.state.attempts[-1]["reverted_diffs"] == {"engine": kept}
+    ctx.repos["engine"].repo.git.apply(str(ctx.run_dir / kept))
+    assert ctx.repos["engine"].changed_files() == ["config.json"]
 
 
 def test_best_of_n_reruns_do_not_flip_the_decision(ctx):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers import free_port
+from twin_tasks import QUICK_SCALE
 
 from porter.checks.quality import run_quality
 from porter.checks.throughput import run_single_stream, run_throughput
@@ -52,7 +53,7 @@ def _serve(root: Path, socket_path: Path):
         "--tp",
         "8",
     ]
-    environment = {**os.environ, "TWIN_DEVICE_SOCKET": str(socket_path)}
+    environment = {**os.environ, "TWIN_DEVICE_SOCKET": str(socket_path), "TWIN_TIME_SCALE": str(QUICK_SCALE)}
     server = subprocess.Popen(
         command, cwd=root / "sgl-workspace" / "twin", stdout=log, stderr=subprocess.STDOUT, env=environment
     )

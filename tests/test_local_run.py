@@ -11,7 +11,7 @@ import sys
 
 import yaml
 from helpers import free_port
-from twin_tasks import ROOT, task_data
+from twin_tasks import ROOT, bringup_task_data
 
 NO_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/porter-test.sock"}
 
@@ -27,10 +27,7 @@ def porter(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
 
 
 def test_without_docker_a_twin_task_runs_in_the_local_sandbox_only_when_asked(tmp_path):
-    data = task_data(ROOT / "tasks" / "twin_oom_mem_fraction.yaml")
-    data["checks"] = {"quality": data["checks"]["quality"]}
-    for check, samples in zip(data["checks"]["quality"], (50, 30), strict=True):
-        check["samples"] = samples
+    data = bringup_task_data(ROOT / "tasks" / "twin_oom_mem_fraction.yaml")
     data["outputs"] = {"runs_dir": str(tmp_path / "runs")}
     data["serve"]["port"] = free_port()  # the local sandbox serves on the host: test workers run side by side
     (tmp_path / "task.yaml").write_text(yaml.safe_dump(data, sort_keys=False))

@@ -25,6 +25,7 @@ from twin_tasks import (
     SPEC_314,
     SPEC_516,
     STORY_RECORDING,
+    TIME_SCALE,
     build_twin,
     call,
     fast_twin_task,
@@ -89,7 +90,7 @@ STORY = [
 @pytest.fixture(scope="module")
 def story_run(twin_image, tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("story")
-    ctx = run_scripted(fast_twin_task(tmp_path), STORY)
+    ctx = run_scripted(fast_twin_task(tmp_path, time_scale=TIME_SCALE), STORY)
     if os.environ.get("PORTER_RECORD_STORY"):
         keep_recording(ctx.run_dir, STORY_RECORDING)
     return ctx

@@ -7,20 +7,16 @@ from __future__ import annotations
 import git
 import pytest
 import yaml
-from twin_tasks import ROOT, build_twin, fast_task_data, run_with, tool_results, write_task
+from twin_tasks import ROOT, bringup_task_data, build_twin, fast_task_data, run_with, tool_results, write_task
 
 from porter.models.remedies import exclude_alias_lines, renamed_module, speculative_configs, topologies
 from porter.task import load_task
 
 
 def bring_up_task(tmp_path, scenario_task: str, **changes):
-    """A scenario task cut to its bring-up: quality only (50 / 30 questions), so the run ends once the
-    scenario's failure is fixed and quality holds."""
-    data = fast_task_data(ROOT / "tasks" / scenario_task)
-    data["checks"] = {"quality": data["checks"]["quality"]}
-    data["checks"]["quality"][0]["samples"] = 50
-    data["checks"]["quality"][1]["samples"] = 30
-    return write_task(tmp_path, data, **changes)
+    """A scenario task cut to its bring-up, so the run ends once the scenario's failure is fixed and quality
+    holds."""
+    return write_task(tmp_path, bringup_task_data(ROOT / "tasks" / scenario_task), **changes)
 
 
 COVERED = {

@@ -7,6 +7,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from twin_tasks import QUICK_SCALE
 
 import porter.triage
 from porter.triage import scanner, triage_file, triage_lines, triage_main, triage_text
@@ -207,6 +208,7 @@ def test_the_twins_real_mtp_load_crash_is_a_shape_mismatch_naming_both_prefixes(
     command += ["--port", "39561", "--tp", "8", "--speculative-algorithm", "EAGLE", "--speculative-num-steps", "5"]
     command += ["--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "6"]
     environment = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(workdir), "ROCM_PATH": str(tmp_path / "opt" / "rocm")}
+    environment["TWIN_TIME_SCALE"] = str(QUICK_SCALE)
     log = tmp_path / "server.log"
     sys.path.insert(0, str(TWIN / "device"))
     from twin_device.host import running_device  # the simulated GPUs live outside the engine (twin v2)

@@ -55,6 +55,8 @@ class Twin:
             remove=True,
             ports={f"{port}/tcp": ("127.0.0.1", None) for port in PORTS},
             volumes={str(device_dir): {"bind": "/run/twin-device", "mode": "rw"}},
+            # the twin's clock at four times its speed: start-ups in tens of seconds, speeds still comparable
+            environment={"TWIN_TIME_SCALE": "0.25"},
         )
         self.container.reload()
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from helpers import free_port
+from twin_tasks import QUICK_SCALE
 
 ROOT = Path(__file__).resolve().parents[1]
 TWIN = ROOT / "sandboxes" / "twin"
@@ -61,8 +62,9 @@ def device(layout: Path):
 
 
 @contextlib.contextmanager
-def twin_server(layout: Path, log: Path, *flags: str):
-    """A twin server on the --local layout (the device must be served), its URL while it runs."""
+def twin_server(layout: Path, log: Path, *flags: str, home: Path | None = None, socket: Path | None = None):
+    """A twin server on the --local layout (the device must be served, at `socket` if not the layout's), its URL
+    while it runs. Its JIT cache is under `home` (the layout by default)."""
     port = free_port()
     command = [sys.executable, "-m", "twin.launch_server", "--model-path", str(layout / "models/glm-5.2-mxfp4")]
     with open(log, "w") as handle:
@@ -71,7 +73,13 @@ def twin_server(layout: Path, log: Path, *flags: str):
             cwd=layout / "sgl-workspace/twin",
             stdout=handle,
             stderr=subprocess.STDOUT,
-            env={"PATH": "/usr/bin:/bin", "HOME": str(layout), "ROCM_PATH": ""},
+            env={
+                "PATH": "/usr/bin:/bin",
+                "HOME": str(home or layout),
+                "ROCM_PATH": "",
+                "TWIN_TIME_SCALE": str(QUICK_SCALE),
+                **({"TWIN_DEVICE_SOCKET": str(socket)} if socket else {}),
+            },
         )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -171,6 +179,42 @@ def test_a_full_kv_pool_queues_the_next_request(layout: Path, device: Path, tmp_
     (early, late) = sorted([first, second])
     assert late[0] >= early[1]  # the second request's first token comes after the first request's last
     assert "#queue-req: 1" in log.read_text()
+
+
+def test_a_relaunch_reads_the_weights_from_the_page_cache_and_loads_the_built_kernels(layout: Path, tmp_path: Path):
+    """The first start-up of a node reads the checkpoint cold and builds the JIT kernels; the next one is faster
+    in wall time and says why in its log."""
+    logs = [tmp_path / "first.log", tmp_path / "again.log"]
+    with running_device(tmp_path / "node") as socket:  # a node of its own: nothing read, nothing built
+        for log in logs:
+            with twin_server(layout, log, "--tp", "8", home=tmp_path, socket=socket):
+                pass
+    first, again = (log.read_text() for log in logs)
+    load = [float(re.search(r"Load weight end\. elapsed=([\d.]+) s", text).group(1)) for text in (first, again)]
+    assert load[1] < load[0] / 2
+    assert "start build [mla_rope_and_cache]" in first and "start build" not in again
+    assert re.search(r"Init torch distributed ends\. elapsed=[\d.]+ s", again)
+    assert re.search(r"Capture cuda graph end\. Time elapsed: [\d.]+ s", again)
+
+
+def test_start_up_takes_minutes_at_scale_1_and_a_relaunch_less_than_half() -> None:
+    node = Device()
+    shards = {f"model-0000{n}-of-00004.safetensors": 101.3 for n in range(1, 5)}
+
+    def launch(spec_steps: int = 0, builds: tuple[str, ...] = ()) -> float:
+        seconds = node.startup_seconds("init_distributed", {})
+        seconds += sum(node.startup_seconds("load_shard", {"shard": name, "gb": gb}) for name, gb in shards.items())
+        seconds += sum(node.startup_seconds("jit_build", {"module": module}) for module in builds)
+        seconds += node.startup_seconds("capture", {"batch_sizes": 14})
+        if spec_steps:
+            seconds += node.startup_seconds("capture_draft", {"batch_sizes": 14, "steps": spec_steps})
+        return seconds
+
+    first, again = launch(builds=("mla_rope_and_cache",)), launch()
+    assert 120 <= first <= 600 and again < first / 2
+    assert launch(spec_steps=5) > launch(spec_steps=3) > again
+    failed = node.startup_seconds("jit_build", {"module": "x", "failed": True})
+    assert failed < node.startup_seconds("jit_build", {"module": "x"})
 
 
 def stream_times(url: str, payload: dict) -> tuple[float, float]:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers import free_port
+from twin_tasks import QUICK_SCALE
 
 from porter.checks.quality import run_quality
 from porter.task import QualityCheckSpec, load_task
@@ -36,6 +37,7 @@ class LocalTwin:
         self.root = root
         self.tree = root / "sgl-workspace" / "twin"
         self.environment = {"PATH": "/usr/bin:/bin", "HOME": str(root), "ROCM_PATH": str(root / "opt/rocm")}
+        self.environment["TWIN_TIME_SCALE"] = str(QUICK_SCALE)
 
     def command(self, port: int, flags: str) -> list[str]:
         model = self.root / "models/glm-5.2-mxfp4"

@@ -1,12 +1,12 @@
 """Task files and runs on the twin for the loop, playbook and output tests.
 
-`fast_twin_task` is tasks/twin_glm52.yaml on the twin's clock at twice its speed (TWIN_TIME_SCALE=0.5 in the
-sandbox's env, as the twin tasks set it themselves; a task at another scale gets every rate, latency limit and
-speed target scaled to match, so each check sees the same requests), with the quality sets cut to 100 / 50
-questions and two single-stream requests; the defects, the fixes, the targets and the directions are the
-flagship's. The single-stream target has margin both ways: MTP with the fp8 KV cache clears it by ~20% (a loaded
-machine's late clock reads slower, and replay compares met flags exactly), and MTP alone stays ~8% below it (a
-late clock never reads faster).
+`fast_task_data` is tasks/twin_glm52.yaml on the twin's clock at twice its speed (TWIN_TIME_SCALE=0.5 in the
+sandbox's env; every rate, latency limit and speed target is scaled from the task's own clock to match, so each
+check sees the same requests), with the quality sets cut to 100 / 50 questions and two single-stream requests.
+`fast_twin_task` writes it at the quick clock unless asked for another. The defects, the fixes, the targets and
+the directions are the flagship's. The single-stream target has margin both ways: MTP with the fp8 KV cache
+clears it by ~20% (a loaded machine's late clock reads slower, and replay compares met flags exactly), and MTP
+alone stays ~8% below it (a late clock never reads faster).
 """
 
 from __future__ import annotations
@@ -25,7 +25,10 @@ from porter.task import load_task
 from porter.transcript import read_state, read_transcript
 
 ROOT = Path(__file__).resolve().parents[1]
-TIME_SCALE = 0.5
+TIME_SCALE = 0.5  # the twin's clock for tests that compare speeds: the story, the playbook's runs
+# ... and for tests that only start, crash, fault or check the quality of the twin: its start-up takes minutes at
+# scale 1 (weights, kernel builds, graph capture), seconds at this clock
+QUICK_SCALE = 0.1
 FIXES = ROOT / "sandboxes" / "twin" / "fixes"  # the known fixes, as patches
 STORY_RECORDING = ROOT / "tests" / "data" / "story"  # the story's committed recording: task.yaml, transcript.jsonl
 SPEC_516 = {  # the story's MTP depth (sglang's EAGLE flags)
@@ -60,11 +63,12 @@ def task_data(source: Path) -> dict:
     return data
 
 
-def fast_task_data(source: Path = ROOT / "tasks" / "twin_glm52.yaml") -> dict:
+def fast_task_data(source: Path = ROOT / "tasks" / "twin_glm52.yaml", time_scale: float = TIME_SCALE) -> dict:
     data = task_data(source)
     env = data["sandbox"].setdefault("env", {})
-    scale = TIME_SCALE / float(env.get("TWIN_TIME_SCALE", 1))  # 1 for the twin tasks, which run at 0.5 already
-    env["TWIN_TIME_SCALE"] = str(TIME_SCALE)
+    scale = time_scale / float(env.get("TWIN_TIME_SCALE", 1))
+    env["TWIN_TIME_SCALE"] = str(time_scale)
+    data["serve"]["startup_timeout_s"] *= scale
     checks = data["checks"]
     checks["quality"][0]["samples"] = 100
     checks["quality"][1]["samples"] = 50
@@ -75,6 +79,16 @@ def fast_task_data(source: Path = ROOT / "tasks" / "twin_glm52.yaml") -> dict:
     throughput["target_tok_s_per_node"] /= scale
     checks["single_stream"]["target_output_tok_s"] /= scale
     checks["single_stream"]["num_requests"] = 2
+    return data
+
+
+def bringup_task_data(source: Path) -> dict:
+    """A twin task as a bring-up job: its quality checks only, on 50 / 30 questions, at the quick clock."""
+    data = task_data(source)
+    data["checks"] = {"quality": data["checks"]["quality"]}
+    for check, samples in zip(data["checks"]["quality"], (50, 30), strict=True):
+        check["samples"] = samples
+    data["sandbox"].setdefault("env", {})["TWIN_TIME_SCALE"] = str(QUICK_SCALE)
     return data
 
 
@@ -93,8 +107,9 @@ def write_task(tmp_path: Path, data: dict, **changes) -> Path:
     return path
 
 
-def fast_twin_task(tmp_path: Path, **changes) -> Path:
-    return write_task(tmp_path, fast_task_data(), **changes)
+def fast_twin_task(tmp_path: Path, time_scale: float = QUICK_SCALE, **changes) -> Path:
+    """The fast twin task at the quick clock (a test that compares speeds passes TIME_SCALE)."""
+    return write_task(tmp_path, fast_task_data(time_scale=time_scale), **changes)
 
 
 def run_with(task_path: Path, model=None, fresh: bool = True):

@@ -9,6 +9,8 @@ speed only when the engine launched a tuned kernel for the shape (a kernel name 
 default path is slower. Speculative decoding: each draft step costs a small forward, verifying the draft
 tokens costs more the larger the batch, and each request advances by 1 + the expected number of accepted
 draft tokens, from an acceptance-by-position profile scaled by how predictable the request's text is.
+Start-up: each stage takes the node's time (process group, reading the checkpoint at disk speed or from the
+page cache once read, a kernel build, graph capture per batch size); the engine sleeps it, scaled by its clock.
 Parameters can be overridden per scenario (scenario.json "device").
 Twin numbers, not MI355X figures. Does not cover the socket protocol (server.py).
 """
@@ -48,7 +50,19 @@ DEFAULTS: dict = {
     "base_error_rates": [0.050, 0.190],
     "kv_extra_error": {"fp8_e4m3": [0.006, 0.008], "fp8_e5m2": [0.12, 0.15], "fp4_e2m1": [0.30, 0.35]},
     "corrupt_error_rate": 0.92,
-    "startup_seconds": {"load_shard": 0.6},
+    # Start-up at scale 1, from public MI355X launches: sglang's GLM-5-FP8 on 8x MI355X logs "Init torch
+    # distributed ends. elapsed=13.00 s" and a cold "Load weight end. elapsed=228.09 s" for a larger checkpoint;
+    # aiter's JIT modules take ~20 s each to build (ROCm/aiter#2336) and are loaded from the cache afterwards;
+    # a checkpoint read once is in the page cache for the next start-up (sglang#1479: ~6 s a shard cold, a
+    # fraction of that once cached). Graph capture is per captured batch size; the draft captures per step.
+    "startup_seconds": {
+        "init_distributed": 13.0,
+        "read_gb_per_s": {"cold": 3.0, "warm": 12.0},
+        "jit_build": 20.0,
+        "jit_build_failed": 3.0,
+        "capture_per_batch_size": 2.5,
+        "draft_capture_per_batch_size_step": 0.5,
+    },
 }
 KERNEL_NAME = re.compile(r"^moe_ck2stages_gemm1_256x(32|64|128)x(64|128)x(128|256)_(1x4|2x2)_MXFP4_v[13]$")
 
@@ -58,6 +72,7 @@ class Device:
 
     def __init__(self, overrides: dict | None = None):
         self.p = {**DEFAULTS, **(overrides or {})}
+        self.page_cache: set[str] = set()  # checkpoint shards read since the node came up
 
     def properties(self) -> dict:
         keys = ("name", "gcn_arch", "count", "total_memory_gb", "cu_num", "lds_bytes")
@@ -134,5 +149,19 @@ class Device:
         jitter = (zlib.crc32(f"{tile}{block_m}{token}".encode()) % 100) / 1000
         return round(18 + work * (1 + padding) * (1.1 - block_m / 512) * (1 + jitter), 2)
 
-    def startup_seconds(self, stage: str) -> float:
-        return float(self.p["startup_seconds"].get(stage, 0.0))
+    def startup_seconds(self, stage: str, arguments: dict) -> float:
+        """How long a start-up stage takes: reading a shard (cold, or from the page cache once read), a kernel
+        build, initialising the process group, capturing graphs."""
+        p = self.p["startup_seconds"]
+        if stage == "load_shard":
+            shard = str(arguments["shard"])
+            speed = p["read_gb_per_s"]["warm" if shard in self.page_cache else "cold"]
+            self.page_cache.add(shard)
+            return float(arguments["gb"]) / speed
+        if stage == "jit_build":
+            return p["jit_build_failed"] if arguments.get("failed") else p["jit_build"]
+        if stage == "capture":
+            return p["capture_per_batch_size"] * int(arguments["batch_sizes"])
+        if stage == "capture_draft":
+            return p["draft_capture_per_batch_size_step"] * int(arguments["batch_sizes"]) * int(arguments["steps"])
+        return float(p.get(stage, 0.0))

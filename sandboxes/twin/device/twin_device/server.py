@@ -45,7 +45,8 @@ def answer(device: Device, request: dict) -> dict:
     if op == "numerics":
         return {"error_rates": device.error_rates(request.get("kv_cache_dtype", "auto"), bool(request.get("corrupt")))}
     if op == "startup":
-        return {"seconds": device.startup_seconds(str(request.get("stage")))}
+        arguments = {key: value for key, value in request.items() if key not in ("op", "stage")}
+        return {"seconds": device.startup_seconds(str(request.get("stage")), arguments)}
     return {"error": f"unknown op {op!r}"}
 
 

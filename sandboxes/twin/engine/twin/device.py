@@ -11,9 +11,15 @@ import functools
 import json
 import os
 import socket
+import time
 from pathlib import Path
 
 DEFAULT_SOCKET = "/run/twin-device/device.sock"
+# Every device duration (a step, a start-up stage) is multiplied by TWIN_TIME_SCALE (default 1). Tasks and tests
+# run the twin's clock faster and scale their request rates, latency limits and speed targets by the same factor:
+# same directions, same number of requests per level, less wall time. Figures at a scale other than 1 are not
+# comparable with scale-1 figures.
+TIME_SCALE = float(os.environ.get("TWIN_TIME_SCALE", "1"))
 
 
 class NoDeviceError(RuntimeError):
@@ -65,6 +71,14 @@ def _connection() -> _Connection:
 
 def call(op: str, **arguments) -> dict:
     return _connection().call({"op": op, **arguments})
+
+
+def wait(stage: str, **arguments) -> float:
+    """Spend the time a start-up stage takes on the device (reading weights, building a kernel, capturing
+    graphs); returns the seconds waited."""
+    seconds = float(call("startup", stage=stage, **arguments)["seconds"]) * TIME_SCALE
+    time.sleep(seconds)
+    return seconds
 
 
 @functools.cache

@@ -1,8 +1,9 @@
 """Just-in-time build of the engine's C++ kernels with the ROCm toolchain (`hipcc`), like aiter's JIT.
 
 Sources live in csrc/ of this tree; the shared object is cached under ~/.cache/twin/jit by a hash of the
-source and flags, then loaded with ctypes and smoke-tested. A compiler error is shown as the compiler
-printed it and re-raised as "Error building extension", the way torch's cpp_extension does.
+source and flags, then loaded with ctypes and smoke-tested. A build takes the node's compile time once; a later
+start-up with the same source loads the cached object. A compiler error is shown as the compiler printed it
+and re-raised as "Error building extension", the way torch's cpp_extension does.
 Does not cover deciding when a kernel is needed (launch_server.py).
 """
 
@@ -13,7 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from twin import logs
+from twin import device, logs
 
 CSRC = Path(__file__).resolve().parent / "csrc"
 
@@ -47,6 +48,8 @@ def build(name: str, source_file: str) -> ctypes.CDLL:
         logs.aiter(" ".join([str(hipcc), *flags, str(source), "-o", str(output)]))
         started = time.monotonic()
         result = subprocess.run(command, capture_output=True, text=True)
+        # the compile's own time on the node: a build that fails stops at its first error
+        device.wait("jit_build", module=name, failed=result.returncode != 0)
         if result.returncode != 0:
             print(result.stderr, end="", flush=True)
             raise RuntimeError(f"Error building extension '{name}': hipcc exited with status {result.returncode}")

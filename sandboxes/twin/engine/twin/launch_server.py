@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import json
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -73,7 +74,8 @@ class Engine:
         if args.tp * args.dp > gpus:
             raise RuntimeError(f"tp_size * dp_size = {args.tp * args.dp} exceeds the {gpus} visible GPUs")
         logs.per_rank("Init torch distributed begin.", args.tp, args.dp)
-        logs.per_rank("Init torch distributed ends. mem usage=0.89 GB", args.tp, args.dp)
+        elapsed = device.wait("init_distributed", ranks=args.tp * args.dp)
+        logs.per_rank(f"Init torch distributed ends. elapsed={elapsed:.2f} s, mem usage=0.89 GB", args.tp, args.dp)
         backend = attention.select_backend(args.attention_backend, use_mla=True)
         logs.info(f"Attention backend: {backend}, arch={attention.gpu_arch()}, kv_cache_dtype={args.kv_cache_dtype}")
         attention.check_kv_dtype(backend, attention.kv_torch_dtype(args.kv_cache_dtype))
@@ -86,22 +88,28 @@ class Engine:
         quant = QuarkConfig.from_config(config["quantization_config"], self.model_path / "config.json")
         logs.info(f"Using Quark config from {quant.source} (exclude: {len(quant.exclude)} patterns)")
         logs.per_rank("Load weight begin. avail mem=286.91 GB", args.tp, args.dp)
-        tensors = list(loader.iterate_checkpoint(self.model_path))
+        started = time.monotonic()
         params = loader.build_params(glm5.target_params(config, quant))
-        count = loader.load_weights(params, tensors, config, draft=False)
+        count = loader.load_weights(params, loader.iterate_checkpoint(self.model_path), config, draft=False)
         kind = config["architectures"][0]
         logs.per_rank(
-            f"Load weight end. type={kind}, dtype=torch.bfloat16, avail mem=237.30 GB, mem usage=49.61 GB.",
+            f"Load weight end. elapsed={time.monotonic() - started:.2f} s, type={kind}, dtype=torch.bfloat16, "
+            "avail mem=237.30 GB, mem usage=49.61 GB.",
             args.tp,
             args.dp,
         )
         if args.speculative_algorithm:
-            logs.info(f"Loading draft model (MTP layer {config['num_hidden_layers']}) for {args.speculative_algorithm}")
+            nextn = config["num_hidden_layers"]
+            logs.info(f"Loading draft model (MTP layer {nextn}) for {args.speculative_algorithm}")
+            logs.per_rank("Load weight begin. avail mem=237.30 GB", args.tp, args.dp)
+            started = time.monotonic()
             draft = loader.build_params(glm5.draft_params(config, quant))
+            tensors = loader.iterate_checkpoint(self.model_path, loader.shards(self.model_path, layer=nextn))
             count += loader.load_weights(draft, tensors, config, draft=True)
             params.update({f"draft.{name}": param for name, param in draft.items()})
             logs.per_rank(
-                f"Load weight end. type={kind}NextN, dtype=torch.bfloat16, avail mem=235.82 GB, mem usage=1.48 GB.",
+                f"Load weight end. elapsed={time.monotonic() - started:.2f} s, type={kind}NextN, "
+                "dtype=torch.bfloat16, avail mem=235.82 GB, mem usage=1.48 GB.",
                 args.tp,
                 args.dp,
             )
@@ -133,19 +141,36 @@ class Engine:
             args.tp,
             args.dp,
         )
+        self._capture_graphs(memory_plan)
+
+    def _capture_graphs(self, memory_plan: memory.MemoryPlan) -> None:
+        """Capture the decode graphs (and the draft's, with speculative decoding), as sglang's runners do."""
+        args = self.args
+        free = memory_plan.workspace_free_gb
         logs.per_rank(
-            f"Capture cuda graph begin. This can take up to several minutes. avail mem="
-            f"{memory_plan.workspace_free_gb:.2f} GB",
-            args.tp,
-            args.dp,
+            f"Capture cuda graph begin. This can take up to several minutes. avail mem={free:.2f} GB", args.tp, args.dp
         )
+        logs.info(f"Capture cuda graph bs {CAPTURE_BATCH_SIZES}", logs.rank_names(args.tp, args.dp)[0])
         memory.capture_graphs(memory_plan)
+        elapsed = device.wait("capture", batch_sizes=len(CAPTURE_BATCH_SIZES), tp=args.tp)
+        used = memory_plan.workspace_needed_gb
         logs.per_rank(
-            f"Capture cuda graph end. Time elapsed: 1.93 s. mem usage={memory_plan.workspace_needed_gb:.2f} "
-            f"GB. avail mem={memory_plan.workspace_free_gb - memory_plan.workspace_needed_gb:.2f} GB.",
+            f"Capture cuda graph end. Time elapsed: {elapsed:.2f} s. mem usage={used:.2f} GB. "
+            f"avail mem={free - used:.2f} GB.",
             args.tp,
             args.dp,
         )
+        if args.speculative_algorithm:
+            logs.info(
+                f"Capture draft cuda graph begin. This can take up to several minutes. avail mem={free - used:.2f} GB"
+            )
+            elapsed = device.wait(
+                "capture_draft", batch_sizes=len(CAPTURE_BATCH_SIZES), steps=args.speculative_num_steps, tp=args.tp
+            )
+            logs.info(
+                f"Capture draft cuda graph end. Time elapsed: {elapsed:.2f} s. mem usage=0.52 GB. "
+                f"avail mem={free - used - 0.52:.2f} GB."
+            )
 
     def launch_config(self) -> dict:
         """What one replica launches on the device: its TP group, KV dtype, kernels and draft shape."""

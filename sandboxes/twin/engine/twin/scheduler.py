@@ -10,7 +10,6 @@ Does not cover HTTP (http_server.py) or what text is produced (the request carri
 
 import asyncio
 import itertools
-import os
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -19,10 +18,6 @@ from twin.batch_stats import BatchStats
 from twin.prefix_cache import PrefixCache, block_keys, content_key
 
 MAX_LAG_S = 0.02
-# Every device duration is multiplied by TWIN_TIME_SCALE (default 1). Tests run the twin's clock faster
-# and scale their request rates, latency limits and speed targets by the same factor: same directions,
-# same number of requests per level, less wall time. Figures at a scale other than 1 are not comparable.
-TIME_SCALE = float(os.environ.get("TWIN_TIME_SCALE", "1"))
 
 
 @dataclass
@@ -62,7 +57,7 @@ class Replica:
 
     async def _sleep_until(self, duration_ms: float) -> None:
         loop = asyncio.get_running_loop()
-        self.clock = max(self.clock, loop.time() - MAX_LAG_S) + duration_ms * TIME_SCALE / 1000
+        self.clock = max(self.clock, loop.time() - MAX_LAG_S) + duration_ms * device.TIME_SCALE / 1000
         await asyncio.sleep(max(self.clock - loop.time(), 0))
 
     async def run(self) -> None:

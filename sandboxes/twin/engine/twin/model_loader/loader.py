@@ -25,24 +25,55 @@ def read_shard(path: Path) -> list[Tensor]:
     return [Tensor(name, entry["dtype"], Size(entry["shape"])) for name, entry in header.items()]
 
 
-def iterate_checkpoint(model_path: Path):
-    index = json.loads((model_path / "model.safetensors.index.json").read_text())
-    shards = sorted(set(index["weight_map"].values()))
+# bytes per element of the checkpoint's dtypes (mxfp4 weights are packed two to a U8)
+DTYPE_BYTES = {"BF16": 2, "F16": 2, "F32": 4, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E8M0": 1}
+
+
+def shard_gb(tensors: list[Tensor]) -> float:
+    """The size a shard has on disk: what reading it costs (the twin's payloads are fingerprints)."""
+    total = 0
+    for tensor in tensors:
+        count = 1
+        for dim in tensor.size():
+            count *= dim
+        total += count * DTYPE_BYTES.get(tensor.dtype, 1)
+    return total / 1e9
+
+
+def shards(model_path: Path, layer: int | None = None) -> list[str]:
+    """The checkpoint's shard files (those holding `layer`'s tensors when given), in order."""
+    weight_map = json.loads((model_path / "model.safetensors.index.json").read_text())["weight_map"]
+    prefix = f"model.layers.{layer}." if layer is not None else ""
+    return sorted({shard for name, shard in weight_map.items() if name.startswith(prefix)})
+
+
+def iterate_checkpoint(model_path: Path, names: list[str] | None = None):
+    """Yield the tensors of the shards `names` (all by default), reading each at the device's disk speed."""
+    names = names or shards(model_path)
     started = time.monotonic()
-    seconds_per_shard = device.call("startup", stage="load_shard")["seconds"]
-    for number, shard in enumerate(shards, start=1):
-        time.sleep(seconds_per_shard)
-        yield from read_shard(model_path / shard)
+    for number, shard in enumerate(names, start=1):
+        tensors = read_shard(model_path / shard)
+        device.wait("load_shard", shard=shard, gb=shard_gb(tensors))
+        yield from tensors
         elapsed = time.monotonic() - started
         rate = number / max(elapsed, 1e-6)
-        bar = "#" * (number * 10 // len(shards))
-        remaining = int((len(shards) - number) / rate)
+        bar = "#" * (number * 10 // len(names))
+        remaining = int((len(names) - number) / rate)
         print(
-            f"Loading safetensors checkpoint shards: {number * 100 // len(shards):3d}% Completed | {bar:<10}| "
-            f"{number}/{len(shards)} [00:{int(elapsed):02d}<00:{remaining:02d}, {rate:.2f}it/s]",
+            f"Loading safetensors checkpoint shards: {number * 100 // len(names):3d}% Completed | {bar:<10}| "
+            f"{number}/{len(names)} [{_clock(elapsed)}<{_clock(remaining)}, {_rate(rate)}]",
             file=sys.stderr,
             flush=True,
         )
+
+
+def _rate(per_second: float) -> str:
+    """tqdm's rate: items per second, or seconds per item below one a second."""
+    return f"{per_second:.2f}it/s" if per_second >= 1 else f"{1 / per_second:.2f}s/it"
+
+
+def _clock(seconds: float) -> str:
+    return f"{int(seconds) // 60:02d}:{int(seconds) % 60:02d}"
 
 
 def load_weights(params: dict[str, Parameter], tensors, config: dict, draft: bool) -> int:
