@@ -74,7 +74,7 @@ class Engine:
         if args.tp * args.dp > gpus:
             raise RuntimeError(f"tp_size * dp_size = {args.tp * args.dp} exceeds the {gpus} visible GPUs")
         logs.per_rank("Init torch distributed begin.", args.tp, args.dp)
-        elapsed = device.wait("init_distributed", ranks=args.tp * args.dp)
+        elapsed = device.wait("init_distributed")
         logs.per_rank(f"Init torch distributed ends. elapsed={elapsed:.2f} s, mem usage=0.89 GB", args.tp, args.dp)
         backend = attention.select_backend(args.attention_backend, use_mla=True)
         logs.info(f"Attention backend: {backend}, arch={attention.gpu_arch()}, kv_cache_dtype={args.kv_cache_dtype}")
@@ -152,7 +152,7 @@ class Engine:
         )
         logs.info(f"Capture cuda graph bs {CAPTURE_BATCH_SIZES}", logs.rank_names(args.tp, args.dp)[0])
         memory.capture_graphs(memory_plan)
-        elapsed = device.wait("capture", batch_sizes=len(CAPTURE_BATCH_SIZES), tp=args.tp)
+        elapsed = device.wait("capture", batch_sizes=len(CAPTURE_BATCH_SIZES))
         used = memory_plan.workspace_needed_gb
         logs.per_rank(
             f"Capture cuda graph end. Time elapsed: {elapsed:.2f} s. mem usage={used:.2f} GB. "
@@ -164,9 +164,8 @@ class Engine:
             logs.info(
                 f"Capture draft cuda graph begin. This can take up to several minutes. avail mem={free - used:.2f} GB"
             )
-            elapsed = device.wait(
-                "capture_draft", batch_sizes=len(CAPTURE_BATCH_SIZES), steps=args.speculative_num_steps, tp=args.tp
-            )
+            steps = args.speculative_num_steps
+            elapsed = device.wait("capture_draft", batch_sizes=len(CAPTURE_BATCH_SIZES), steps=steps)
             logs.info(
                 f"Capture draft cuda graph end. Time elapsed: {elapsed:.2f} s. mem usage=0.52 GB. "
                 f"avail mem={free - used - 0.52:.2f} GB."
