@@ -9,7 +9,8 @@ and judged together) is kept when it moves the run forward:
   accepted configuration's samples on the same harness (two samples a side at least) by more than a
   bar derived from their measured spread (plus, for a figure read at a sweep's knee, 1.5 times the
   knee bracket the compared sweeps ran: porter.noise says why; never below the task's minimum), with
-  every quality check within tolerance.
+  every quality check within tolerance. Another figure compared that got worse beyond its bar is a
+  trade, kept only when each of its pending samples still meets its target.
 Before anything is kept, the sandbox's filesystem outside the declared trees must be unchanged. A revert
 keeps the dropped edits as diffs in the run directory (reverted/), never as commits.
 After a keep, porter re-measures the targets the new accepted configuration has no figure for, so the
@@ -219,9 +220,27 @@ def _accept_improvement(ctx: RunContext, summary: str, why: str, current: str) -
             "run_check it, then redo the change"
         )
     shown = "; ".join(c.describe() for c in comparisons)
-    if any(c.worse for c in comparisons) or not any(c.better for c in comparisons):
+    if not any(c.better for c in comparisons):
         return revert(ctx, reason=f"no improvement beyond noise: {shown}", comparisons=comparisons)
+    worse = [c for c in comparisons if c.worse]
+    missed = [c for c in worse if not _holds_target(ctx, c)]
+    if missed:
+        names = " and ".join(f"{c.key} ({c.change:+.1%})" for c in missed)
+        reason = f"{names} got worse beyond noise and would miss its target, against a gain elsewhere: {shown}"
+        return revert(ctx, reason=reason, comparisons=comparisons)
+    if worse:
+        shown += ". Kept as a trade: " + "; ".join(
+            f"{c.key} got worse ({c.change:+.1%}) but each of its {len(c.pending)} samples still meets its target"
+            for c in worse
+        )
     return _keep(ctx, summary, why, shown, flags_too=True, comparisons=comparisons)
+
+
+def _holds_target(ctx: RunContext, comparison: noise.Comparison) -> bool:
+    """Whether every pending sample of a figure that got worse still meets its target (a trade that keeps it)."""
+    item = registry.by_key(ctx.task, comparison.key)
+    goal = item.kind.goal(item.spec)
+    return isinstance(goal, (int, float)) and all(value >= goal for value in comparison.pending)
 
 
 def _samples(ctx: RunContext, item: registry.Declared, config: str | None) -> list[dict]:

@@ -46,7 +46,9 @@ at a time, so a measurement says what it was for.
 
 Rules porter enforces: a pending change (diffs + flags) is kept by `accept` only when it removes the crash
 of the accepted configuration, or improves throughput / single-stream speed beyond noise with quality within
-tolerance; otherwise it is reverted and you are told why. Serve after every change before measuring. When
+tolerance; otherwise it is reverted and you are told why. Every speed check measured on both configurations is
+compared: one that gets worse beyond noise is accepted only as a trade, when each of its new samples still meets
+its target. Serve after every change before measuring. When
 every target is met, or nothing sensible is left to try, call finish with the reason.
 """
 

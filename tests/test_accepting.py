@@ -187,6 +187,21 @@ def test_noise_or_a_regression_is_reverted(ctx, after):
     assert ctx.repos["engine"].changed_files() == ["config.json"]
 
 
+@pytest.mark.parametrize("single_after, kept", [([108.0, 109.0], True), ([95.0, 96.0], False)])
+def test_a_figure_that_gets_worse_is_a_trade_only_while_it_meets_its_target(ctx, single_after, kept):
+    """A topology that lifts throughput costs single-stream speed: kept while each single-stream sample still
+    meets its target (100), reverted, naming the figure, once it would miss it."""
+    baseline(ctx, single=(120.0, 121.0))
+    ctx.state.flags["tp"] = 4
+    pending(ctx, throughput=[140.0, 141.0], single=single_after)
+    outcome = accepting.accept(ctx, "Serve TP4", "")
+    assert outcome["kept"] is kept
+    if kept:
+        assert "Kept as a trade: single_stream got worse (-10.0%) but each of its 2 samples" in outcome["evidence"]
+    else:
+        assert outcome["reason"].startswith("single_stream (-20.7%) got worse beyond noise and would miss its target")
+
+
 def test_best_of_n_reruns_do_not_flip_the_decision(ctx):
     """Re-running the pending configuration until one run clears 3% adds samples; the median does not move."""
     baseline(ctx, throughput=(100.0, 100.4))
