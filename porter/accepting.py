@@ -307,6 +307,13 @@ def _keep(ctx, summary, why, proof: str, flags_too: bool, comparisons=()) -> dic
         flags_kept=flags_too, refreshed=refreshed, **facts,
     )  # fmt: skip
     message = f"kept: {proof}. Commits: {commits or 'none (flags only)'}; flags kept: {kept_flags or 'none'}."
+    quality = _quality(ctx, fingerprint) if fingerprint else {}
+    if quality:
+        shown = ", ".join(
+            f"{key} {result.get('score')} ({'passed' if result.get('passed') else 'FAILED'})"
+            for key, result in quality.items()
+        )
+        message += f" Quality on this configuration, measured before keeping it: {shown}."
     if not flags_too and flag_changes:
         message += f" The flag changes {flag_changes} stay pending until the server starts with them."
     if refreshed:

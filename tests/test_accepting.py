@@ -164,6 +164,9 @@ def test_an_improvement_beyond_noise_with_quality_held_is_committed(ctx):
     [comparison] = outcome["comparisons"]
     assert comparison["accepted"] == [100.0, 101.0] and comparison["pending"] == [120.0, 121.0]
     assert comparison["threshold"] >= 0.03
+    assert (
+        "Quality on this configuration, measured before keeping it: quality:gsm8k 0.95 (passed)" in outcome["message"]
+    )
     head = ctx.repos["engine"].repo.head.commit
     assert head.summary == "Exclude the decoder" and "Evidence:" in head.message and "n=2" in head.message
     # committing does not change the configuration's fingerprint: its samples are the accepted ones now
