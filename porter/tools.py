@@ -299,7 +299,8 @@ def serve_tool(ctx: RunContext) -> Result:
         warnings = [f"{f.category}: {f.key_line}" for f in (launch.triage.findings if launch.triage else [])]
         summary = f"healthy in {launch.seconds:.1f} s. Warnings in the log: {warnings or 'none'}"
     else:
-        summary = f"the server did not start ({record['crash_class']}).\n{launch.triage.excerpt}"
+        crash = f"{record['crash_class']}, after {launch.seconds:.1f} s"
+        summary = f"the server did not start ({crash}).\n{launch.triage.excerpt}"
     return summary, record
 
 
