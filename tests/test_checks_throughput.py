@@ -142,7 +142,9 @@ def test_sweep_against_a_server_with_known_timings(server):
     assert result.knee_rps == 40 and result.model == "sse-test"
     for level in result.levels:
         assert level.passed and level.metrics["errors"] == 0
-        assert 30 <= level.metrics["median_ttft_ms"] < 35
+        # the injected 30 ms is a floor; above it the test server's own lateness on shared cores (9 ms once, five CI
+        # workers on 2 cores); test_checks_loadgen.py holds the client's own part of the timing to 5 ms
+        assert 30 <= level.metrics["median_ttft_ms"] < 30 + 20
         assert level.metrics["cache_hit_rate"] == pytest.approx(0.5, abs=0.01)
         assert level.offered >= 5 and level.metrics["completed"] == level.offered
     knee = result.knee.metrics
