@@ -223,7 +223,7 @@ def _accept_improvement(ctx: RunContext, summary: str, why: str, current: str) -
     if not any(c.better for c in comparisons):
         return revert(ctx, reason=f"no improvement beyond noise: {shown}", comparisons=comparisons)
     worse = [c for c in comparisons if c.worse]
-    missed = [c for c in worse if not _holds_target(ctx, c)]
+    missed = [c for c in worse if not _holds_target(ctx, c.key, current)]
     if missed:
         names = " and ".join(f"{c.key} ({c.change:+.1%})" for c in missed)
         reason = f"{names} got worse beyond noise and would miss its target, against a gain elsewhere: {shown}"
@@ -236,11 +236,10 @@ def _accept_improvement(ctx: RunContext, summary: str, why: str, current: str) -
     return _keep(ctx, summary, why, shown, flags_too=True, comparisons=comparisons)
 
 
-def _holds_target(ctx: RunContext, comparison: noise.Comparison) -> bool:
+def _holds_target(ctx: RunContext, key: str, config: str) -> bool:
     """Whether every pending sample of a figure that got worse still meets its target (a trade that keeps it)."""
-    item = registry.by_key(ctx.task, comparison.key)
-    goal = item.kind.goal(item.spec)
-    return isinstance(goal, (int, float)) and all(value >= goal for value in comparison.pending)
+    item = registry.by_key(ctx.task, key)
+    return all(item.kind.met(sample["result"], item.spec) for sample in _samples(ctx, item, config))
 
 
 def _samples(ctx: RunContext, item: registry.Declared, config: str | None) -> list[dict]:
@@ -376,8 +375,9 @@ def _number(value) -> str:
 def revert(ctx: RunContext, reason: str, comparisons=()) -> dict:
     state = ctx.state
     moves = moves_of(ctx)
-    saved = {name: _keep_reverted_diff(ctx, name, repo) for name, repo in ctx.repos.items() if repo.is_dirty()}
-    files = {name: repo.revert() for name, repo in ctx.repos.items() if repo.is_dirty()}
+    dirty = {name: repo for name, repo in ctx.repos.items() if repo.is_dirty()}
+    saved = {name: _keep_reverted_diff(ctx, name, repo) for name, repo in dirty.items()}
+    files = {name: repo.revert() for name, repo in dirty.items()}
     flag_changes = {k: v for k, v in state.flags.items() if state.accepted_flags.get(k) != v}
     state.flags = dict(state.accepted_flags)
     crash = state.pending.first_crash
