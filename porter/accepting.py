@@ -403,17 +403,12 @@ def revert(ctx: RunContext, reason: str, comparisons=()) -> dict:
 def _keep_reverted_diff(ctx: RunContext, name: str, repo) -> str | None:
     """Keep a reverted edit in the run directory (reverted/step-NNN-REPO.diff, redacted), so that a fix that
     worked but was not kept (its flags brought no gain, say) is not lost; None when it is too large to keep."""
-    folder = ctx.run_dir / "reverted"
-    folder.mkdir(exist_ok=True)
-    path = folder / f"step-{ctx.state.step:03d}-{name}.diff"
-    raw = path.with_suffix(".raw")
-    try:
-        repo.write_diff(raw)
-        if raw.stat().st_size > REVERTED_DIFF_LIMIT:
-            return None
-        path.write_text(redact(raw.read_text(errors="replace")))
-    finally:
-        raw.unlink(missing_ok=True)
+    diff = repo.bounded_diff(REVERTED_DIFF_LIMIT)
+    if diff is None:
+        return None
+    path = ctx.run_dir / "reverted" / f"step-{ctx.state.step:03d}-{name}.diff"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(redact(diff.decode(errors="replace")))
     return str(path.relative_to(ctx.run_dir))
 
 

@@ -109,12 +109,19 @@ class TrackedRepo:
         self._stage(intent_to_add=True)
         return self.repo.git.diff("HEAD")
 
-    def write_diff(self, path: Path) -> None:
-        """Write the pending change (new files and binary content included) to `path`, streamed by git: the
-        tree may hold more than porter should read into memory."""
+    def bounded_diff(self, limit: int) -> bytes | None:
+        """The pending change (new files and binary content included), or None when it is over `limit` bytes.
+        Read from git's pipe and cut off past the limit: a tool run in the sandbox may write gigabytes into the
+        tree."""
         self._check()
         self._stage(intent_to_add=True)
-        self.repo.git.diff("HEAD", "--binary", output=str(path))
+        process = self.repo.git.diff("HEAD", "--binary", as_process=True)
+        try:
+            data = process.stdout.read(limit + 1)
+        finally:
+            process.proc.kill()
+            process.proc.wait()
+        return data if len(data) <= limit else None
 
     def change_digest(self) -> str:
         """A digest of the pending change (binary content included), streamed from git: a tool run in the

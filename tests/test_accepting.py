@@ -205,6 +205,17 @@ def test_a_figure_that_gets_worse_is_a_trade_only_while_it_meets_its_target(ctx,
         assert outcome["reason"].startswith("single_stream (-20.7%) got worse beyond noise and would miss its target")
 
 
+def test_a_reverted_edit_too_large_to_keep_is_dropped_whole(ctx):
+    """A tree the sandbox filled with output is reverted as any other, but its diff is not copied into the run."""
+    baseline(ctx)
+    change_config(ctx)
+    (ctx.repos["engine"].path / "dump.bin").write_bytes(b"x" * (accepting.REVERTED_DIFF_LIMIT + 1))
+    pending(ctx, throughput=[101.0, 102.0])
+    outcome = accepting.accept(ctx, "Exclude the decoder", "")
+    assert not outcome["kept"] and outcome["reverted_diffs"] == {}
+    assert not ctx.repos["engine"].is_dirty() and not (ctx.run_dir / "reverted").exists()
+
+
 def test_best_of_n_reruns_do_not_flip_the_decision(ctx):
     """Re-running the pending configuration until one run clears 3% adds samples; the median does not move."""
     baseline(ctx, throughput=(100.0, 100.4))
