@@ -2,7 +2,8 @@
 
 Lays the twin out with `sandboxes/twin/build.sh --local`, starts `twin.launch_server` subprocesses with the
 story's flag sets, and measures (aiohttp client, Poisson arrivals, 60% shared-prefix prompts):
-  - the knee: highest offered RPS whose p99 TTFT stays within the SLO, and total tok/s there;
+  - the knee: highest offered RPS whose p99 TTFT stays within the SLO, and output tok/s there (from the first
+    send to the last token, as bench_serving and porter count it);
   - single-stream output tok/s (after the first token), median of 3;
   - the twin's own CPU use during the heaviest level (process CPU time / wall time), to show the engine
     is not the bottleneck;
@@ -12,7 +13,9 @@ Then each move of the story as a ratio of measured knees (and of single-stream s
 ratio, the device's draft acceptance by position (averaged over the texts sent) next to the public GLM-5.2
 MI355X figures, and the measured accept length next to the public profile's 1 + sum.
 Prints one line per configuration and, last, one JSON object. Twin numbers, not MI355X figures.
-Usage: python3 benchmarks/twin_perf.py [--configs tp8,tp4dp2,...] [--level-seconds 12] [--quick]
+The sweep is the flagship task's (tasks/twin_glm52.yaml: its workload, rates, TTFT limit, level length and
+bisection), converted from the task's clock to the one this runs at (TWIN_TIME_SCALE, default 1: scale 1).
+Usage: TWIN_TIME_SCALE=0.25 python3 benchmarks/twin_perf.py [--configs tp8,tp4dp2,...] [--level-seconds S]
 """
 
 import argparse
@@ -29,6 +32,7 @@ import time
 from pathlib import Path
 
 import aiohttp
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "sandboxes" / "twin" / "device"))
@@ -38,13 +42,13 @@ from twin_device.model import Device  # noqa: E402
 # The story's figures (DESIGN.md): output tok/s per node at the knee, single-stream tok/s, and the public
 # MTP acceptance by draft position of a GLM-5.2 MI355X run.
 STORY_MOVES = [
-    ("TP8 -> TP4xDP2", "tp8", "tp4dp2", "knee_total_tok_s", 1944 / 1461),
-    ("untuned -> tuned MoE", "tp4dp2", "tp4dp2-tuned", "knee_total_tok_s", 2626 / 1944),
+    ("TP8 -> TP4xDP2", "tp8", "tp4dp2", "knee_output_tok_s", 1944 / 1461),
+    ("untuned -> tuned MoE", "tp4dp2", "tp4dp2-tuned", "knee_output_tok_s", 2626 / 1944),
     ("no MTP -> MTP 5/1/6 + fp8 + fusion", "tp8", "final", "single_stream_tok_s", 3.0),
 ]
 PUBLIC_ACCEPTANCE = [0.94, 0.67, 0.28, 0.08, 0.02]
-BISECT_STEPS = 3  # as the twin tasks' sweeps
 MIN_REQUESTS = 32  # per level, as porter's sweeps
+FLAGSHIP = ROOT / "tasks" / "twin_glm52.yaml"
 
 WORDS = "alpha bravo delta echo golf hotel india kilo lima mike oscar papa quebec romeo sierra tango uniform".split()
 SPEC_516 = [
@@ -155,38 +159,64 @@ async def one_request(session: aiohttp.ClientSession, url: str, prompt: str, out
     return first - started, time.monotonic() - started, count, first, time.monotonic()
 
 
-def make_prompt(rng: random.Random, input_tokens: int, shared_fraction: float) -> str:
+def make_prompt(rng: random.Random, input_tokens: int, shared_fraction: float, level: str = "") -> str:
+    """The shared prefix (the same at every level), the level's marker, then text drawn from `rng`: a level
+    replays its seeded pattern with its own marker, so no prompt is cached past its prefix from an earlier
+    level (as porter's workload salts each level)."""
     shared = int(input_tokens * shared_fraction)
     prefix = " ".join(WORDS[i % len(WORDS)] for i in range(shared))
-    return prefix + " " + " ".join(rng.choice(WORDS) for _ in range(input_tokens - shared))
+    rest = [f"level{level}", *(rng.choice(WORDS) for _ in range(input_tokens - shared - 1))]
+    return prefix + " " + " ".join(rest)
 
 
-async def run_level(url: str, rps: float, seconds: float, input_tokens: int, output_tokens: int, seed: int) -> dict:
-    rng = random.Random(seed)
+def flagship_sweep() -> dict:
+    """The flagship task's sweep, its times and rates converted from the task's clock to this process's."""
+    task = yaml.safe_load(FLAGSHIP.read_text())
+    factor = float(os.environ.get("TWIN_TIME_SCALE", 1)) / float(task["sandbox"]["env"]["TWIN_TIME_SCALE"])
+    throughput = task["checks"]["throughput"]
+    workload = throughput["workload"]
+    return {
+        "input_tokens": workload["input_tokens"],
+        "output_tokens": workload["output_tokens"],
+        "cache_hit_rate": workload["cache_hit_rate"],
+        "levels": [rps / factor for rps in throughput["rps"]],
+        "slo": throughput["slo"]["ttft_s"] * factor,
+        "level_seconds": workload["duration_s"] * factor,
+        "warmup_seconds": workload["warmup_s"] * factor,
+        "bisect_steps": throughput["bisect_steps"],
+        "single_input_tokens": task["checks"]["single_stream"]["input_tokens"],
+    }
+
+
+async def run_level(url: str, rps: float, seconds: float, workload: dict, seed: int) -> dict:
+    input_tokens, output_tokens = workload["input_tokens"], workload["output_tokens"]
+    rng, level = random.Random(seed), f"{time.time_ns()}"
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as session:
         tasks, started = [], time.monotonic()
         while time.monotonic() - started < seconds:
-            prompt = make_prompt(rng, input_tokens, 0.6)
+            prompt = make_prompt(rng, input_tokens, workload["cache_hit_rate"], level)
             tasks.append(asyncio.ensure_future(one_request(session, url, prompt, output_tokens)))
             await asyncio.sleep(rng.expovariate(rps))
         results = await asyncio.gather(*tasks)
         elapsed = time.monotonic() - started
     ttfts = sorted(result[0] for result in results)
     p99 = ttfts[min(int(len(ttfts) * 0.99), len(ttfts) - 1)]
-    tokens = len(results) * input_tokens + sum(result[2] for result in results)
-    return {"rps": rps, "requests": len(results), "p99_ttft_s": round(p99, 3), "total_tok_s": round(tokens / elapsed)}
+    output = sum(result[2] for result in results)
+    return {"rps": rps, "requests": len(results), "p99_ttft_s": round(p99, 3), "output_tok_s": round(output / elapsed)}
 
 
-async def sweep(url: str, levels: list[float], slo_s: float, seconds: float, workload: tuple[int, int]) -> dict:
-    """Levels upwards until one fails, then BISECT_STEPS bisections between the last pass and the first fail
-    (porter's sweep does the same); each level runs `seconds` or long enough for MIN_REQUESTS arrivals."""
-    await run_level(url, levels[0], 4, *workload, seed=1)  # warm-up: fill the prefix cache, as porter's warmup_s does
+async def sweep(url: str, workload: dict) -> dict:
+    """Levels upwards until one fails, then the task's bisections between the last pass and the first fail
+    (porter's sweep does the same); each level runs its length or long enough for MIN_REQUESTS arrivals."""
+    levels, slo_s, seconds = workload["levels"], workload["slo"], workload["level_seconds"]
+    # warm-up: fill the prefix cache, as porter's warmup_s does
+    await run_level(url, levels[0], max(workload["warmup_seconds"], MIN_REQUESTS / 4 / levels[0]), workload, seed=1)
 
     async def passes(rps: float) -> dict | None:
         # one seeded arrival pattern divided by the rate at every level, as porter's sweeps do: a knee then
         # depends on the rate, not on which random bursts a level happened to draw
-        level = await run_level(url, rps, max(seconds, MIN_REQUESTS / rps), *workload, seed=0)
+        level = await run_level(url, rps, max(seconds, MIN_REQUESTS / rps), workload, seed=0)
         print(f"    {level}", flush=True)
         return level if level["p99_ttft_s"] <= slo_s else None
 
@@ -197,11 +227,11 @@ async def sweep(url: str, levels: list[float], slo_s: float, seconds: float, wor
             high = rps
             break
         knee, low = level, rps
-    for _ in range(BISECT_STEPS if high is not None else 0):
+    for _ in range(workload["bisect_steps"] if high is not None else 0):
         middle = (low + high) / 2
         level = await passes(middle)
         knee, low, high = (level, middle, high) if level else (knee, low, middle)
-    return knee or {"rps": 0, "total_tok_s": 0}
+    return knee or {"rps": 0, "output_tok_s": 0}
 
 
 async def single_stream(url: str, input_tokens: int) -> float:
@@ -244,9 +274,9 @@ async def _measure_on(name: str, args: argparse.Namespace, port: int, root: Path
             server.terminate()
             server.wait()
     try:
-        speed = await single_stream(url, args.single_input_tokens)
+        speed = await single_stream(url, args.workload["single_input_tokens"])
         cpu_before, wall_before = cpu_seconds(server.pid), time.monotonic()
-        knee = await sweep(url, args.levels, args.slo, args.level_seconds, (args.input_tokens, args.output_tokens))
+        knee = await sweep(url, args.workload)
         cpu_share = (cpu_seconds(server.pid) - cpu_before) / (time.monotonic() - wall_before)
     finally:
         server.terminate()
@@ -255,7 +285,7 @@ async def _measure_on(name: str, args: argparse.Namespace, port: int, root: Path
         "config": name,
         "single_stream_tok_s": speed,
         "knee_rps": knee["rps"],
-        "knee_total_tok_s": knee["total_tok_s"],
+        "knee_output_tok_s": knee["output_tok_s"],
         "engine_cpu_share": round(cpu_share, 3),
         "accept_length": logged_accept_length(log),
         "start_s": starts[0],
@@ -268,17 +298,11 @@ async def _measure_on(name: str, args: argparse.Namespace, port: int, root: Path
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", default="tp8,tp4dp2,tp4dp2-tuned,final")
-    parser.add_argument(
-        "--levels",
-        type=lambda text: [float(x) for x in text.split(",")],
-        default=[1.5, 2, 2.5, 3, 3.5, 4, 4.5, 5, 5.5, 6, 7],
-    )
-    parser.add_argument("--slo", type=float, default=2.0)
-    parser.add_argument("--level-seconds", type=float, default=12)
-    parser.add_argument("--input-tokens", type=int, default=2000)
-    parser.add_argument("--output-tokens", type=int, default=64)
-    parser.add_argument("--single-input-tokens", type=int, default=10000, help="the story's 10k-token single stream")
+    parser.add_argument("--level-seconds", type=float, help="each level's length (default: the flagship's)")
     args = parser.parse_args()
+    args.workload = flagship_sweep()
+    if args.level_seconds:
+        args.workload["level_seconds"] = args.level_seconds
     results = [asyncio.run(measure(name, args, 31500 + index)) for index, name in enumerate(args.configs.split(","))]
     moves = story_moves({result["config"]: result for result in results})
     acceptance = sent_text_acceptance(args)
@@ -301,10 +325,8 @@ def sent_text_acceptance(args: argparse.Namespace) -> list[float]:
     from twin.tokenizer import token_ids
 
     rng, config = random.Random(0), {"spec_steps": 5, "spec_draft_tokens": 6}
-    rows = [
-        Device().acceptance_by_position(config, content_key(token_ids(make_prompt(rng, args.input_tokens, 0.6))))
-        for _ in range(200)
-    ]
+    texts = [make_prompt(rng, args.workload["input_tokens"], args.workload["cache_hit_rate"]) for _ in range(200)]
+    rows = [Device().acceptance_by_position(config, content_key(token_ids(text))) for text in texts]
     return [round(statistics.mean(column), 3) for column in zip(*rows, strict=True)]
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 
-from porter import evidence, noise, sandbox_diff
+from porter import evidence, noise, observations, sandbox_diff
 from porter.checks import registry
 from porter.redaction import redact
 from porter.repos import commit_message
@@ -308,10 +308,7 @@ def _keep(ctx, summary, why, proof: str, flags_too: bool, comparisons=()) -> dic
     message = f"kept: {proof}. Commits: {commits or 'none (flags only)'}; flags kept: {kept_flags or 'none'}."
     quality = _quality(ctx, fingerprint) if fingerprint else {}
     if quality:
-        shown = ", ".join(
-            f"{key} {result.get('score')} ({'passed' if result.get('passed') else 'FAILED'})"
-            for key, result in quality.items()
-        )
+        shown = "; ".join(observations.quality(key, result) for key, result in quality.items())
         message += f" Quality on this configuration, measured before keeping it: {shown}."
     if not flags_too and flag_changes:
         message += f" The flag changes {flag_changes} stay pending until the server starts with them."

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import importlib.util
 import json
+import os
+import random
 import re
 import subprocess
 import sys
@@ -16,6 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 from helpers import free_port
 from twin_tasks import QUICK_SCALE
 
@@ -429,3 +433,24 @@ def test_prefill_capacity_moves_follow_the_story_within_10_percent(before, after
     device = Device()
     ratio = knee_capacity(device, *after) / knee_capacity(device, *before)
     assert abs(ratio / story - 1) < 0.10, ratio
+
+
+def test_twin_perf_sweeps_the_flagship_and_salts_each_level(monkeypatch) -> None:
+    """benchmarks/twin_perf.py: the flagship's sweep converted to the clock it runs at, and each level's prompts
+    shared up to the cached prefix only (a level replaying another's whole prompts would be served from the
+    prefix cache and read a knee too high)."""
+    spec = importlib.util.spec_from_file_location("twin_perf", ROOT / "benchmarks" / "twin_perf.py")
+    twin_perf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(twin_perf)
+    task = yaml.safe_load((ROOT / "tasks" / "twin_glm52.yaml").read_text())
+    clock = float(task["sandbox"]["env"]["TWIN_TIME_SCALE"])
+    monkeypatch.setenv("TWIN_TIME_SCALE", "1")
+    sweep = twin_perf.flagship_sweep()
+    throughput = task["checks"]["throughput"]
+    assert sweep["levels"] == [rps * clock for rps in throughput["rps"]]
+    assert sweep["slo"] == throughput["slo"]["ttft_s"] / clock
+    assert sweep["input_tokens"] == throughput["workload"]["input_tokens"]
+    first, second = (twin_perf.make_prompt(random.Random(0), 2000, 0.6, level) for level in ("1", "2"))
+    shared = len(os.path.commonprefix([tokenizer.token_ids(first), tokenizer.token_ids(second)]))
+    assert shared == 1200
+    assert len(tokenizer.token_ids(first)) >= 2000
