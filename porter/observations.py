@@ -14,6 +14,10 @@ from typing import Any
 
 from porter.checks.loadgen import SATURATION_LAG_MS
 
+# A knee level that spends more than this share of its duration draining after the last send reports a
+# throughput set by how long decode took to finish, not by the rate (bench_serving counts to the last token).
+DRAIN_NOTE_SHARE = 0.5
+
 
 def number(value: Any, digits: int = 1) -> str:
     if value is None:
@@ -73,7 +77,22 @@ def throughput(result: dict) -> str:
             f"its {SATURATION_LAG_MS:g} ms budget): latencies there read up to that much high, so the knee can only "
             "be understated; a busy machine does this, not the server"
         )
+    drained = drain_note(result) if knee is not None else None
+    if drained:
+        rows.append(f"  {drained}")
     return "\n".join([head, *rows])
+
+
+def drain_note(knee: dict) -> str | None:
+    """A warning when the knee level's figures (duration_s, drain_s) say its tok/s measures the drain."""
+    drain, duration = knee.get("drain_s"), knee.get("duration_s")
+    if drain is None or not duration or drain <= DRAIN_NOTE_SHARE * duration:
+        return None
+    return (
+        f"at the knee {drain / duration:.0%} of the level's {duration:.1f} s came after its last send (its requests "
+        "were still decoding): the tok/s there measures that drain more than the rate; a longer duration_s "
+        "measures the rate"
+    )
 
 
 def headline(result: dict) -> tuple[Any, Any]:

@@ -8,6 +8,7 @@ import json
 import pytest
 from sse_server import SseServer
 
+from porter import observations
 from porter.checks import throughput, workload
 from porter.task import SingleStreamSpec, SloSpec, ThroughputCheckSpec
 
@@ -148,6 +149,7 @@ def test_sweep_against_a_server_with_known_timings(server):
         assert level.metrics["cache_hit_rate"] == pytest.approx(0.5, abs=0.01)
         assert level.offered >= 5 and level.metrics["completed"] == level.offered
     knee = result.knee.metrics
+    assert 0 < knee["drain_s"] < knee["duration_s"] / 2 and observations.drain_note(knee) is None
     assert result.tok_s_per_node == pytest.approx(knee["total_throughput"] / 2)
     assert knee["total_throughput"] == pytest.approx(knee["input_throughput"] + knee["output_throughput"])
     assert result.meets_target is (result.tok_s_per_node >= 1000)
@@ -210,3 +212,16 @@ def test_single_stream_speed_is_tokens_after_the_first_over_time(server):
     assert 50 <= result.median_ttft_ms < 56
     assert result.meets_target
     assert json.loads(json.dumps(result.to_dict()))["meets_target"] is True
+
+
+def test_a_knee_whose_level_mostly_drains_says_its_figure_measures_the_drain(server):
+    """Requests that decode for longer than the level sends (1.6 s each against ~0.8 s of sends): bench_serving's
+    tok/s, counted to the last token, is then set by the drain; the sweep's text says so."""
+    server.reset(ttft_ms=30, itl_ms=40, block=1)
+    load = {"input_tokens": 64, "output_tokens": 40, "cache_hit_rate": 0.0, "duration_s": 0.5, "warmup_s": 0.1}
+    result = throughput.run_throughput(server.url, spec(workload=load, rps=[40], slo={"ttft_s": 1.0}), nodes=1)
+    knee = result.knee.metrics
+    assert knee["drain_s"] > knee["duration_s"] / 2
+    text = observations.throughput(result.to_dict())
+    assert f"at the knee {knee['drain_s'] / knee['duration_s']:.0%} of the level's" in text
+    assert "measures that drain more than the rate" in text

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from porter import observations
 from porter.checks import quality, throughput
 from porter.checks.loadgen import CheckError
 from porter.measure_cache import measurement_lock
@@ -156,6 +157,9 @@ def _print_sweep(out: Console, result: throughput.ThroughputResult) -> None:
             f"knee: {result.knee_rps:g} req/s, output {result.per_node('output_throughput'):,.1f} and total "
             f"{result.per_node('total_throughput'):,.1f} tok/s per node"
         )
+        drained = observations.drain_note(result.knee.metrics)
+        if drained:
+            out.print(f"[yellow]warning: {drained}[/]")
     for level in result.levels:
         for sample in level.error_samples:
             out.print(f"[red]rps {level.rps:g} error:[/] {markup_safe(sample)}")

@@ -2,7 +2,8 @@
 
 Covers TTFT, ITL (gaps between successive token frames), TPOT ((e2e - ttft) / (output tokens - 1))
 and end-to-end latency as mean/median/p99 in ms; request, input, output and total throughput over
-the measured window; the achieved prefix-cache hit rate from usage.prompt_tokens_details.cached_tokens.
+the measured window (to the last completion) and the drain, the part of it after the last send; the
+achieved prefix-cache hit rate from usage.prompt_tokens_details.cached_tokens.
 Percentiles interpolate linearly between ranks, like numpy.percentile (bench_serving uses numpy).
 Does not send requests nor judge a level.
 """
@@ -52,7 +53,10 @@ def summarize(records: list[RequestRecord], window_start_s: float, slo_percentil
         for record in done
         for earlier, later in zip(record.token_times_s, record.token_times_s[1:], strict=False)
     ]
-    elapsed = max((record.end_s for record in done), default=window_start_s) - window_start_s
+    last_end = max((record.end_s for record in done), default=window_start_s)
+    elapsed = last_end - window_start_s
+    # not a bench_serving figure: how long the level ran after its last send, all of it decode finishing
+    drain = last_end - max((record.sent_s for record in done), default=last_end)
     input_tokens = sum(record.prompt_tokens or 0 for record in done)
     output_tokens = sum(record.output_tokens for record in done)
     figures = {
@@ -61,6 +65,7 @@ def summarize(records: list[RequestRecord], window_start_s: float, slo_percentil
         "errors": sum(1 for record in records if record.error is not None and not record.timed_out),
         "timed_out": sum(1 for record in records if record.timed_out),
         "duration_s": elapsed,
+        "drain_s": drain,
         "total_input_tokens": input_tokens,
         "total_output_tokens": output_tokens,
         "request_throughput": len(done) / elapsed if elapsed > 0 else 0.0,
