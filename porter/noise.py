@@ -66,11 +66,19 @@ class Comparison:
         return self.change < -self.threshold
 
     def describe(self) -> str:
-        verdict = "above" if self.better else ("below -" if self.worse else "within +/-")
+        digits = 1  # as many as it takes for a change at the bar not to print as the bar itself
+        while digits < 3 and f"{abs(self.change):.{digits}%}" == f"{self.threshold:.{digits}%}":
+            digits += 1
+        bar = f"{self.threshold:.{digits}%}"
+        verdict = (
+            f"a gain beyond the {bar} bar"
+            if self.better
+            else (f"a loss beyond the {bar} bar" if self.worse else f"within the +/-{bar} bar")
+        )
         return (
             f"{self.key} {self.metric}: median {self.accepted_median:.4g} (n={len(self.accepted)}) on the accepted "
-            f"configuration -> {self.pending_median:.4g} (n={len(self.pending)}) pending, {self.change:+.1%}, "
-            f"{verdict} the {self.threshold:.1%} bar (measured spread {self.spread:.1%}; minimum {self.minimum:.0%}"
+            f"configuration -> {self.pending_median:.4g} (n={len(self.pending)}) pending, {self.change:+.{digits}%}, "
+            f"{verdict} (measured spread {self.spread:.1%}; minimum {self.minimum:.0%}"
             + (f"; plus {RESOLUTION_STEPS:g} x the knee resolution {self.resolution:.1%}" if self.resolution else "")
             + ")"
         )

@@ -69,6 +69,10 @@ def throughput(result: dict) -> str:
     failed = [index for index, level in enumerate(levels) if not level.get("passed")]
     if failed and failed[0] < len(levels) - 1:
         rows.append("  (the rows after the first failing rate bisect between the last pass and the first fail)")
+    rows.append(
+        "  (tok/s as bench_serving counts them: a level's tokens from the end of its warm-up to its last token, so "
+        "faster decode raises them at the same rate)"
+    )
     late = [level["client"] for level in levels if (level.get("client") or {}).get("client_saturated")]
     if late:
         lag = max(max(client.get("p99_send_lag_ms") or 0, client.get("p99_loop_lag_ms") or 0) for client in late)

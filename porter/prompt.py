@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 
 from porter import flag_rules, serve
+from porter.checks import registry
+from porter.checks.workload import level_send_seconds
 from porter.models import Message
 from porter.run_context import RunContext
 from porter.task import Task
@@ -48,8 +50,8 @@ Rules porter enforces: a pending change (diffs + flags) is kept by `accept` only
 of the accepted configuration, or improves throughput / single-stream speed beyond noise with quality within
 tolerance; otherwise it is reverted and you are told why. Every speed check measured on both configurations is
 compared: one that gets worse beyond noise is accepted only as a trade, when each of its new samples still meets
-its target. Serve after every change before measuring. When
-every target is met, or nothing sensible is left to try, call finish with the reason.
+its target. Serve after every change before measuring. porter ends the run itself once the accepted
+configuration meets every target; when nothing sensible is left to try, call finish with the reason.
 """
 
 
@@ -100,15 +102,27 @@ def cost_lines(task: Task) -> list[str]:
         f"- serve: a start-up can take up to {task.serve.startup_timeout_s:g} s (the first one tells you how long); "
         f"{limits.max_relaunches} launches in all",
     ]
+    first = {kind: registry.KINDS[kind].min_samples for kind in ("throughput", "single_stream")}
     if checks.throughput:
-        spec = checks.throughput
-        per_rate = [spec.workload.duration_s or spec.workload.num_prompts / rate for rate in spec.rps]
+        spec, load = checks.throughput, checks.throughput.workload
+        sends = [
+            level_send_seconds(rate, load.duration_s, load.num_prompts, load.min_requests, load.warmup_s)
+            for rate in spec.rps
+        ]
+        levels = len(spec.rps) + spec.bisect_steps
+        span = f"{min(sends):.0f}-{max(sends):.0f}" if round(min(sends)) != round(max(sends)) else f"{max(sends):.0f}"
         lines.append(
-            f"- run_check throughput: up to {len(spec.rps)} rates, about {sum(per_rate) / 60:.1f} min for a full "
-            "sweep (it stops at the first rate that fails the SLO)"
+            f"- run_check throughput: a sweep runs up to {len(spec.rps)} rates and {spec.bisect_steps} bisection steps "
+            f"(it stops climbing at the first rate that fails the SLO), each level sending for "
+            f"{span} s and then waiting for its requests to finish: up to about "
+            f"{levels * max(sends) / 60:.1f} min plus those waits; a configuration's first measurement runs "
+            f"{first['throughput']} sweeps (a keep decision compares repeated figures)"
         )
     if checks.single_stream:
-        lines.append(f"- run_check single_stream: {checks.single_stream.num_requests} requests one after another")
+        lines.append(
+            f"- run_check single_stream: {checks.single_stream.num_requests} requests one after another, "
+            f"{first['single_stream']} times on a configuration's first measurement"
+        )
     if checks.quality:
         questions = sum(spec.samples for spec in checks.quality)
         lines.append(f"- run_check quality: {questions} questions; accept runs it when the change needs it")

@@ -172,6 +172,15 @@ def level_arrivals(
         count *= 2
 
 
+def level_send_seconds(
+    rps: float, duration_s: float | None, num_prompts: int | None, min_requests: int = 0, warmup_s: float = 0.0
+) -> float:
+    """How long a level sends, on average (level_arrivals' rule without its seeded draw)."""
+    if num_prompts is not None:
+        return num_prompts / rps
+    return max(duration_s or 0.0, warmup_s + min_requests / rps)
+
+
 def split_prefix(input_tokens: int, cache_hit_rate: float) -> int:
     """Tokens of the shared prefix: the asked share of the prompt, leaving at least one unique token."""
     return min(round(input_tokens * cache_hit_rate), input_tokens - 1)

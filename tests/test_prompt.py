@@ -1,0 +1,27 @@
+"""What the system prompt tells a model a tool costs: the figures follow the task's own check settings."""
+
+from __future__ import annotations
+
+from twin_tasks import ROOT
+
+from porter.checks.workload import level_arrivals, level_send_seconds
+from porter.prompt import cost_lines
+from porter.task import load_task
+
+
+def test_the_sweep_cost_counts_levels_bisections_minimum_requests_and_repeated_samples() -> None:
+    twin = "\n".join(cost_lines(load_task(ROOT / "tasks" / "twin_glm52.yaml")))
+    # 8 RPS must send 32 requests after its 1 s warm-up (5 s); faster rates send for the level's 3 s
+    assert "up to 6 rates and 3 bisection steps" in twin and "each level sending for 3-5 s" in twin
+    assert "first measurement runs 2 sweeps" in twin and "2 times on a configuration's first measurement" in twin
+    real = "\n".join(cost_lines(load_task(ROOT / "tasks" / "glm52_mi355x.yaml")))
+    assert "each level sending for 300 s" in real and "up to about 40.0 min plus those waits" in real
+
+
+def test_a_level_sends_for_about_what_its_arrivals_take() -> None:
+    """The estimate is level_arrivals' rule: the duration, or the warm-up plus the minimum after it."""
+    for rps, duration, warmup in ((8, 3.0, 1.0), (28, 3.0, 1.0), (0.5, 300.0, 30.0)):
+        arrivals = level_arrivals(rps, 0, duration, None, 32, warmup)
+        expected = level_send_seconds(rps, duration, None, 32, warmup)
+        assert abs(arrivals[-1] - expected) / expected < 0.35, (rps, arrivals[-1], expected)
+    assert level_send_seconds(4, None, 20) == 5.0
