@@ -28,7 +28,7 @@ TWIN = ROOT / "sandboxes" / "twin"
 sys.path.insert(0, str(TWIN / "engine"))
 sys.path.insert(0, str(TWIN / "device"))
 
-from twin import solver, tokenizer  # noqa: E402
+from twin import jit, solver, tokenizer  # noqa: E402
 from twin_device.host import running_device  # noqa: E402
 from twin_device.model import DEFAULTS, Device  # noqa: E402
 
@@ -454,3 +454,15 @@ def test_twin_perf_sweeps_the_flagship_and_salts_each_level(monkeypatch) -> None
     shared = len(os.path.commonprefix([tokenizer.token_ids(first), tokenizer.token_ids(second)]))
     assert shared == 1200
     assert len(tokenizer.token_ids(first)) >= 2000
+
+
+def test_use_rocm_comes_from_the_build_flags_not_from_hipcc(layout: Path, tmp_path: Path) -> None:
+    """As on a ROCm node: hipcc defines the HIP platform, the extension build (twin/jit.py, as torch's
+    cpp_extension) adds -DUSE_ROCM=1, so a guard on USE_ROCM holds only in what the engine builds."""
+    source = tmp_path / "probe.cpp"
+    source.write_text("#ifndef __HIP_PLATFORM_AMD__\n#error no platform\n#endif\n#ifdef USE_ROCM\n#error built\n#endif")
+    hipcc = str(layout / "opt" / "rocm" / "bin" / "hipcc")
+    bare = subprocess.run([hipcc, "-c", str(source)], capture_output=True, text=True, cwd=tmp_path)
+    assert bare.returncode == 0, bare.stderr
+    built = subprocess.run([hipcc, *jit.HIP_FLAGS, "-c", str(source)], capture_output=True, text=True, cwd=tmp_path)
+    assert built.returncode != 0 and "#error built" in built.stderr

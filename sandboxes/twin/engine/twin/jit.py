@@ -28,10 +28,15 @@ def rocm_path() -> Path:
     raise RuntimeError(f"hipcc not found (looked in {[c for c in candidates if c]}); set ROCM_PATH")
 
 
+# The HIP flags every torch C++ extension build passes (torch.utils.cpp_extension COMMON_HIP_FLAGS, copied by
+# aiter/jit/utils/cpp_extension.py): hipcc itself does not define USE_ROCM.
+HIP_FLAGS = ["-D__HIP_PLATFORM_AMD__=1", "-DUSE_ROCM=1", "-DHIPBLAS_V2", "-fPIC"]
+
+
 def build(name: str, source_file: str) -> ctypes.CDLL:
     source = CSRC / source_file
     hipcc = rocm_path() / "bin" / "hipcc"
-    flags = ["-O2", "-shared", "-fPIC", "-std=c++17", "--offload-arch=gfx950"]
+    flags = ["-O2", "-shared", *HIP_FLAGS, "-std=c++17", "--offload-arch=gfx950"]
     digest = hashlib.sha256(source.read_bytes() + " ".join(flags).encode()).hexdigest()[:16]
     cache = Path(os.environ.get("TWIN_JIT_CACHE", Path.home() / ".cache" / "twin" / "jit"))
     cache.mkdir(parents=True, exist_ok=True)
