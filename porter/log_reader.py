@@ -46,7 +46,7 @@ def read_log(
         raise ToolError(f"there is no log of launch {number}; the launches of this run are {list(logs)}")
     path = logs[number]
     if grep is not None:
-        shown, note = _grep(path, grep, context)
+        shown, note = _grep(path, grep, context) if tail is None else _grep_last(path, grep, context, tail)
     elif start_line is not None or end_line is not None:
         shown, note = _range(path, start_line or 1, end_line)
     else:
@@ -78,10 +78,7 @@ def _clean(line: str) -> str:
 
 
 def _grep(path: Path, pattern: str, context: int) -> tuple[list[tuple[int, str]], str]:
-    try:
-        wanted = re.compile(pattern, re.IGNORECASE)
-    except re.error as error:
-        raise ToolError(f"grep {pattern!r} is not a valid regular expression ({error})") from None
+    wanted = _pattern(pattern)
     before: deque[tuple[int, str]] = deque(maxlen=context)
     shown: dict[int, str] = {}
     matches, after = 0, 0
@@ -97,8 +94,35 @@ def _grep(path: Path, pattern: str, context: int) -> tuple[list[tuple[int, str]]
             after -= 1
         before.append((index, line))
     lines = sorted(shown.items())[:MAX_LINES]
-    cut = " (the first shown; narrow the pattern for the rest)" if len(shown) >= MAX_LINES else ""
+    cut = " (the first shown; narrow the pattern, or add tail for the last ones)" if len(shown) >= MAX_LINES else ""
     return lines, f"{matches} lines match {pattern!r}{cut}"
+
+
+def _grep_last(path: Path, pattern: str, context: int, last: int) -> tuple[list[tuple[int, str]], str]:
+    """The last `last` matching lines, each with its context: a block per match, the oldest dropped."""
+    wanted = _pattern(pattern)
+    last = min(last, MAX_LINES)
+    before: deque[tuple[int, str]] = deque(maxlen=context)
+    blocks: deque[list[tuple[int, str]]] = deque(maxlen=last)
+    matches, after = 0, 0
+    for index, line in _lines(path):
+        if wanted.search(line):
+            matches += 1
+            blocks.append([*before, (index, line)])
+            after = context
+        elif after:
+            blocks[-1].append((index, line))
+            after -= 1
+        before.append((index, line))
+    lines = sorted(dict(item for block in blocks for item in block).items())[-MAX_LINES:]
+    return lines, f"{matches} lines match {pattern!r}; the last {min(last, matches)} shown"
+
+
+def _pattern(pattern: str) -> re.Pattern:
+    try:
+        return re.compile(pattern, re.IGNORECASE)
+    except re.error as error:
+        raise ToolError(f"grep {pattern!r} is not a valid regular expression ({error})") from None
 
 
 def _range(path: Path, first: int, last: int | None) -> tuple[list[tuple[int, str]], str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from porter import flag_rules, serve
+from porter import flag_rules, noise, serve
 from porter.checks import registry
 from porter.checks.workload import level_send_seconds
 from porter.models import Message
@@ -48,10 +48,13 @@ at a time, so a measurement says what it was for.
 
 Rules porter enforces: a pending change (diffs + flags) is kept by `accept` only when it removes the crash
 of the accepted configuration, or improves throughput / single-stream speed beyond noise with quality within
-tolerance; otherwise it is reverted and you are told why. Every speed check measured on both configurations is
-compared: one that gets worse beyond noise is accepted only as a trade, when each of its new samples still meets
-its target. Serve after every change before measuring. porter ends the run itself once the accepted
-configuration meets every target; when nothing sensible is left to try, call finish with the reason.
+tolerance; otherwise it is reverted and you are told why. Beyond noise means past a bar: the larger of
+{min_gain} and a 95% bound from the spread of both configurations' samples (plus {steps} x the knee's bracket
+for a sweep, whose knee is only known to a bracket); each accept and revert states the bar. Every speed check
+measured on both configurations is compared: one that gets worse beyond noise is accepted only as a trade,
+when each of its new samples still meets its target. Serve after every change before measuring. porter ends
+the run itself once the accepted configuration meets every target; when nothing sensible is left to try, call
+finish with the reason.
 """
 
 
@@ -70,6 +73,8 @@ def system_prompt(ctx: RunContext, programs: str) -> str:
         repos=", ".join(f"{r.name} at {r.path}" for r in task.patchable_repos()) or "none",
         programs=programs,
         costs="\n".join(cost_lines(task)),
+        min_gain=f"{task.checks.min_improvement:.0%}",
+        steps=f"{noise.RESOLUTION_STEPS:g}",
     )
 
 

@@ -307,7 +307,8 @@ def serve_tool(ctx: RunContext) -> Result:
 @tool(
     "read_log",
     "Read a server log of this run (the latest launch unless `launch` names one): `grep` a regular expression "
-    "(case-insensitive, with `context` lines around each match), the last `tail` lines, or `start_line` to "
+    "(case-insensitive, with `context` lines around each match; with `tail`, the last `tail` matches), the last "
+    "`tail` lines, or `start_line` to "
     f"`end_line`. At most {log_reader.MAX_LINES} lines come back; the default is the last {log_reader.DEFAULT_TAIL}.",
     {
         "launch": {"type": "integer", "minimum": 1},

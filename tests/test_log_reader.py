@@ -51,6 +51,14 @@ def test_bounded_grep_says_it_was_cut(ctx):
     assert len(text.splitlines()) == log_reader.MAX_LINES + 1
 
 
+def test_grep_with_tail_shows_the_last_matches_with_their_context(ctx):
+    text = read(ctx, grep="step", tail=3, context=1)
+    assert "4998 lines match 'step'; the last 3 shown" in text.splitlines()[0]
+    assert [line.split()[0] for line in text.splitlines()[1:]] == ["4997", "4998", "4999", "5000"]
+    only = read(ctx, grep="not found tuned", tail=5).splitlines()
+    assert "1 lines match 'not found tuned'; the last 1 shown" in only[0] and only[1].startswith("   3000  WARNING")
+
+
 @pytest.mark.parametrize(
     ("arguments", "expected"),
     [

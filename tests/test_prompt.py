@@ -25,3 +25,20 @@ def test_a_level_sends_for_about_what_its_arrivals_take() -> None:
         expected = level_send_seconds(rps, duration, None, 32, warmup)
         assert abs(arrivals[-1] - expected) / expected < 0.35, (rps, arrivals[-1], expected)
     assert level_send_seconds(4, None, 20) == 5.0
+
+
+def test_the_rules_state_the_keep_bar_as_the_comparisons_compute_it(tmp_path) -> None:
+    from local_tasks import open_local_run
+
+    from porter import noise
+    from porter.prompt import system_prompt
+
+    ctx = open_local_run(tmp_path)
+    try:
+        text = " ".join(system_prompt(ctx, "has python3").split())
+    finally:
+        ctx.transcript.close()
+        ctx.sandbox.stop(remove=True)
+    assert f"the larger of {ctx.task.checks.min_improvement:.0%} and a 95% bound" in text
+    assert f"plus {noise.RESOLUTION_STEPS:g} x the knee's bracket" in text
+    assert "porter ends the run itself once the accepted configuration meets every target" in text
