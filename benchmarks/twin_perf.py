@@ -211,7 +211,7 @@ async def sweep(url: str, workload: dict) -> dict:
     (porter's sweep does the same); each level runs its length or long enough for MIN_REQUESTS arrivals."""
     levels, slo_s, seconds = workload["levels"], workload["slo"], workload["level_seconds"]
     # warm-up: fill the prefix cache, as porter's warmup_s does
-    await run_level(url, levels[0], max(workload["warmup_seconds"], MIN_REQUESTS / 4 / levels[0]), workload, seed=1)
+    await run_level(url, levels[0], workload["warmup_seconds"], workload, seed=1)
 
     async def passes(rps: float) -> dict | None:
         # one seeded arrival pattern divided by the rate at every level, as porter's sweeps do: a knee then

@@ -107,7 +107,6 @@ def cost_lines(task: Task) -> list[str]:
         f"- serve: a start-up can take up to {task.serve.startup_timeout_s:g} s (the first one tells you how long); "
         f"{limits.max_relaunches} launches in all",
     ]
-    first = {kind: registry.KINDS[kind].min_samples for kind in ("throughput", "single_stream")}
     if checks.throughput:
         spec, load = checks.throughput, checks.throughput.workload
         sends = [
@@ -121,12 +120,12 @@ def cost_lines(task: Task) -> list[str]:
             f"(it stops climbing at the first rate that fails the SLO), each level sending for "
             f"{span} s and then waiting for its requests to finish: up to about "
             f"{levels * max(sends) / 60:.1f} min plus those waits; a configuration's first measurement runs "
-            f"{first['throughput']} sweeps (a keep decision compares repeated figures)"
+            f"{registry.KINDS['throughput'].min_samples} sweeps (a keep decision compares repeated figures)"
         )
     if checks.single_stream:
         lines.append(
             f"- run_check single_stream: {checks.single_stream.num_requests} requests one after another, "
-            f"{first['single_stream']} times on a configuration's first measurement"
+            f"{registry.KINDS['single_stream'].min_samples} times on a configuration's first measurement"
         )
     if checks.quality:
         questions = sum(spec.samples for spec in checks.quality)
