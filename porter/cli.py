@@ -14,9 +14,9 @@ import click
 import yaml
 
 from porter import __version__
+from porter.ledger.transcript import RunDirError
 from porter.task import TaskError, load_task
 from porter.terminal import printable
-from porter.transcript import RunDirError
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -43,7 +43,7 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the resolved task as JSON instead of YAML.")
 def validate(task: str, as_json: bool) -> None:
     """Check TASK (a task YAML file) and print it resolved (defaults filled, ${VAR} expanded)."""
-    from porter.serve import render_command
+    from porter.engines.serve import render_command
 
     spec = _load(task)
     try:
@@ -84,8 +84,8 @@ def run(
     task: str, provider, model_name, base_url, api_key_env, sandbox_kind, resume_dir, skip_preflight: bool, fresh: bool
 ) -> None:
     """Run the porting loop on TASK until its targets are met or a limit is hit."""
-    from porter import runs
-    from porter.preflight import preflight_main
+    from porter.ops import runs
+    from porter.ops.preflight import preflight_main
     from porter.sandbox import SandboxError
 
     spec = _load(str(Path(resume_dir) / "task.yaml")) if resume_dir else _load(task)
@@ -112,7 +112,7 @@ def run(
 @click.option("--sandbox", "sandbox_kind", type=click.Choice(["docker", "local"]), help="Override sandbox.kind.")
 def preflight(task: str, sandbox_kind) -> None:
     """Check TASK in minutes, before any model load: image, devices, weights, flags, tuners, datasets, port, key."""
-    from porter.preflight import preflight_main
+    from porter.ops.preflight import preflight_main
 
     spec = _load(task)
     if sandbox_kind:
@@ -125,7 +125,7 @@ def preflight(task: str, sandbox_kind) -> None:
 @click.option("--sandbox", "sandbox_kind", type=click.Choice(["docker", "local"]), help="Override sandbox.kind.")
 def replay(run_or_transcript: str, sandbox_kind) -> None:
     """Re-drive a recorded run without the LLM and report where it diverges (exit 1 if it did)."""
-    from porter.replay import replay as replay_run
+    from porter.ops.replay_run import replay as replay_run
 
     try:
         report = replay_run(run_or_transcript, sandbox_kind=sandbox_kind)
@@ -136,7 +136,7 @@ def replay(run_or_transcript: str, sandbox_kind) -> None:
 
 
 def _resources(_ctx, _param, values: tuple[str, ...]) -> dict[str, float]:
-    from porter.ray_cluster import parse_resource
+    from porter.ops.ray_cluster import parse_resource
 
     try:
         return dict(parse_resource(value) for value in values)
@@ -162,8 +162,8 @@ def _resources(_ctx, _param, values: tuple[str, ...]) -> dict[str, float]:
 )
 def evaluate(corpus: str, models, workers: int, out_root: str, ray_address, resources: dict) -> None:
     """Run every task of CORPUS for each model and write a leaderboard (markdown + JSON)."""
-    from porter.evaluate import check_corpus
-    from porter.evaluate import evaluate as evaluate_corpus
+    from porter.ops.evaluate import check_corpus
+    from porter.ops.evaluate import evaluate as evaluate_corpus
 
     try:
         problems = check_corpus(corpus)
@@ -183,8 +183,8 @@ def evaluate(corpus: str, models, workers: int, out_root: str, ray_address, reso
 
 
 def _evaluate_on_ray(corpus: str, providers: list[str], address: str, resources: dict, out_root: str) -> Path:
-    from porter.eval_ray import Interrupted, evaluate_on_ray
-    from porter.ray_cluster import RayEvalError
+    from porter.ops.eval_ray import Interrupted, evaluate_on_ray
+    from porter.ops.ray_cluster import RayEvalError
 
     try:
         return evaluate_on_ray(
@@ -218,7 +218,7 @@ def _evaluate_on_ray(corpus: str, providers: list[str], address: str, resources:
 @click.option("--json", "as_json", is_flag=True, help="Last line of stdout is one JSON object.")
 def bench(url: str, **options) -> None:
     """Throughput sweep (or single stream) against an OpenAI-compatible server at URL."""
-    from porter.checks.cli import bench_main
+    from porter.ops.check_commands import bench_main
 
     sys.exit(bench_main(url, **options))
 
@@ -235,7 +235,7 @@ def check() -> None:
 @click.option("--json", "as_json", is_flag=True)
 def quality(url: str, **options) -> None:
     """Accuracy with a 95% confidence interval on a GSM8K-style or multiple-choice set."""
-    from porter.checks.cli import quality_main
+    from porter.ops.check_commands import quality_main
 
     sys.exit(quality_main(url, **options))
 
@@ -254,7 +254,7 @@ def triage(logfile: str, as_json: bool) -> None:
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 def report(run_dir: str) -> None:
     """Write RUN_DIR/report.md with plots."""
-    from porter.report import write_report
+    from porter.ops.report import write_report
 
     try:
         click.echo(write_report(run_dir))
@@ -267,7 +267,7 @@ def report(run_dir: str) -> None:
 @click.option("--push", "remote", help="Push the run's branch to this git remote.")
 def pr(run_dir: str, remote) -> None:
     """Write the patch series and a PR description per repo for RUN_DIR."""
-    from porter.pr import write_prs
+    from porter.ops.pr_draft import write_prs
 
     try:
         written = write_prs(run_dir, remote)
@@ -289,7 +289,7 @@ def data() -> None:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Folder (default: $PORTER_DATA/<set>).")
 def data_get(name: str, out_dir) -> None:
     """Download NAME from the Hugging Face Hub as JSONL (+ .sha256); GPQA needs HF_TOKEN."""
-    from porter.eval_data import DataError, default_out, get
+    from porter.ops.datasets import DataError, default_out, get
 
     try:
         path, digest, rows = get(name, Path(out_dir) if out_dir else default_out(name))
@@ -309,7 +309,7 @@ def sandbox() -> None:
 @click.option("--timeout", type=click.FloatRange(0, min_open=True), default=600.0, show_default=True)
 def sandbox_exec(task: str, command: tuple[str, ...], timeout: float) -> None:
     """Run COMMAND in TASK's sandbox (started or reused) and exit with its code."""
-    from porter.sandbox.cli import sandbox_exec_main
+    from porter.ops.sandbox_commands import sandbox_exec_main
 
     sys.exit(sandbox_exec_main(task, list(command), timeout))
 
@@ -318,7 +318,7 @@ def sandbox_exec(task: str, command: tuple[str, ...], timeout: float) -> None:
 @click.argument("task", type=click.Path(dir_okay=False))
 def sandbox_shell(task: str) -> None:
     """Open an interactive shell in TASK's sandbox."""
-    from porter.sandbox.cli import sandbox_shell_main
+    from porter.ops.sandbox_commands import sandbox_shell_main
 
     sys.exit(sandbox_shell_main(task))
 
@@ -326,7 +326,7 @@ def sandbox_shell(task: str) -> None:
 @sandbox.command(name="prune")
 def sandbox_prune() -> None:
     """Remove porter's stopped or stale containers (found by label)."""
-    from porter.sandbox.cli import sandbox_prune_main
+    from porter.ops.sandbox_commands import sandbox_prune_main
 
     sys.exit(sandbox_prune_main())
 

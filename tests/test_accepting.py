@@ -17,15 +17,16 @@ import git
 import pytest
 from helpers import free_port, sweep
 
-from porter import accepting, evidence
 from porter.checks import registry
+from porter.ledger import evidence
+from porter.ledger.state import Evidence, RunState, target_report
+from porter.ledger.transcript import Transcript
+from porter.loop import accepting
+from porter.loop.run_context import RunContext, ToolError
 from porter.redaction import redact
-from porter.repos import TrackedRepo
-from porter.run_context import RunContext, ToolError
 from porter.sandbox import make_sandbox
-from porter.state import Evidence, RunState, target_report
+from porter.sandbox.trees.tracked import TrackedRepo
 from porter.task import Task
-from porter.transcript import Transcript
 
 # An engine that logs its start-up stages, then fails the way the story's engine does until fixed.
 ENGINE = textwrap.dedent(

@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 from helpers import free_port
 
-from porter import runs, tools
+from porter.loop import tools
+from porter.ops import runs
 from porter.task import Task
 
 STAND_IN = """

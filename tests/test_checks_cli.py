@@ -9,8 +9,8 @@ import sys
 import pytest
 from sse_server import SseServer
 
-from porter.checks.cli import bench_main, dataset_spec, quality_main
 from porter.checks.loadgen import CheckError
+from porter.ops.check_commands import bench_main, dataset_spec, quality_main
 
 
 @pytest.fixture(scope="module")

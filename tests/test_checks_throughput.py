@@ -8,8 +8,8 @@ import json
 import pytest
 from sse_server import SseServer
 
-from porter import observations
 from porter.checks import throughput, workload
+from porter.loop import observations
 from porter.task import SingleStreamSpec, SloSpec, ThroughputCheckSpec
 
 

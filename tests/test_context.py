@@ -9,13 +9,15 @@ import json
 import yaml
 from local_tasks import open_local_run
 
-from porter import agent, context, runs
+from porter.ledger.transcript import read_state
+from porter.loop import agent
+from porter.loop import conversation as context
+from porter.loop.tools import tool_specs
 from porter.models import Message, ScriptedModel, ToolCall
 from porter.models.openai import to_openai_message, to_openai_tool
+from porter.ops import runs
 from porter.redaction import redact
 from porter.task import load_task
-from porter.tools import tool_specs
-from porter.transcript import read_state
 
 BIG = "python3 -c \"print(('x' * 99 + chr(10)) * 300)\"; echo END "  # ~30k characters, then END n
 

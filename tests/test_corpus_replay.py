@@ -9,7 +9,7 @@ import pytest
 import yaml
 from twin_tasks import ROOT, build_twin
 
-from porter.replay import replay
+from porter.ops.replay_run import replay
 
 pytestmark = pytest.mark.docker
 CORPUS = ROOT / "transcripts"

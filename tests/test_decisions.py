@@ -7,9 +7,9 @@ import random
 import pytest
 from helpers import sweep
 
+from porter.engines.startup_stage import startup_stage
+from porter.ledger.noise import compare, knee_resolution
 from porter.models.remedies import pair_candidates
-from porter.noise import compare, knee_resolution
-from porter.startup_stage import startup_stage
 
 
 def decide(accepted: list[dict], pending: list[dict], resolution: bool = True):

@@ -21,7 +21,7 @@ import yaml
 from helpers import free_port
 from twin_tasks import ROOT, build_twin, task_data
 
-from porter import eval_ray
+from porter.ops import eval_ray
 
 pytestmark = pytest.mark.docker
 RECORDINGS = ("ckpt-name-keyerror", "nv-bf16-macro")  # each stops cleanly after its start-up crash: seconds

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from porter.replay import replay
-from porter.state import RunState
+from porter.ledger.state import RunState
+from porter.ledger.transcript import RunDirError, read_transcript
+from porter.ops.replay_run import replay
 from porter.task import MAX_PROBLEMS, TaskError, load_task
-from porter.transcript import RunDirError, read_transcript
 
 ROOT = Path(__file__).resolve().parents[1]
 BILLION_LAUGHS = "".join(

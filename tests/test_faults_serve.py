@@ -22,12 +22,13 @@ from helpers import free_port
 from sse_server import SseServer
 from twin_tasks import run_with
 
-from porter import runs, serve
+from porter.engines import serve
+from porter.ledger.transcript import read_state, read_transcript
 from porter.models.scripted import ScriptedModel
+from porter.ops import runs
 from porter.sandbox import DockerSandbox
 from porter.sandbox.local import LocalSandbox, kill_group_record
 from porter.task import Task, load_task
-from porter.transcript import read_state, read_transcript
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = ROOT / "tests" / "sse_server.py"

@@ -13,11 +13,11 @@ import git
 import pytest
 from pydantic import ValidationError
 
-from porter import safe_git
-from porter.repos import TrackedRepo
 from porter.sandbox import SandboxError
 from porter.sandbox.guard import MAX_READ_BYTES, PathGuard, PathRefused, escaping_links, patch_problems
-from porter.sandbox.repos import ensure_baseline
+from porter.sandbox.trees import safe_git
+from porter.sandbox.trees.baseline import ensure_baseline
+from porter.sandbox.trees.tracked import TrackedRepo
 from porter.task import RepoSpec
 
 

@@ -19,8 +19,10 @@ from pathlib import Path
 import pytest
 from twin_tasks import build_twin, call, fast_twin_task, tool_results
 
-from porter import agent, redaction, runs
+from porter import redaction
+from porter.loop import agent
 from porter.models import ScriptedModel
+from porter.ops import runs
 from porter.sandbox import LocalSandbox
 from porter.task import Task, load_task
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from local_tasks import open_local_run
 
-from porter import log_reader, tools
+from porter.loop import log_reader, tools
 
 
 @pytest.fixture

@@ -33,9 +33,9 @@ from twin_tasks import (
     run_scripted,
 )
 
+from porter.ledger.transcript import read_transcript
 from porter.models.replay import load_recorded_steps
-from porter.replay import ReplayReport, compare
-from porter.transcript import read_transcript
+from porter.ops.replay_run import ReplayReport, compare
 
 pytestmark = [pytest.mark.docker, pytest.mark.long_run]
 

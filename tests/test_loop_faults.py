@@ -30,7 +30,7 @@ from twin_tasks import (
     tool_results,
 )
 
-from porter.transcript import read_state, read_transcript
+from porter.ledger.transcript import read_state, read_transcript
 
 pytestmark = pytest.mark.docker
 

@@ -21,7 +21,7 @@ from helpers import free_port
 from sse_server import SseServer
 from twin_tasks import call, run_with
 
-from porter.measure_cache import cache_key, cached_samples, measurement_lock, store_sample
+from porter.ledger.measure_cache import cache_key, cached_samples, measurement_lock, store_sample
 from porter.models import ScriptedModel
 
 SSE_SERVER = Path(__file__).resolve().parent / "sse_server.py"

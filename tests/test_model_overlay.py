@@ -16,13 +16,14 @@ from pathlib import Path
 import git
 import pytest
 
-from porter import runs, tools
-from porter.pr import write_prs
-from porter.repos import commit_message
+from porter.ledger.transcript import write_state
+from porter.loop import tools
+from porter.ops import runs
+from porter.ops.pr_draft import write_prs
 from porter.sandbox import DockerSandbox, SandboxError
-from porter.sandbox.model_overlay import build_from_dir, is_weight
+from porter.sandbox.trees.overlay import build_from_dir, is_weight
+from porter.sandbox.trees.tracked import commit_message
 from porter.task import Task
-from porter.transcript import write_state
 
 CONFIG = {"architectures": ["GlmMoeDsaForCausalLM"], "quantization_config": {"exclude": ["lm_head"]}}
 WEIGHT_BYTES = b"\x00\x01weights" * 100

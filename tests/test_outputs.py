@@ -13,9 +13,9 @@ import pytest
 import yaml
 from twin_tasks import ROOT, bringup_task_data, build_twin, call, fast_twin_task, run_scripted
 
-from porter.evaluate import evaluate
-from porter.replay import replay
-from porter.report import write_report
+from porter.ops.evaluate import evaluate
+from porter.ops.replay_run import replay
+from porter.ops.report import write_report
 
 pytestmark = [pytest.mark.docker, pytest.mark.long_run]
 

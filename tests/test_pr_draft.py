@@ -13,11 +13,11 @@ import subprocess
 import git
 import yaml
 
-from porter.pr import round_figures, write_prs
-from porter.repos import TrackedRepo, commit_message
-from porter.state import RunState
+from porter.ledger.state import RunState
+from porter.ledger.transcript import write_state
+from porter.ops.pr_draft import round_figures, write_prs
+from porter.sandbox.trees.tracked import TrackedRepo, commit_message
 from porter.task import Task
-from porter.transcript import write_state
 
 UPSTREAM = git.Actor("upstream", "dev@example.org")
 WHY = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from twin_tasks import ROOT
 
 from porter.checks.workload import level_arrivals, level_send_seconds
-from porter.prompt import cost_lines
+from porter.loop.prompt import cost_lines
 from porter.task import load_task
 
 
@@ -30,8 +30,8 @@ def test_a_level_sends_for_about_what_its_arrivals_take() -> None:
 def test_the_rules_state_the_keep_bar_as_the_comparisons_compute_it(tmp_path) -> None:
     from local_tasks import open_local_run
 
-    from porter import noise
-    from porter.prompt import system_prompt
+    from porter.ledger import noise
+    from porter.loop.prompt import system_prompt
 
     ctx = open_local_run(tmp_path)
     try:

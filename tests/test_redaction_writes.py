@@ -16,7 +16,8 @@ import tracemalloc
 import pytest
 from local_tasks import open_local_run
 
-from porter import agent, redaction, tools
+from porter import redaction
+from porter.loop import agent, tools
 from porter.models import ScriptedModel
 from porter.redaction import RedactingWriter, Secrets, redact
 from porter.sandbox import DockerSandbox

@@ -7,7 +7,7 @@ import subprocess
 import git
 import pytest
 
-from porter.repos import TrackedRepo, commit_message, export_series
+from porter.sandbox.trees.tracked import TrackedRepo, commit_message, export_series
 
 
 @pytest.fixture

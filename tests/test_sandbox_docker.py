@@ -15,7 +15,8 @@ import git
 import pytest
 import yaml
 
-from porter.sandbox import DockerSandbox, SandboxDied, SandboxError, sandbox_exec_main
+from porter.ops.sandbox_commands import sandbox_exec_main
+from porter.sandbox import DockerSandbox, SandboxDied, SandboxError
 from porter.sandbox.docker_options import check_host_resources, container_options, process_start
 from porter.task import Task, load_task
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from twin_tasks import STORY_RECORDING, build_twin, tool_results
 
-from porter.replay import replay
+from porter.ops.replay_run import replay
 
 pytestmark = [pytest.mark.docker, pytest.mark.long_run]
 

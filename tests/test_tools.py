@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from local_tasks import open_local_run
 
-from porter import agent, tools
+from porter.ledger.transcript import read_transcript
+from porter.loop import agent, tools
 from porter.models import ScriptedModel
 from porter.redaction import redact
-from porter.transcript import read_transcript
 
 
 @pytest.fixture
@@ -91,7 +91,7 @@ def test_a_parallel_layout_that_does_not_fill_the_node_is_refused(ctx):
 
 
 def test_a_sweep_table_says_which_rows_bisect_and_how_late_the_client_ran():
-    from porter.observations import throughput
+    from porter.loop.observations import throughput
 
     client = {"client_saturated": True, "p99_send_lag_ms": 8.6, "p99_loop_lag_ms": 12.4}
     levels = [{"rps": 4, "passed": True, "client": client}, {"rps": 6, "passed": False}, {"rps": 5, "passed": True}]
@@ -104,7 +104,7 @@ def test_a_sweep_table_says_which_rows_bisect_and_how_late_the_client_ran():
 
 
 def test_a_check_says_how_many_samples_its_configuration_has():
-    from porter.observations import check
+    from porter.loop.observations import check
 
     result = {"output_tok_s": 201.0, "samples": 2, "median": 200.5, "target_output_tok_s": 180}
     assert "2 samples of this check on this configuration, median 200.5" in check("single_stream", result)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from porter.transcript import RunDirError, Transcript, read_state, read_transcript, write_state
+from porter.ledger.transcript import RunDirError, Transcript, read_state, read_transcript, write_state
 
 
 def mask(text: str) -> str:

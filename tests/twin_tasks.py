@@ -18,11 +18,12 @@ from pathlib import Path
 
 import yaml
 
-from porter import agent, runs
+from porter.ledger.transcript import read_state, read_transcript
+from porter.loop import agent
 from porter.models import ScriptedModel
+from porter.ops import runs
 from porter.redaction import redact
 from porter.task import load_task
-from porter.transcript import read_state, read_transcript
 
 ROOT = Path(__file__).resolve().parents[1]
 TIME_SCALE = 0.5  # the twin's clock for tests that compare speeds: the story, the playbook's runs

@@ -4,7 +4,7 @@ Covers the digest of what the agent observed before each model call, the normali
 makes it stable across runs of the same behaviour, and a model that answers with the recorded
 replies in order and stops with a `ReplayDivergence` naming the step, both digests and both
 observations when the live run saw something else. Does not cover writing transcripts
-(porter/transcript.py) or driving the loop (porter/agent.py).
+(porter/ledger/transcript.py) or driving the loop (porter/loop/agent.py).
 
 Digest rule: take the messages appended since the last assistant message (`messages_since_last_reply`:
 tool results and user text; the whole conversation but the system prompt before the first reply), keep each one's role,

@@ -1,7 +1,7 @@
 """Sandboxes: where the agent's commands and the server run. Picked by name: `docker` or `local`.
 
-Covers the public surface (protocols, results, errors, the registry and `make_sandbox`) and the
-`porter sandbox ...` command functions. Implementations live in docker.py and local.py.
+Covers the public surface (protocols, results, errors, the registry and `make_sandbox`). Implementations live in
+docker.py and local.py; the trees the agent patches in trees/; the `porter sandbox ...` commands in porter.ops.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from porter.sandbox.base import ExecResult, Process, Sandbox, SandboxDied, SandboxError
-from porter.sandbox.cli import sandbox_exec_main, sandbox_prune_main, sandbox_shell_main
 from porter.sandbox.docker import DockerSandbox
 from porter.sandbox.docker_options import container_options
 from porter.sandbox.local import LocalSandbox
@@ -37,7 +36,4 @@ __all__ = [
     "SandboxError",
     "container_options",
     "make_sandbox",
-    "sandbox_exec_main",
-    "sandbox_prune_main",
-    "sandbox_shell_main",
 ]

@@ -5,7 +5,7 @@ are bind-mounted back, creating/reusing/restarting the labelled container, `exec
 its own session so a timeout kills its whole process group inside the container), `spawn` (a
 background process whose output streams to a host file), file access confined to repos and scratch,
 the host endpoint of a served port, and detecting a dead container. Does not cover what the options
-are (docker_options.py) or how git history is made of patches (porter/repos.py).
+are (docker_options.py) or how git history is made of patches (porter/sandbox/trees/tracked.py).
 
 Commands run as `bash -c`, not `bash -lc`: a login shell sources /etc/profile, which on Debian
 resets PATH and would hide the image's own PATH (ROCm, conda) that the serving engine needs.
@@ -45,8 +45,8 @@ from porter.sandbox.docker_options import (
 )
 from porter.sandbox.docker_process import DockerProcess
 from porter.sandbox.guard import PathGuard
-from porter.sandbox.model_overlay import WEIGHTS_MOUNT, build_from_dir, build_from_tar
-from porter.sandbox.repos import ensure_baseline, extract_tree
+from porter.sandbox.trees.baseline import ensure_baseline, extract_tree
+from porter.sandbox.trees.overlay import WEIGHTS_MOUNT, build_from_dir, build_from_tar
 from porter.task import OVERLAY_REPO, Task
 
 logger = logging.getLogger(__name__)

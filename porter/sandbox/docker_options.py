@@ -23,7 +23,7 @@ from pathlib import Path
 from docker.types import Mount
 
 from porter.sandbox.base import SCRATCH_DIR, SandboxError, refuse_secrets
-from porter.sandbox.model_overlay import WEIGHTS_MOUNT
+from porter.sandbox.trees.overlay import WEIGHTS_MOUNT
 from porter.task import Task
 
 INTERNAL_NETWORK = "porter-internal"

@@ -7,7 +7,7 @@ Files are then opened one component at a time with O_NOFOLLOW from the root's di
 swapped in by the sandbox between the check and the access is refused too, never followed; writes go
 to a temporary file renamed over the target, so a hard link or a symlink is replaced, never written
 through; reads are bounded (MAX_READ_BYTES). Also checks patches (no symlinks, no gitlinks, nothing
-under `.git`) and finds symlinks in a tree that point outside it. Does not run git (porter/safe_git.py)
+under `.git`) and finds symlinks in a tree that point outside it. Does not run git (porter/sandbox/trees/safe_git.py)
 and does not decide which roots a run has (the sandboxes and the run context do).
 """
 

@@ -37,8 +37,8 @@ from porter.sandbox.base import (
     refuse_secrets,
 )
 from porter.sandbox.guard import PathGuard
-from porter.sandbox.model_overlay import build_from_dir
-from porter.sandbox.repos import ensure_baseline
+from porter.sandbox.trees.baseline import ensure_baseline
+from porter.sandbox.trees.overlay import build_from_dir
 from porter.task import Task
 
 logger = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from porter.terminal import printable
-from porter.triage.report import Finding, Triage, build_triage
+from porter.triage.render import Finding, Triage, build_triage
 from porter.triage.rules import CATEGORIES
 from porter.triage.scanner import CHUNK_BYTES, Scanner
 

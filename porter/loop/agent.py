@@ -14,7 +14,13 @@ import json
 import time
 from collections.abc import Callable
 
-from porter import accepting, context
+from porter.ledger.state import all_targets_met
+from porter.ledger.transcript import write_state
+from porter.loop import accepting
+from porter.loop import conversation as context
+from porter.loop.prompt import first_messages
+from porter.loop.run_context import RunContext
+from porter.loop.tools import Finished, ToolResult, dispatch, tool_specs
 from porter.models import (
     Message,
     Model,
@@ -24,13 +30,8 @@ from porter.models import (
     observation_digest,
     observation_excerpt,
 )
-from porter.prompt import first_messages
 from porter.redaction import redact as redact_secrets
 from porter.redaction import redact_conversation
-from porter.run_context import RunContext
-from porter.state import all_targets_met
-from porter.tools import Finished, ToolResult, dispatch, tool_specs
-from porter.transcript import write_state
 
 MAX_TOOL_RESULT_CHARS = 24_000  # what one observation may cost in context; triage keeps the cause inside it
 REPEATS_NUDGED, REPEATS_STOPPED = 3, 4  # identical failing calls in a row: told once, then the run stops

@@ -21,6 +21,7 @@ from pathlib import Path
 import docker
 import docker.errors
 
+from porter.sandbox import make_sandbox
 from porter.sandbox.base import SandboxError
 from porter.sandbox.docker_options import INTERNAL_NETWORK, MANAGED_LABEL, OWNER_HOST, OWNER_PID, owner_alive
 from porter.task import Task, TaskError, load_task
@@ -32,8 +33,6 @@ HELPER_GRACE_S = 600  # a "created" container younger than this may be in use by
 
 def manual_sandbox(task: Task, task_path: str):
     """The task's manual sandbox, keyed by the task file's full path: two checkouts never share one."""
-    from porter.sandbox import make_sandbox  # deferred: porter.sandbox imports this module
-
     key = hashlib.sha256(str(Path(task_path).resolve()).encode()).hexdigest()[:8]
     run_dir = Path(task.outputs.runs_dir) / f"{task.name}-manual-{key}"
     sandbox = make_sandbox(task, run_dir, f"manual-{task.name}-{key}")

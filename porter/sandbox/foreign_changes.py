@@ -15,10 +15,10 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from porter.sandbox.base import SCRATCH_DIR
-from porter.sandbox.model_overlay import WEIGHTS_MOUNT
+from porter.sandbox.trees.overlay import WEIGHTS_MOUNT
 
 if TYPE_CHECKING:
-    from porter.run_context import RunContext
+    from porter.loop.run_context import RunContext
 
 # Written by any engine or shell while it runs, and never part of what the engine is; /usr/sbin/docker-init is
 # the init process Docker itself puts into a container started with `init`.

@@ -18,10 +18,10 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from porter import observations
 from porter.checks import quality, throughput
 from porter.checks.loadgen import CheckError
-from porter.measure_cache import measurement_lock
+from porter.ledger.measure_cache import measurement_lock
+from porter.loop import observations
 from porter.task import QualityCheckSpec, SingleStreamSpec, ThroughputCheckSpec
 from porter.terminal import markup_safe, printable
 

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 
-from porter.run_context import ToolError
+from porter.loop.run_context import ToolError
 from porter.terminal import printable
 
 MAX_LINES = 200

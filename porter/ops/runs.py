@@ -20,20 +20,22 @@ import docker
 import docker.errors
 import yaml
 
-from porter import __version__, agent, console
-from porter.live_status import LiveStatus
+from porter import __version__
+from porter.ledger.state import RunState
+from porter.ledger.transcript import Transcript
+from porter.loop import agent
+from porter.loop.run_context import RunContext
 from porter.models import Model, ModelError, make_model
-from porter.pr import write_prs
+from porter.ops import console
+from porter.ops.live_status import LiveStatus
+from porter.ops.pr_draft import write_prs
+from porter.ops.report import write_report
 from porter.redaction import collect, redact, scrub_tree, secret_fields
-from porter.report import write_report
-from porter.repos import TrackedRepo
-from porter.run_context import RunContext
 from porter.sandbox import SandboxError, make_sandbox
 from porter.sandbox.image_build import build_task_image
 from porter.sandbox.services import start_services, stop_services
-from porter.state import RunState
+from porter.sandbox.trees.tracked import TrackedRepo
 from porter.task import Task
-from porter.transcript import Transcript
 
 
 def new_run_dir(task: Task) -> tuple[Path, str]:

@@ -25,13 +25,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from porter import engine_args_probe
 from porter.checks.loadgen import CheckError
 from porter.checks.quality import resolve_dataset
+from porter.engines import args_probe as engine_args_probe
+from porter.engines.serve import render_command
 from porter.models import DEFAULT_KEY_ENV, ModelError, api_key
 from porter.sandbox import SandboxError
-from porter.sandbox.model_overlay import WEIGHTS_MOUNT
-from porter.serve import render_command
+from porter.sandbox.trees.overlay import WEIGHTS_MOUNT
 from porter.task import FlagValue, Task
 
 PROBE_TIMEOUT_S = 90
@@ -151,7 +151,7 @@ def open_probe(task: Task) -> Iterator[DockerProbe | LocalProbe]:
     options["devices"] = [rule for rule in options["devices"] if Path(rule.split(":", 1)[0]).exists()]
     for key in ("network", "ports", "name"):
         options.pop(key, None)
-    options.update(network_mode="none", labels={MANAGED_LABEL: "1", "porter.preflight": task.name})
+    options.update(network_mode="none", labels={MANAGED_LABEL: "1", "porter.ops.preflight": task.name})
     try:
         container = client.containers.run(**options)
     except docker.errors.APIError as exc:
@@ -167,7 +167,7 @@ def _task_mounts(task: Task) -> set[str]:
 
 
 def _local_probe(task: Task) -> Iterator[LocalProbe]:
-    from porter.runs import prepare_local_root
+    from porter.ops.runs import prepare_local_root
     from porter.sandbox.local import LocalSandbox
 
     with tempfile.TemporaryDirectory(prefix="porter-preflight-") as scratch:

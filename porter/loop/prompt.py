@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 
-from porter import flag_rules, noise, serve
 from porter.checks import registry
 from porter.checks.workload import level_send_seconds
+from porter.engines import flag_rules, serve
+from porter.ledger import noise
+from porter.loop.run_context import RunContext
+from porter.loop.tools import run_status
 from porter.models import Message
-from porter.run_context import RunContext
 from porter.task import Task
-from porter.tools import run_status
 
 # Programs a model reaches for; the probe says which the image has so it does not guess (no curl, say).
 PROGRAMS = ("python3", "pip", "git", "grep", "rg", "sed", "awk", "find", "curl", "wget", "gcc", "g++", "make", "hipcc")

@@ -21,10 +21,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 
 from porter.checks import registry  # noqa: E402
-from porter.serve import render_command  # noqa: E402
-from porter.state import RunState, target_report  # noqa: E402
+from porter.engines.serve import render_command  # noqa: E402
+from porter.ledger.state import RunState, target_report  # noqa: E402
+from porter.ledger.transcript import RunDirError, iter_records  # noqa: E402
 from porter.task import Task, load_task  # noqa: E402
-from porter.transcript import RunDirError, iter_records  # noqa: E402
 
 
 def read_metrics(run_dir: Path) -> list[dict]:

@@ -21,14 +21,16 @@ from typing import Any
 
 import jsonschema
 
-from porter import accepting, flag_rules, log_reader, observations, safe_git, serve
 from porter.checks.loadgen import CheckError
+from porter.engines import flag_rules, serve
+from porter.ledger.state import target_report
+from porter.loop import accepting, log_reader, observations
+from porter.loop.run_context import RunContext, ToolError
 from porter.models import ToolSpec
 from porter.redaction import redact
-from porter.run_context import RunContext, ToolError
 from porter.sandbox import SandboxDied, SandboxError
 from porter.sandbox.guard import refuse_patch
-from porter.state import target_report
+from porter.sandbox.trees import safe_git
 
 Result = tuple[str, dict]  # what a handler returns: the text for the model, and the facts for programs
 # Failures a tool declares: their message is for the model. Anything else is a porter bug (logged with traceback).

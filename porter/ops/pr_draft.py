@@ -15,10 +15,10 @@ from pathlib import Path
 
 import git
 
-from porter import safe_git
-from porter.repos import PORTER_AUTHOR, RepoState, export_series
-from porter.serve import render_command
-from porter.state import RunState
+from porter.engines.serve import render_command
+from porter.ledger.state import RunState
+from porter.sandbox.trees import safe_git
+from porter.sandbox.trees.tracked import PORTER_AUTHOR, RepoState, export_series
 from porter.task import OVERLAY_REPO, Task, load_task
 from porter.triage import triage_file
 

@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from porter.checks import registry
-from porter.repos import RepoState
+from porter.ledger.transcript import RunDirError, read_state
+from porter.sandbox.trees.tracked import RepoState
 from porter.task import FlagValue, Task
-from porter.transcript import RunDirError, read_state
 
 
 @dataclass

@@ -14,14 +14,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from porter import evidence, serve
+from porter.engines import serve
+from porter.ledger import evidence
+from porter.ledger.state import RunState
+from porter.ledger.transcript import Transcript, write_state
 from porter.redaction import redact
-from porter.repos import TrackedRepo
 from porter.sandbox import Process, Sandbox
 from porter.sandbox.guard import PathGuard, escaping_links
-from porter.state import RunState
+from porter.sandbox.trees.tracked import TrackedRepo
 from porter.task import Task
-from porter.transcript import Transcript, write_state
 
 
 class ToolError(Exception):

@@ -19,11 +19,12 @@ from pathlib import Path
 
 import yaml
 
-from porter import agent, runs
+from porter.ledger.transcript import RunDirError, read_transcript
+from porter.loop import agent
+from porter.ops import runs
+from porter.ops.replay_run import replay
 from porter.redaction import redact
-from porter.replay import replay
 from porter.task import TaskError, load_task
-from porter.transcript import RunDirError, read_transcript
 
 
 @dataclass

@@ -8,8 +8,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from porter.run_context import RunContext
-from porter.state import target_report
+from porter.ledger.state import target_report
+from porter.loop.run_context import RunContext
 from porter.terminal import printable
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)

@@ -7,7 +7,7 @@ is inherited by any git it spawns); pins GIT_DIR and GIT_WORK_TREE to the repo i
 `.git` file cannot redirect it; ignores the system config; and refuses a repo whose own config sets
 anything outside a short allow-list (filters, textconv, external diff, includes, fsmonitor, ...), which
 `sanitize_config` strips once from a tree copied out of an image, before any sandbox sees it.
-Does not decide what to commit (porter/repos.py) nor where trees live (the sandboxes).
+Does not decide what to commit (porter/sandbox/trees/tracked.py) nor where trees live (the sandboxes).
 """
 
 from __future__ import annotations

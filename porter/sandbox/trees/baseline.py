@@ -3,7 +3,7 @@
 Covers extracting a directory from a tar stream (what docker's get_archive returns) into the run
 directory atomically, and giving the tree a git baseline (keeping the upstream commit when the
 tree already is a repo). Does not cover patching, committing accepted changes or PR drafts: that is
-porter/repos.py, which works on the trees this module prepares.
+porter/sandbox/trees/tracked.py, which works on the trees this module prepares.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import tarfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from porter import safe_git
 from porter.sandbox.base import SandboxError
+from porter.sandbox.trees import safe_git
 
 BASELINE_AUTHOR = {
     "GIT_AUTHOR_NAME": "porter",

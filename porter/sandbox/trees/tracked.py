@@ -15,9 +15,9 @@ from pathlib import Path
 
 import git
 
-from porter import safe_git
 from porter.redaction import redact
 from porter.sandbox.guard import escaping_links
+from porter.sandbox.trees import safe_git
 
 PORTER_AUTHOR = git.Actor("porter", "porter@localhost")
 # Build products appear in the trees while the engine runs; they are never part of a patch.

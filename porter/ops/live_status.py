@@ -18,11 +18,11 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from porter import console as plain
+from porter.loop.run_context import RunContext
+from porter.loop.tools import run_status
 from porter.models import ToolCall
-from porter.run_context import RunContext
+from porter.ops import console as plain
 from porter.terminal import printable
-from porter.tools import run_status
 
 
 class LiveStatus:

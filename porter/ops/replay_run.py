@@ -14,11 +14,12 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from porter import agent, runs
+from porter.ledger.transcript import read_transcript
+from porter.loop import agent
 from porter.models import ReplayDivergence, ReplayModel
+from porter.ops import runs
 from porter.redaction import redact
 from porter.task import Task, load_task
-from porter.transcript import read_transcript
 
 METRIC_TOLERANCE = 0.5  # relative; a figure twice as far off as this is not the same run
 BEHAVIOUR_KEYS = ("ok", "exit_code", "timed_out", "healthy", "crash_class", "kept")

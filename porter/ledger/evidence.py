@@ -21,12 +21,13 @@ from typing import TYPE_CHECKING
 import aiohttp
 import git
 
-from porter import __version__, measure_cache
+from porter import __version__
 from porter.checks import registry
 from porter.checks.loadgen import CheckError
+from porter.ledger import measure_cache
 
 if TYPE_CHECKING:
-    from porter.run_context import RunContext
+    from porter.loop.run_context import RunContext
 
 
 def content_tree(repo: git.Repo) -> str:
@@ -94,7 +95,7 @@ def measure(ctx: RunContext, kind_name: str, extra: int | None = None, config: s
     count); afterwards each call adds one new sample (or `extra`). `config` names the configuration the
     running server must be on, when it is not the current one (the accepted flags served for a check).
     """
-    from porter.run_context import ToolError
+    from porter.loop.run_context import ToolError
 
     items = registry.declared(ctx.task, kind_name)
     if not items:
@@ -124,7 +125,7 @@ def _run(ctx: RunContext, item: registry.Declared, base_url: str) -> dict:
     """One sample, under the node's lock. Whatever stops a check (a missing dataset, the server dying
     mid-sweep, a client error) becomes a ToolError the agent reads; a check that did not finish leaves
     no sample, and neither does one that finished after its server died (its late requests failed)."""
-    from porter.run_context import ToolError
+    from porter.loop.run_context import ToolError
 
     server = ctx.server.process if ctx.server else None
     try:
@@ -146,7 +147,7 @@ def _run(ctx: RunContext, item: registry.Declared, base_url: str) -> dict:
 
 
 def _server_on(ctx: RunContext, config: str) -> str:
-    from porter.run_context import ToolError
+    from porter.loop.run_context import ToolError
 
     server = ctx.server
     if server is None or not server.healthy or not server.process.alive() or ctx.server_fingerprint != config:
@@ -198,7 +199,7 @@ def refresh_stale(ctx: RunContext) -> list[str]:
     Returns the keys measured. Called after an accept that changed the configuration and before a run
     declares success, so no target is ever judged on another configuration's figure.
     """
-    from porter.state import stale_targets
+    from porter.ledger.state import stale_targets
 
     accepted = sync_accepted(ctx)
     if ctx.server is None or not ctx.server.healthy or ctx.server_fingerprint != accepted:

@@ -8,7 +8,7 @@ and judged together) is kept when it moves the run forward:
 - a better figure: the median of the pending configuration's samples beats the median of the
   accepted configuration's samples on the same harness (two samples a side at least) by more than a
   bar derived from their measured spread (plus, for a figure read at a sweep's knee, 1.5 times the
-  knee bracket the compared sweeps ran: porter.noise says why; never below the task's minimum), with
+  knee bracket the compared sweeps ran: porter.ledger.noise says why; never below the task's minimum), with
   every quality check within tolerance. Another figure compared that got worse beyond its bar is a
   trade, kept only when each of its pending samples still meets its target.
 Before anything is kept, the sandbox's filesystem outside the declared trees must be unchanged. A revert
@@ -22,15 +22,17 @@ from __future__ import annotations
 
 import json
 
-from porter import evidence, noise, observations, sandbox_diff
 from porter.checks import registry
+from porter.engines.serve import Launch
+from porter.engines.startup_stage import startup_stage
+from porter.ledger import evidence, noise
+from porter.ledger.state import Evidence, all_targets_met, target_report
+from porter.loop import observations
+from porter.loop.run_context import RunContext, ToolError
 from porter.redaction import redact
-from porter.repos import commit_message
-from porter.run_context import RunContext, ToolError
 from porter.sandbox import SandboxError
-from porter.serve import Launch
-from porter.startup_stage import startup_stage
-from porter.state import Evidence, all_targets_met, target_report
+from porter.sandbox import foreign_changes as sandbox_diff
+from porter.sandbox.trees.tracked import commit_message
 
 REVERTED_DIFF_LIMIT = 1 << 20  # a reverted edit larger than this (a tree full of build output) is not kept
 TOPOLOGY_FLAGS = {"tp", "dp", "tp-size", "dp-size", "tensor-parallel-size", "data-parallel-size", "enable-dp-attention"}
