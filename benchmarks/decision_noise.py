@@ -42,9 +42,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 from twin_perf import CONFIGS, lay_out, running_device, start_server, wait_healthy  # noqa: E402
 
-from porter.checks.throughput import run_throughput  # noqa: E402
+from porter.checks.throughput import (  # noqa: E402
+    ThroughputCheckSpec,  # noqa: E402
+    run_throughput,  # noqa: E402
+)
 from porter.ledger.noise import compare, knee_resolution  # noqa: E402
-from porter.task import ThroughputCheckSpec  # noqa: E402
 
 MINIMUM = 0.03  # the flagship task's min_improvement
 METRIC = "output_throughput_per_node"

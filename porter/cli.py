@@ -14,7 +14,7 @@ import click
 import yaml
 
 from porter import __version__
-from porter.ledger.transcript import RunDirError
+from porter.errors import RunDirError
 from porter.task import TaskError, load_task
 from porter.terminal import printable
 
@@ -238,6 +238,18 @@ def quality(url: str, **options) -> None:
     from porter.ops.check_commands import quality_main
 
     sys.exit(quality_main(url, **options))
+
+
+@check.command(name="task")
+@click.argument("task_path", metavar="TASK", type=click.Path(dir_okay=False))
+@click.argument("url")
+@click.option("--kind", help="Only the task's checks of this kind (default: every check it declares).")
+@click.option("--json", "as_json", is_flag=True, help="Last line of stdout is one JSON object.")
+def check_task(task_path: str, url: str, kind, as_json: bool) -> None:
+    """The task's own checks against URL, each printed as the agent reads it (and judged against its target)."""
+    from porter.ops.check_commands import task_main
+
+    sys.exit(task_main(_load(task_path), url, kind, as_json))
 
 
 @main.command()

@@ -6,8 +6,7 @@ import asyncio
 import os
 import socket
 
-from porter.checks.throughput import LevelResult, ThroughputResult, find_knee
-from porter.task import SloSpec
+from porter.checks.throughput import LevelResult, SloSpec, ThroughputResult, find_knee
 
 
 def in_ci() -> bool:

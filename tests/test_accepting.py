@@ -18,11 +18,13 @@ import pytest
 from helpers import free_port, sweep
 
 from porter.checks import registry
+from porter.errors import ToolError
 from porter.ledger import evidence
-from porter.ledger.state import Evidence, RunState, target_report
+from porter.ledger.records import Sample, Side, StartUp
+from porter.ledger.state import RunState, target_report
 from porter.ledger.transcript import Transcript
 from porter.loop import accepting
-from porter.loop.run_context import RunContext, ToolError
+from porter.loop.run_context import RunContext
 from porter.redaction import redact
 from porter.sandbox import make_sandbox
 from porter.sandbox.trees.tracked import TrackedRepo
@@ -106,36 +108,37 @@ def ctx(tmp_path):
     context = RunContext(
         task, sandbox, state, run_dir, Transcript(run_dir / "transcript.jsonl", redact), {"engine": tracked}
     )
+    context.mark_accepted()  # as porter's run set-up does
     yield context
     context.stop_server()
     sandbox.stop()
     context.transcript.close()
 
 
-def served(ctx: RunContext, healthy=True, crash=None, signature=None, stage=None) -> dict:
-    return {
-        "healthy": healthy,
-        "crash_class": crash,
-        "signature": signature or crash,
-        "stage": stage,
-        "fingerprint": ctx.fingerprint(),
-        "log": "logs/serve-001.log",
-        "key_line": "boom",
-    }
+def served(ctx: RunContext, healthy=True, crash=None, signature=None, stage=None) -> StartUp:
+    return StartUp(
+        healthy=healthy,
+        seconds=1.0,
+        log="logs/serve-001.log",
+        fingerprint=ctx.fingerprint(),
+        crash_class=crash,
+        signature=signature or crash,
+        key_line="boom",
+        stage=stage,
+    )
 
 
 def measured(ctx: RunContext, key: str, values: list[float], accepted: bool = False) -> None:
-    """Samples of one check on the current (or the accepted) configuration, as evidence.measure records them."""
-    config = evidence.fingerprint(ctx, accepted=accepted)
+    """Samples of one check on the current (or the accepted) configuration, as porter's measuring records them."""
+    config = ctx.mark_accepted() if accepted else ctx.fingerprint()
     item = registry.by_key(ctx.task, key)
     for value in values:
         result = {item.kind.headline(item.spec): value, "passed": value >= 0.9, "fingerprint": config}
-        sample = {"key": key, "config": config, "harness": evidence.harness(item), "step": ctx.state.step}
-        ctx.state.samples.append({**sample, "value": value, "result": result, "cached": False})
+        ctx.state.samples.append(Sample(key, config, evidence.harness(item), ctx.state.step, value, result))
 
 
 def baseline(ctx: RunContext, throughput=(100.0, 101.0), single=None) -> None:
-    ctx.state.accepted = Evidence(serve=served(ctx))
+    ctx.state.accepted = Side(serve=served(ctx))
     measured(ctx, "throughput", list(throughput), accepted=True)
     measured(ctx, "quality:gsm8k", [0.95], accepted=True)
     if single:
@@ -143,7 +146,7 @@ def baseline(ctx: RunContext, throughput=(100.0, 101.0), single=None) -> None:
 
 
 def pending(ctx: RunContext, throughput=None, single=None, quality=0.95) -> None:
-    ctx.state.pending = Evidence(serve=served(ctx))
+    ctx.state.pending = Side(serve=served(ctx))
     measured(ctx, "quality:gsm8k", [quality])
     if throughput:
         measured(ctx, "throughput", list(throughput))
@@ -185,7 +188,7 @@ def test_noise_or_a_regression_is_reverted(ctx, after):
     assert not ctx.repos["engine"].is_dirty() and ctx.state.repos["engine"].accepted == []
     # the dropped edit is not lost: its diff is in the run, named in the message, and applies again
     (kept,) = outcome["reverted_diffs"].values()
-    assert kept in outcome["message"] and ctx.state.attempts[-1]["reverted_diffs"] == {"engine": kept}
+    assert kept in outcome["message"] and ctx.state.attempts[-1].reverted_diffs == {"engine": kept}
     ctx.repos["engine"].repo.git.apply(str(ctx.run_dir / kept))
     assert ctx.repos["engine"].changed_files() == ["config.json"]
 
@@ -240,19 +243,18 @@ def test_the_bar_rises_with_the_measured_spread(ctx):
 
 def swept(ctx: RunContext, true_knees: list[float], accepted: bool = False) -> None:
     """Throughput samples whose results are sweeps as porter records them (levels, knee, per-node figures)."""
-    config = evidence.fingerprint(ctx, accepted=accepted)
+    config = ctx.mark_accepted() if accepted else ctx.fingerprint()
     item = registry.by_key(ctx.task, "throughput")
     for knee in true_knees:
         result = {**sweep(knee), "fingerprint": config}
-        sample = {"key": "throughput", "config": config, "harness": evidence.harness(item), "step": ctx.state.step}
         value = registry.headline_value(item, result)
-        ctx.state.samples.append({**sample, "value": value, "result": result, "cached": False})
+        ctx.state.samples.append(Sample("throughput", config, evidence.harness(item), ctx.state.step, value, result))
 
 
 @pytest.mark.parametrize("pending_knees, kept", [([4.13, 4.2], False), ([4.6, 4.55], True)])
 def test_a_knee_one_bisection_step_higher_is_not_a_gain(ctx, pending_knees, kept):
     """Knees 4.0 -> 4.125 RPS (+3.1%, no spread within a side) stay below 1.5 brackets; 4.0 -> 4.5 is kept."""
-    ctx.state.accepted = Evidence(serve=served(ctx))
+    ctx.state.accepted = Side(serve=served(ctx))
     swept(ctx, [4.05, 4.1], accepted=True)
     measured(ctx, "quality:gsm8k", [0.95], accepted=True)
     change_config(ctx)
@@ -281,7 +283,7 @@ def test_a_stale_figure_is_never_the_comparison(ctx):
         accepting.accept(ctx, "Serve TP4 x DP2", "")
     ctx.state.flags["tp"] = 8
     measured(ctx, "throughput", [111.0, 112.0], accepted=True)  # what porter re-measures after the accept
-    assert ctx.state.samples[-1]["config"] == with_spec
+    assert ctx.state.samples[-1].config == with_spec
     ctx.state.flags["tp"] = 4
     outcome = accepting.accept(ctx, "Serve TP4 x DP2", "")
     assert not outcome["kept"] and "111.5 (n=2) on the accepted configuration -> 112.5" in outcome["reason"]
@@ -328,16 +330,16 @@ def test_a_package_installed_outside_the_repos_blocks_accept(ctx):
 # ---------------------------------------------------------------- crashes, served for real
 
 
-def serve(ctx: RunContext) -> dict:
+def serve(ctx: RunContext) -> StartUp:
     return accepting.record_serve(ctx, ctx.relaunch())
 
 
 def test_a_syntax_error_is_not_progress(ctx):
     first = serve(ctx)
-    assert first["crash_class"] and first["stage"] == 3  # config, graph, shards; then the shape mismatch
+    assert first.crash_class and first.stage == 3  # config, graph, shards; then the shape mismatch
     (ctx.repos["engine"].path / "server.py").write_text("import json\nconfig = {\n" + ENGINE)
     second = serve(ctx)
-    assert second["signature"] != first["signature"] and second["stage"] == 0
+    assert second.signature != first.signature and second.stage == 0
     outcome = accepting.accept(ctx, "Rewrite the loader", "")
     assert not outcome["kept"] and "did not get further (stage 3 -> 0): not progress" in outcome["reason"]
     assert not ctx.repos["engine"].is_dirty()
@@ -345,18 +347,19 @@ def test_a_syntax_error_is_not_progress(ctx):
 
 def fixed_and_kept(ctx: RunContext) -> None:
     change_config(ctx)
-    assert serve(ctx)["healthy"]
+    assert serve(ctx).healthy
     ctx.repos["engine"].accept(ctx.state.repos["engine"], "decoder excluded")
+    ctx.mark_accepted()
 
 
 def test_the_same_crash_again_is_reverted_and_unserved_changes_are_refused(ctx):
     fixed_and_kept(ctx)
     ctx.state.flags["tp"] = 4
-    assert serve(ctx)["crash_class"]
+    assert serve(ctx).crash_class
     (ctx.repos["engine"].path / "notes.txt").write_text("a change that fixes nothing\n")
     with pytest.raises(ToolError, match="has not been served as it is now"):
         accepting.accept(ctx, "Add notes", "")
-    assert serve(ctx)["signature"] == ctx.state.pending.first_crash_serve["signature"]
+    assert serve(ctx).signature == ctx.state.pending.first_crash.signature
     outcome = accepting.accept(ctx, "Add notes", "")
     assert not outcome["kept"] and "same signature" in outcome["reason"]
 
@@ -368,10 +371,10 @@ def test_a_fix_that_gets_further_is_served_with_the_accepted_flags_before_its_co
     compile_crash = serve(ctx)
     (ctx.repos["engine"].path / "guard.h").write_text("#ifdef USE_ROCM\n#endif\n")
     oom = serve(ctx)
-    assert oom["stage"] > compile_crash["stage"] and oom["signature"] != compile_crash["signature"]
+    assert oom.stage > compile_crash.stage and oom.signature != compile_crash.signature
     outcome = accepting.accept(ctx, "Guard the CUDA header", "")
     assert outcome["kept"], outcome
     assert "served again with the accepted flags: healthy" in outcome["evidence"]
     assert ctx.state.accepted_flags == {"tp": 8} and ctx.state.flags == {"tp": 4}
-    assert ctx.state.accepted.serve["healthy"] and ctx.server_fingerprint == ctx.state.accepted_config
+    assert ctx.state.accepted.serve.healthy and ctx.server_fingerprint == ctx.state.accepted_config
     assert ctx.repos["engine"].repo.head.commit.summary == "Guard the CUDA header"

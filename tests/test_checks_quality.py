@@ -10,7 +10,7 @@ from sse_server import SseServer
 
 from porter.checks import quality, scoring
 from porter.checks.loadgen import CheckError
-from porter.task import QualityCheckSpec
+from porter.checks.quality import QualityCheckSpec
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,8 @@ import json
 import pytest
 from sse_server import SseServer
 
-from porter.checks import throughput, workload
-from porter.loop import observations
-from porter.task import SingleStreamSpec, SloSpec, ThroughputCheckSpec
+from porter.checks import throughput, throughput_kind, workload
+from porter.checks.throughput import SingleStreamSpec, SloSpec, ThroughputCheckSpec
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +148,7 @@ def test_sweep_against_a_server_with_known_timings(server):
         assert level.metrics["cache_hit_rate"] == pytest.approx(0.5, abs=0.01)
         assert level.offered >= 5 and level.metrics["completed"] == level.offered
     knee = result.knee.metrics
-    assert 0 < knee["drain_s"] < knee["duration_s"] / 2 and observations.drain_note(knee) is None
+    assert 0 < knee["drain_s"] < knee["duration_s"] / 2 and throughput_kind.drain_note(knee) is None
     assert result.tok_s_per_node == pytest.approx(knee["total_throughput"] / 2)
     assert knee["total_throughput"] == pytest.approx(knee["input_throughput"] + knee["output_throughput"])
     assert result.meets_target is (result.tok_s_per_node >= 1000)
@@ -222,6 +221,6 @@ def test_a_knee_whose_level_mostly_drains_says_its_figure_measures_the_drain(ser
     result = throughput.run_throughput(server.url, spec(workload=load, rps=[40], slo={"ttft_s": 1.0}), nodes=1)
     knee = result.knee.metrics
     assert knee["drain_s"] > knee["duration_s"] / 2
-    text = observations.throughput(result.to_dict())
+    text = throughput_kind.render("throughput", result.to_dict())
     assert f"at the knee {knee['drain_s'] / knee['duration_s']:.0%} of the level's" in text
     assert "measures that drain more than the rate" in text

@@ -18,9 +18,8 @@ import pytest
 from helpers import free_port
 from twin_tasks import QUICK_SCALE
 
-from porter.checks.quality import run_quality
-from porter.checks.throughput import run_single_stream, run_throughput
-from porter.task import QualityCheckSpec, SingleStreamSpec, ThroughputCheckSpec
+from porter.checks.quality import QualityCheckSpec, run_quality
+from porter.checks.throughput import SingleStreamSpec, ThroughputCheckSpec, run_single_stream, run_throughput
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYOUT = ROOT / "sandboxes" / "twin" / "layout.py"

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from porter.errors import RunDirError
 from porter.ledger.state import RunState
-from porter.ledger.transcript import RunDirError, read_transcript
+from porter.ledger.transcript import read_transcript
 from porter.ops.replay_run import replay
 from porter.task import MAX_PROBLEMS, TaskError, load_task
 

@@ -17,8 +17,8 @@ from sse_server import SseServer
 
 from porter.checks import loadgen, quality
 from porter.checks.loadgen import CheckError, Deadlines
+from porter.checks.quality import QualityCheckSpec
 from porter.checks.throughput import completion_body
-from porter.task import QualityCheckSpec
 
 SHORT = Deadlines(connect_s=2, first_byte_s=1.0, idle_s=0.5, total_s=3.0, max_bytes=2 << 20)
 

@@ -111,9 +111,9 @@ def test_the_story_meets_every_target(story_run):
     state = story_run.state
     assert state.solved, state.finished
     assert state.finished == "every target is met by the accepted configuration"
-    outcomes = [(attempt["outcome"], attempt.get("crash_class")) for attempt in state.attempts]
+    outcomes = [(attempt.outcome, attempt.crash_class) for attempt in state.attempts]
     assert outcomes[0][0] == "reverted"
-    assert "quality below the bar" in state.attempts[0]["summary"]
+    assert "quality below the bar" in state.attempts[0].summary
     assert [o for o, _ in outcomes[1:]] == ["kept"] * 5
     assert state.accepted_flags["tp"] == 4 and state.accepted_flags["kv-cache-dtype"] == "fp8_e4m3"
 
@@ -123,12 +123,12 @@ def test_every_decision_and_the_final_table_rest_on_same_configuration_figures(s
     after the fp8 + fusion accept, which changed it), and report.json holds every target on the accepted
     configuration with its samples."""
     state = story_run.state
-    tp4 = next(a for a in state.attempts if a["summary"] == "Serve TP4 x DP2")
-    [comparison] = tp4["comparisons"]
-    previous = next(a for a in state.attempts if a["summary"].startswith("Serve with an fp8 e4m3 KV cache"))
-    refreshed = [s for s in state.samples if s["key"] == "throughput" and s["step"] == previous["step"]]
-    assert comparison["accepted"] == [s["value"] for s in refreshed] and len(refreshed) >= 2
-    assert refreshed[0]["config"] == previous["fingerprint"]  # measured on the configuration the move starts from
+    tp4 = next(a for a in state.attempts if a.summary == "Serve TP4 x DP2")
+    [comparison] = tp4.comparisons
+    previous = next(a for a in state.attempts if a.summary.startswith("Serve with an fp8 e4m3 KV cache"))
+    refreshed = [s for s in state.samples if s.key == "throughput" and s.step == previous.step]
+    assert comparison["accepted"] == [s.value for s in refreshed] and len(refreshed) >= 2
+    assert refreshed[0].config == previous.fingerprint  # measured on the configuration the move starts from
     document = json.loads((story_run.run_dir / "report.json").read_text())
     assert document["outcome"] == "solved" and document["all_measured_on_accepted"]
     for target in document["targets"]:

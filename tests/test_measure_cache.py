@@ -77,7 +77,7 @@ def test_a_cached_baseline_is_reused_and_reported(tmp_path, cache):
         for row, document in zip(rows, documents, strict=True)
     )
     assert "reused from the measurement cache" in (second.run_dir / "report.md").read_text()
-    cached = [s["cached"] for s in second.state.samples]
+    cached = [s.cached for s in second.state.samples]
     assert cached == [True, True]
 
 

@@ -29,9 +29,9 @@ def test_the_playbook_solves_the_default_twin_scenario(playbook_run):
     assert changed == ["twin/configs/tuned_fmoe.csv"]
     # defect (b) was met and fixed, but MTP 5/1/6 measured no faster than the kept 3/1/4 (the public acceptance
     # profile rarely accepts a 4th or 5th draft), so the move was reverted with its fix
-    guard = [a for a in state.attempts if any("fused_multistep_metadata.cpp" in m for m in a.get("moves", []))]
-    assert [a["outcome"] for a in guard] == ["reverted"] and "no improvement beyond noise" in guard[0]["evidence"]
-    kept_diff = playbook_run.run_dir / guard[0]["reverted_diffs"]["twin"]  # the fix is kept as a diff, not lost
+    guard = [a for a in state.attempts if any("fused_multistep_metadata.cpp" in m for m in a.moves)]
+    assert [a.outcome for a in guard] == ["reverted"] and "no improvement beyond noise" in guard[0].evidence
+    kept_diff = playbook_run.run_dir / guard[0].reverted_diffs["twin"]  # the fix is kept as a diff, not lost
     assert "+#ifdef USE_ROCM" in kept_diff.read_text()
     assert kept_diff.name in write_report(playbook_run.run_dir).read_text()
     model = git.Repo(playbook_run.repos["model"].path)
@@ -54,7 +54,7 @@ def test_report_has_targets_timeline_command_and_plots(playbook_run):
         assert heading in text
     assert "twin figures, not hardware results" in text
     assert "--tp 4 --dp 2" in text and "--kv-cache-dtype fp8_e4m3" in text
-    assert text.count("| kept |") == len([a for a in playbook_run.state.attempts if a["outcome"] == "kept"])
+    assert text.count("| kept |") == len([a for a in playbook_run.state.attempts if a.outcome == "kept"])
     for plot in ("throughput_ttft_vs_rps.png", "objective.png"):
         data = (playbook_run.run_dir / "plots" / plot).read_bytes()
         assert data.startswith(b"\x89PNG") and len(data) > 10_000

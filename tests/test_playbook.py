@@ -48,8 +48,8 @@ def test_the_playbook_tunes_an_untuned_shape(docker_client, tmp_path):
     ctx = run_with(write_task(tmp_path, data))
     tunes = [r for r in tool_results(ctx.run_dir) if r["name"] == "tune"]
     assert len(tunes) == 1 and "moe-fp4-fused-shared" in tunes[0]["content"]
-    kept = [a for a in ctx.state.attempts if a["outcome"] == "kept"]
-    assert len(kept) == 1 and "throughput" in kept[0]["evidence"], ctx.state.attempts
+    kept = [a for a in ctx.state.attempts if a.outcome == "kept"]
+    assert len(kept) == 1 and "throughput" in kept[0].evidence, ctx.state.attempts
     repo = git.Repo(ctx.repos["twin"].path)
     assert list(repo.head.commit.stats.files) == ["twin/configs/tuned_fmoe.csv"]
     assert "no candidate is left" in ctx.state.finished

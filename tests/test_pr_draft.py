@@ -13,6 +13,7 @@ import subprocess
 import git
 import yaml
 
+from porter.ledger.records import Attempt, Sample
 from porter.ledger.state import RunState
 from porter.ledger.transcript import write_state
 from porter.ops.pr_draft import round_figures, write_prs
@@ -58,11 +59,10 @@ def make_run(tmp_path) -> tuple:
     }
     (run_dir / "task.yaml").write_text(yaml.safe_dump(Task.model_validate(task).model_dump(mode="json")))
     state = RunState("demo-run", "task.yaml", {"tp-size": 8}, {"tp-size": 8}, repos={"engine": repo_state})
-    state.attempts.append({"step": 3, "summary": "guard", "outcome": "kept", "evidence": evidence, "crash_class": None})
+    state.attempts.append(Attempt(step=3, summary="guard", outcome="kept", evidence=evidence))
     state.accepted_config = "c0ffee"  # the fingerprint the accepted configuration's samples carry
     result = {"score": 0.9512345678, "ci_low": 0.93987654, "ci_high": 0.96234, "n": 1319, "passed": True}
-    sample = {"key": "quality:gsm8k", "config": "c0ffee", "harness": "h", "step": 3, "value": result["score"]}
-    state.samples.append({**sample, "result": result, "cached": False})
+    state.samples.append(Sample("quality:gsm8k", "c0ffee", "h", 3, result["score"], result))
     write_state(run_dir, state.to_dict(), lambda text: text)
     return run_dir, upstream, repo_state
 

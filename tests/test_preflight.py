@@ -67,7 +67,10 @@ def test_the_twin_task_passes(twin_image, tmp_path):
             {"tune.0.command": "python3 -m twin.tune_moe_v2 --model-dim 6144"},
             "module twin.tune_moe_v2 not found in the sandbox",
         ),
-        ({"sandbox.image": "porter-twin:no-such-scenario"}, "image porter-twin:no-such-scenario is not on the Docker"),
+        (
+            {"sandbox.image": "porter-twin:no-such-scenario"},
+            "image porter-twin:no-such-scenario not found locally; porter never pulls",
+        ),
         ({"model.path": "/models/no-such-checkpoint"}, "/models/no-such-checkpoint/config.json or its first shard"),
         ({"sandbox.devices": ["/dev/null"]}, "neither amd-smi nor rocm-smi is in the image"),
         (

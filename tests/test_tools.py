@@ -91,7 +91,10 @@ def test_a_parallel_layout_that_does_not_fill_the_node_is_refused(ctx):
 
 
 def test_a_sweep_table_says_which_rows_bisect_and_how_late_the_client_ran():
-    from porter.loop.observations import throughput
+    from porter.checks.throughput_kind import render
+
+    def throughput(result):
+        return render("throughput", result)
 
     client = {"client_saturated": True, "p99_send_lag_ms": 8.6, "p99_loop_lag_ms": 12.4}
     levels = [{"rps": 4, "passed": True, "client": client}, {"rps": 6, "passed": False}, {"rps": 5, "passed": True}]

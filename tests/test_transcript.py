@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from porter.ledger.transcript import RunDirError, Transcript, read_state, read_transcript, write_state
+from porter.errors import RunDirError
+from porter.ledger.transcript import Transcript, read_state, read_transcript, write_state
 
 
 def mask(text: str) -> str:

@@ -19,8 +19,7 @@ import aiohttp
 import pytest
 from twin_tasks import FIXES, running_device
 
-from porter.checks.quality import run_quality
-from porter.task import QualityCheckSpec
+from porter.checks.quality import QualityCheckSpec, run_quality
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE = "porter-twin2:glm52-day0"

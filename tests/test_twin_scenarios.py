@@ -18,8 +18,8 @@ import pytest
 from helpers import free_port
 from twin_tasks import QUICK_SCALE
 
-from porter.checks.quality import run_quality
-from porter.task import QualityCheckSpec, load_task
+from porter.checks.quality import QualityCheckSpec, run_quality
+from porter.task import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
 TWIN = ROOT / "sandboxes" / "twin"

@@ -23,12 +23,14 @@ import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import aiohttp
+from pydantic import Field, model_validator
 
 from porter.checks import scoring
 from porter.checks.loadgen import CheckError, Deadlines, make_session, read_capped, resolve_model
-from porter.task import QualityCheckSpec
+from porter.schema import Spec
 
 DATA_DIR = Path(__file__).parent / "data"
 SEED = 1234
@@ -43,6 +45,25 @@ MIN_FAILURES = 5
 STOP = ["Question:", "</s>", "<|im_end|>"]
 MC_FIELDS = ("Question", "Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3")
 LETTERS = "ABCD"
+
+
+class QualityCheckSpec(Spec):
+    name: str = Field(min_length=1, description="Name in reports, e.g. gsm8k.")
+    kind: Literal["gsm8k", "multiple_choice"] = Field(description="gsm8k (#### N answers) or GPQA-style choices.")
+    dataset: str = Field(min_length=1, description="Dataset path, or `builtin:NAME` for a set shipped with porter.")
+    samples: int = Field(200, ge=1, description="Questions to ask (the first N after a seeded shuffle).")
+    few_shot: int = Field(5, ge=0, description="Few-shot examples in the prompt (gsm8k).")
+    metric: Literal["strict_match", "flexible_match", "accuracy"] = Field("flexible_match")
+    max_tokens: int = Field(512, ge=1, description="Generation budget per question.")
+    reference: float | None = Field(None, ge=0, le=1, description="Reference score (e.g. of the FP8 model).")
+    tolerance: float | None = Field(None, ge=0, le=1, description="Allowed drop below `reference`.")
+    minimum: float | None = Field(None, ge=0, le=1, description="Absolute floor, instead of a reference.")
+
+    @model_validator(mode="after")
+    def _has_a_bar(self) -> QualityCheckSpec:
+        if self.minimum is None and (self.reference is None or self.tolerance is None):
+            raise ValueError("a quality check needs `reference` and `tolerance`, or a `minimum`")
+        return self
 
 
 @dataclass

@@ -1,116 +1,48 @@
-"""The one registry of check kinds: each kind owns its specs, its run, its headline metric and its target.
+"""The one registry of check kinds: each kind is one declaration, and this module lists them.
 
-A kind (`throughput`, `single_stream`, `quality`) says which task specs it covers, how one of them is run
-against a base URL, which figure of its result is the headline, whether higher or lower is better, how
-many samples a keep decision needs, and what the target row shows. A new check (a latency SLO, say) is
-a module of its own plus one entry here. Does not keep samples or decide anything (state.py,
-accepting.py) and does not send requests itself (the check modules do).
+A kind (`quality`, `single_stream`, `throughput`) declares, in its own module (checks/*_kind.py): its spec
+(the model of its entry under the task's `checks:`), how one spec is run against a base URL, which figure of
+its result is the headline and which way is better, how many samples a keep decision needs, its target
+(goal, met, label), how a result reads for the model and the report, what the workload and the cost of one
+run are in the prompt's words. Everything else reads the declaration: the task schema (`ChecksSpec` is
+composed here from the kinds), `run_check`'s choices, the prompt, the observations, the report, the CLI.
+A new check is a module of its own plus its name in KIND_MODULES. Does not keep samples or decide anything
+(porter.ledger) and does not send requests itself (the check modules do).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from porter.task import QualityCheckSpec, SingleStreamSpec, Task, ThroughputCheckSpec
+from pydantic import Field, create_model
 
+from porter.checks.kind import CheckKind
+from porter.schema import Spec
 
-@dataclass(frozen=True)
-class CheckKind:
-    name: str
-    description: str
-    direction: str  # "higher" or "lower": which way is better for the headline
-    min_samples: int  # samples a side before its headline may decide a keep
-    specs: Callable[[Task], list[Any]]  # the task's specs of this kind (one result key each)
-    key: Callable[[Any], str]  # result key of one spec: "throughput", "quality:gsm8k"
-    run: Callable[[str, Any, Task], dict]  # base URL, spec, task -> the result as a dict
-    headline: Callable[[Any], str]  # field of the result that is the headline figure
-    goal: Callable[[Any], Any]  # the target's goal, as the report shows it
-    met: Callable[[dict, Any], bool]  # does one result meet the spec's target
-    label: Callable[[Any], str]  # the target's name in tables
+if TYPE_CHECKING:
+    from porter.task import Task
 
-    @property
-    def performance(self) -> bool:
-        """Kinds whose headline decides keeps by improvement (quality only gates)."""
-        return self.min_samples > 1
+# The kinds, each one module of porter/checks declaring KIND, in the order they are measured and reported.
+KIND_MODULES = ("quality_kind", "single_stream_kind", "throughput_kind")
 
 
-def _run_throughput(base_url: str, spec: ThroughputCheckSpec, task: Task) -> dict:
-    from porter.checks.throughput import run_throughput
-
-    return run_throughput(base_url, spec, nodes=task.hardware.nodes).to_dict()
+def _load(module: str) -> CheckKind:
+    return importlib.import_module(f"porter.checks.{module}").KIND
 
 
-def _run_single_stream(base_url: str, spec: SingleStreamSpec, task: Task) -> dict:
-    from porter.checks.throughput import run_single_stream
-
-    return run_single_stream(base_url, spec).to_dict()
+KINDS: dict[str, CheckKind] = {check.name: check for check in map(_load, KIND_MODULES)}
 
 
-def _run_quality(base_url: str, spec: QualityCheckSpec, task: Task) -> dict:
-    from porter.checks.quality import run_quality
-
-    return run_quality(base_url, spec).to_dict()
-
-
-def throughput_headline(spec: ThroughputCheckSpec) -> str:
-    return f"{spec.metric}_per_node"
+class _ChecksBase(Spec):
+    min_improvement: float = Field(
+        0.03, ge=0, lt=1, description="Smallest relative gain kept; the measured spread raises the bar above it."
+    )
 
 
-def _at_least(field: Callable[[Any], str], goal: Callable[[Any], float]) -> Callable[[dict, Any], bool]:
-    def met(result: dict, spec: Any) -> bool:
-        value = result.get(field(spec))
-        return isinstance(value, int | float) and value >= goal(spec)
-
-    return met
-
-
-def _quality_goal(spec: QualityCheckSpec) -> Any:
-    return spec.minimum if spec.minimum is not None else f"{spec.reference} - {spec.tolerance}"
-
-
-KINDS: dict[str, CheckKind] = {
-    "quality": CheckKind(
-        name="quality",
-        description="accuracy on a GSM8K-style or multiple-choice set, with a 95% interval, against its bar",
-        direction="higher",
-        min_samples=1,
-        specs=lambda task: list(task.checks.quality),
-        key=lambda spec: f"quality:{spec.name}",
-        run=_run_quality,
-        headline=lambda spec: "score",
-        goal=_quality_goal,
-        met=lambda result, spec: bool(result.get("passed")),
-        label=lambda spec: f"quality {spec.name}",
-    ),
-    "single_stream": CheckKind(
-        name="single_stream",
-        description="output tok/s of one request at a time, after the first token (median of the requests)",
-        direction="higher",
-        min_samples=2,
-        specs=lambda task: [task.checks.single_stream] if task.checks.single_stream else [],
-        key=lambda spec: "single_stream",
-        run=_run_single_stream,
-        headline=lambda spec: "output_tok_s",
-        goal=lambda spec: spec.target_output_tok_s,
-        met=_at_least(lambda spec: "output_tok_s", lambda spec: spec.target_output_tok_s),
-        label=lambda spec: "single stream (output tok/s)",
-    ),
-    "throughput": CheckKind(
-        name="throughput",
-        description="RPS sweep under a TTFT SLO; the knee and the target's metric per node there",
-        direction="higher",
-        min_samples=2,
-        specs=lambda task: [task.checks.throughput] if task.checks.throughput else [],
-        key=lambda spec: "throughput",
-        run=_run_throughput,
-        headline=throughput_headline,
-        goal=lambda spec: spec.target_tok_s_per_node,
-        met=_at_least(throughput_headline, lambda spec: spec.target_tok_s_per_node),
-        label=lambda spec: f"throughput ({spec.metric.removesuffix('_throughput')} tok/s/node at knee)",
-    ),
-}
+# The task's `checks:` section: one field per registered kind, and the keep rule's minimum gain.
+ChecksSpec = create_model("ChecksSpec", __base__=_ChecksBase, **{name: check.field() for name, check in KINDS.items()})  # type: ignore[call-overload]
 
 
 @dataclass(frozen=True)
@@ -139,6 +71,11 @@ def by_key(task: Task, key: str) -> Declared:
         if item.key == key:
             return item
     raise ValueError(f"the task declares no check {key!r}")
+
+
+def kind_of(key: str) -> CheckKind:
+    """The kind of a result key ("quality:gsm8k" -> quality)."""
+    return kind(key.split(":", 1)[0])
 
 
 def headline_value(item: Declared, result: dict | None) -> float | None:

@@ -26,16 +26,61 @@ import statistics
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
+from typing import Literal
 
 import aiohttp
+from pydantic import Field, model_validator
 
 from porter.checks import loadgen, metrics, workload
-from porter.task import SingleStreamSpec, SloSpec, ThroughputCheckSpec
+from porter.schema import PositiveFloat, Spec
 
 MIN_COMPLETED_SHARE = 0.95
 MAX_ERROR_SHARE = 0.01
 MIN_DRAIN_S = 120.0
 SINGLE_REQUEST_TIMEOUT_S = 900.0
+
+
+class WorkloadSpec(Spec):
+    input_tokens: int = Field(ge=1, description="Prompt length in tokens.")
+    output_tokens: int = Field(ge=1, description="Generated tokens per request (ignore_eos).")
+    cache_hit_rate: float = Field(0.0, ge=0, lt=1, description="Share of prompt tokens served from the prefix cache.")
+    duration_s: PositiveFloat | None = Field(None, description="Length of each RPS level.")
+    num_prompts: int | None = Field(None, ge=1, description="Requests per level, instead of a duration.")
+    warmup_s: float = Field(0.0, ge=0, description="Start of each level discarded from the statistics.")
+    seed: int = Field(0, description="Seed of the prompts and of the Poisson arrivals.")
+    min_requests: int = Field(
+        32, ge=1, description="Requests each level measures at least (after warm-up), whatever `duration_s` says."
+    )
+
+    @model_validator(mode="after")
+    def _duration_or_count(self) -> WorkloadSpec:
+        if self.duration_s is None and self.num_prompts is None:
+            raise ValueError("a workload needs `duration_s` or `num_prompts`")
+        return self
+
+
+class SloSpec(Spec):
+    ttft_s: PositiveFloat = Field(description="Time-to-first-token limit in seconds.")
+    percentile: float = Field(99, gt=0, le=100, description="Percentile of TTFT held to the limit.")
+
+
+class ThroughputCheckSpec(Spec):
+    workload: WorkloadSpec
+    rps: list[PositiveFloat] = Field(min_length=1, description="Offered request rates, swept in order.")
+    slo: SloSpec
+    metric: Literal["output_throughput", "total_throughput"] = Field(
+        description="bench_serving metric the target holds, per node at the knee: output_throughput (generated "
+        "tok/s, what serving figures usually quote) or total_throughput (prompt + generated tok/s)."
+    )
+    target_tok_s_per_node: PositiveFloat = Field(description="Tok/s per node of `metric` at the knee to reach.")
+    bisect_steps: int = Field(2, ge=0, description="Bisection steps between the last pass and the first fail.")
+
+
+class SingleStreamSpec(Spec):
+    input_tokens: int = Field(ge=1)
+    output_tokens: int = Field(ge=1)
+    num_requests: int = Field(3, ge=1, description="Requests run one at a time; the median is reported.")
+    target_output_tok_s: PositiveFloat = Field(description="Output tokens per second after the first token.")
 
 
 @dataclass

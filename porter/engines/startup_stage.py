@@ -4,7 +4,7 @@ Covers one engine-agnostic measure: the count of distinct progress lines (plain 
 folded, not warnings, errors, tracebacks or the arguments dump) the server wrote before the first
 traceback or the crash's key line. A loader that now gets past weight loading and dies compiling a
 kernel has a later stage than one that died loading; a syntax error dies at import, stage 0.
-Does not classify the failure (triage does) nor decide what is progress (accepting.py).
+Does not classify the failure (triage does) nor decide what is progress (ledger/decision.py).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ the quantisation, taken from the levels each sample actually ran (the widest bra
 knee, among the compared samples). With no spread one step never clears it and two steps do, the half
 step between absorbing the headline's own noise at a fixed rate. A figure with no bracket (single
 stream, or a sweep whose every level passed) has no resolution term. Does not fetch samples
-(state.py) or act on the answer (accepting.py).
+(ledger/evidence.py) or act on the answer (ledger/decision.py decides, loop/accepting.py applies).
 """
 
 from __future__ import annotations

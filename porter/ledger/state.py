@@ -2,30 +2,24 @@
 
 Covers the run state saved to `state.json` after every step (flags, accepted commits, the start-ups of
 the accepted and the pending configuration, every check sample with the configuration it was measured
-on, spend) and the questions asked of it: which samples belong to a configuration, their medians, and
-each target's value on the accepted configuration, marked stale when the only figure is from another
-one. Does not run anything: evidence.py records samples, accepting.py decides, agent.py loops.
+on, the attempts, spend), turned into JSON once, here, and the questions asked of it: which samples
+belong to a configuration, their medians, and each target's value on the accepted configuration, marked
+stale when the only figure is from another one. Does not run anything: the loop measures and applies,
+ledger/decision.py decides.
 """
 
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from porter.checks import registry
-from porter.ledger.transcript import RunDirError, read_state
+from porter.errors import RunDirError
+from porter.ledger.records import Attempt, Configuration, Sample, Side
+from porter.ledger.transcript import read_state
 from porter.sandbox.trees.tracked import RepoState
 from porter.task import FlagValue, Task
-
-
-@dataclass
-class Evidence:
-    """The start-ups observed for one configuration (check results live in RunState.samples)."""
-
-    serve: dict | None = None  # {"healthy", "crash_class", "signature", "stage", "seconds", "log", "fingerprint"}
-    first_crash: str | None = None  # the first crash class seen since the last accept or revert
-    first_crash_serve: dict | None = None  # its serve record (key line, log) for commit messages and PRs
 
 
 @dataclass
@@ -35,13 +29,12 @@ class RunState:
     flags: dict[str, FlagValue]
     accepted_flags: dict[str, FlagValue]
     repos: dict[str, RepoState] = field(default_factory=dict)
-    accepted: Evidence = field(default_factory=Evidence)
-    pending: Evidence = field(default_factory=Evidence)
-    # every check result: {"key", "config", "harness", "step", "value", "result", "cached"}; never overwritten
-    samples: list[dict] = field(default_factory=list)
-    configs: dict[str, dict] = field(default_factory=dict)  # fingerprint -> {"repos", "flags", "image"}
-    accepted_config: str | None = None  # fingerprint of the accepted configuration
-    attempts: list[dict] = field(default_factory=list)
+    accepted: Side = field(default_factory=Side)
+    pending: Side = field(default_factory=Side)
+    samples: list[Sample] = field(default_factory=list)
+    configs: dict[str, Configuration] = field(default_factory=dict)  # fingerprint -> what it is
+    accepted_config: str | None = None  # fingerprint of the accepted configuration: set at start, keep, revert
+    attempts: list[Attempt] = field(default_factory=list)
     step: int = 0
     relaunches: int = 0
     server_s: float = 0.0  # seconds servers were up (start-up included), for server hours
@@ -56,16 +49,23 @@ class RunState:
     fresh: bool = False  # --fresh: measure everything, reuse nothing from the cache
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        plain = {f.name: getattr(self, f.name) for f in fields(self)}
+        plain["repos"] = {name: asdict(repo) for name, repo in self.repos.items()}
+        plain["accepted"], plain["pending"] = self.accepted.to_dict(), self.pending.to_dict()
+        plain["samples"] = [sample.to_dict() for sample in self.samples]
+        plain["configs"] = {name: config.to_dict() for name, config in self.configs.items()}
+        plain["attempts"] = [attempt.to_dict() for attempt in self.attempts]
+        return plain
 
     @classmethod
     def from_dict(cls, data: dict) -> RunState:
-        data = dict(data)
+        data = {key: value for key, value in data.items() if key in cls.__dataclass_fields__}
         data["repos"] = {name: RepoState(**repo) for name, repo in data.get("repos", {}).items()}
-        for side in ("accepted", "pending"):
-            evidence = {k: v for k, v in (data.get(side) or {}).items() if k in Evidence.__dataclass_fields__}
-            data[side] = Evidence(**evidence)
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+        data["accepted"], data["pending"] = Side.from_dict(data.get("accepted")), Side.from_dict(data.get("pending"))
+        data["samples"] = [Sample.from_dict(sample) for sample in data.get("samples", [])]
+        data["configs"] = {name: Configuration.from_dict(c) for name, c in data.get("configs", {}).items()}
+        data["attempts"] = [Attempt.from_dict(attempt) for attempt in data.get("attempts", [])]
+        return cls(**data)
 
     @classmethod
     def read(cls, run_dir) -> RunState:
@@ -76,36 +76,44 @@ class RunState:
         except (TypeError, ValueError, KeyError, AttributeError) as exc:
             raise RunDirError(f"{run_dir}/state.json does not match this porter's run state: {exc}") from None
 
+    def remember(self, config: Configuration) -> str:
+        """Keep what a fingerprint stands for (the report and the cache read it); returns the fingerprint."""
+        self.configs.setdefault(config.fingerprint, config)
+        return config.fingerprint
+
     def phase(self) -> str:
-        if not (self.accepted.serve or {}).get("healthy"):
+        if self.accepted.serve is None or not self.accepted.serve.healthy:
             return "bring-up"
         if not self.samples_on(self.accepted_config):
             return "baseline"
         return "optimisation"
 
-    def samples_on(self, config: str | None, key: str | None = None) -> list[dict]:
+    def samples_on(self, config: str | None, key: str | None = None) -> list[Sample]:
         """Samples measured on one configuration (of one check), oldest first."""
-        return [s for s in self.samples if s["config"] == config and (key is None or s["key"] == key)]
+        return [s for s in self.samples if s.config == config and (key is None or s.key == key)]
 
     def checks_on(self, config: str | None) -> dict[str, dict]:
         """The latest result of each check on one configuration, with its median and sample count."""
         latest: dict[str, dict] = {}
         for sample in self.samples_on(config):
-            values = [s["value"] for s in self.samples_on(config, sample["key"]) if s["value"] is not None]
-            latest[sample["key"]] = {
-                **sample["result"],
+            values = [s.value for s in self.samples_on(config, sample.key) if s.value is not None]
+            latest[sample.key] = {
+                **sample.result,
                 "median": statistics.median(values) if values else None,
                 "samples": len(values),
             }
         return latest
 
+    def kept_attempts(self) -> list[Attempt]:
+        return [attempt for attempt in self.attempts if attempt.kept]
 
-def median_of(samples: list[dict]) -> float | None:
-    values = [s["value"] for s in samples if s["value"] is not None]
+
+def median_of(samples: list[Sample]) -> float | None:
+    values = [s.value for s in samples if s.value is not None]
     return statistics.median(values) if values else None
 
 
-def target_report(task: Task, state: RunState | dict | None) -> list[dict[str, Any]]:
+def target_report(task: Task, state: RunState | None) -> list[dict[str, Any]]:
     """One row per target: name, metric, value (median on the accepted configuration), goal, met, stale.
 
     A target never measured on the accepted configuration shows its latest figure from another one,
@@ -133,20 +141,20 @@ def target_report(task: Task, state: RunState | dict | None) -> list[dict[str, A
 
 def _fill(row: dict, item: registry.Declared, state: RunState) -> None:
     fresh = state.samples_on(state.accepted_config, item.key)
-    anywhere = [s for s in state.samples if s["key"] == item.key]
+    anywhere = [s for s in state.samples if s.key == item.key]
     if not anywhere:
         return
-    measured = fresh or state.samples_on(anywhere[-1]["config"], item.key)  # stale: the latest other configuration
-    row["measured_on"] = measured[-1]["config"]
+    measured = fresh or state.samples_on(anywhere[-1].config, item.key)  # stale: the latest other configuration
+    row["measured_on"] = measured[-1].config
     row["stale"] = not fresh
-    row["samples"] = [s["value"] for s in measured]
-    row["cached"] = sum(1 for s in measured if s.get("cached"))
+    row["samples"] = [s.value for s in measured]
+    row["cached"] = sum(1 for s in measured if s.cached)
     if item.kind.performance:
         row["value"] = median_of(measured)
         row["met"] = not row["stale"] and row["value"] is not None and row["value"] >= row["goal"]
     else:
-        row["value"] = measured[-1]["value"]
-        row["met"] = not row["stale"] and item.kind.met(measured[-1]["result"], item.spec)
+        row["value"] = measured[-1].value
+        row["met"] = not row["stale"] and item.kind.met(measured[-1].result, item.spec)
 
 
 def all_targets_met(task: Task, state: RunState, allow_stale: bool = False) -> bool:
@@ -161,8 +169,8 @@ def _met_ignoring_staleness(task: Task, row: dict, state: RunState) -> bool:
     if not row["stale"]:
         return row["met"]
     item = registry.by_key(task, row["key"])
-    latest = [s for s in state.samples if s["key"] == row["key"]][-1]
-    return item.kind.met(latest["result"], item.spec)
+    latest = [s for s in state.samples if s.key == row["key"]][-1]
+    return item.kind.met(latest.result, item.spec)
 
 
 def stale_targets(task: Task, state: RunState) -> list[str]:

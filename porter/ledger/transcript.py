@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from porter.errors import RunDirError
+
 logger = logging.getLogger(__name__)
 MAX_STATE_BYTES = 256 << 20  # a state.json holds the conversation: megabytes, not gigabytes
 
@@ -59,10 +61,6 @@ class Transcript:
 
     def close(self) -> None:
         self._file.close()
-
-
-class RunDirError(ValueError):
-    """A run directory or one of its files that cannot be used; the message names the file (and line)."""
 
 
 def read_transcript(path: Path) -> list[dict]:

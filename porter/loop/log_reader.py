@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 
-from porter.loop.run_context import ToolError
+from porter.errors import ToolError
 from porter.terminal import printable
 
 MAX_LINES = 200

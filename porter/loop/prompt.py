@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 
 from porter.checks import registry
-from porter.checks.workload import level_send_seconds
 from porter.engines import flag_rules, serve
 from porter.ledger import noise
 from porter.loop.run_context import RunContext
@@ -80,57 +79,17 @@ def system_prompt(ctx: RunContext, programs: str) -> str:
 
 
 def workload_lines(task: Task) -> list[str]:
-    checks = task.checks
-    lines = []
-    if checks.throughput:
-        spec, workload = checks.throughput, checks.throughput.workload
-        length = f"{workload.duration_s:g} s" if workload.duration_s else f"{workload.num_prompts} requests"
-        lines.append(
-            f"  throughput workload: {workload.input_tokens} input / {workload.output_tokens} output tokens per "
-            f"request, {workload.cache_hit_rate:.0%} of prompt tokens from the prefix cache, Poisson arrivals at "
-            f"{json.dumps(spec.rps)} req/s, {length} per rate; the knee is the highest rate whose "
-            f"p{spec.slo.percentile:g} TTFT <= {spec.slo.ttft_s:g} s"
-        )
-    if checks.single_stream:
-        spec = checks.single_stream
-        lines.append(
-            f"  single stream: {spec.input_tokens} input / {spec.output_tokens} output tokens, one request at a "
-            f"time, median output tok/s of {spec.num_requests} requests"
-        )
-    for spec in checks.quality:
-        lines.append(f"  quality {spec.name}: {spec.samples} questions ({spec.kind}, {spec.few_shot}-shot)")
-    return lines
+    """What each declared check sends, as its kind says it."""
+    return [f"  {item.kind.workload(item.spec)}" for item in registry.declared(task)]
 
 
 def cost_lines(task: Task) -> list[str]:
-    limits, checks = task.agent.limits, task.checks
+    limits = task.agent.limits
     lines = [
         f"- serve: a start-up can take up to {task.serve.startup_timeout_s:g} s (the first one tells you how long); "
         f"{limits.max_relaunches} launches in all",
     ]
-    if checks.throughput:
-        spec, load = checks.throughput, checks.throughput.workload
-        sends = [
-            level_send_seconds(rate, load.duration_s, load.num_prompts, load.min_requests, load.warmup_s)
-            for rate in spec.rps
-        ]
-        levels = len(spec.rps) + spec.bisect_steps
-        span = f"{min(sends):.0f}-{max(sends):.0f}" if round(min(sends)) != round(max(sends)) else f"{max(sends):.0f}"
-        lines.append(
-            f"- run_check throughput: a sweep runs up to {len(spec.rps)} rates and {spec.bisect_steps} bisection steps "
-            f"(it stops climbing at the first rate that fails the SLO), each level sending for "
-            f"{span} s and then waiting for its requests to finish: up to about "
-            f"{levels * max(sends) / 60:.1f} min plus those waits; a configuration's first measurement runs "
-            f"{registry.KINDS['throughput'].min_samples} sweeps (a keep decision compares repeated figures)"
-        )
-    if checks.single_stream:
-        lines.append(
-            f"- run_check single_stream: {checks.single_stream.num_requests} requests one after another, "
-            f"{registry.KINDS['single_stream'].min_samples} times on a configuration's first measurement"
-        )
-    if checks.quality:
-        questions = sum(spec.samples for spec in checks.quality)
-        lines.append(f"- run_check quality: {questions} questions; accept runs it when the change needs it")
+    lines += [f"- {item.kind.cost(item.spec, task)}" for item in registry.declared(task)]
     lines += [f"- tune {spec.name}: up to {spec.timeout_s:g} s; it stops the server" for spec in task.tune]
     lines.append(
         f"- the run: {limits.max_steps} model calls, {limits.max_wall_hours:g} h, ${limits.max_cost_usd:g}; "

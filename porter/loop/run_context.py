@@ -4,7 +4,7 @@ Covers the mapping from sandbox paths to the host git trees (file tools may only
 the server's lifecycle (one at a time; a relaunch stops the old one and any a killed porter left, whose
 process group the state records), the fingerprint of the
 configuration a server or a check result belongs to, and running the checks from the host.
-Does not decide what to keep (accepting.py) and does not talk to the model (agent.py).
+Does not decide what to keep (ledger/decision.py) and does not talk to the model (agent.py).
 """
 
 from __future__ import annotations
@@ -15,18 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from porter.engines import serve
-from porter.ledger import evidence
+from porter.errors import ToolError
 from porter.ledger.state import RunState
 from porter.ledger.transcript import Transcript, write_state
+from porter.loop import measuring
 from porter.redaction import redact
 from porter.sandbox import Process, Sandbox
 from porter.sandbox.guard import PathGuard, escaping_links
 from porter.sandbox.trees.tracked import TrackedRepo
 from porter.task import Task
-
-
-class ToolError(Exception):
-    """A tool call that could not be carried out; the message goes back to the model."""
 
 
 @dataclass
@@ -88,7 +85,13 @@ class RunContext:
 
     def fingerprint(self) -> str:
         """Identifies trees + flags + image: a result measured on another fingerprint is not evidence for this one."""
-        return evidence.fingerprint(self)
+        return measuring.configuration(self).fingerprint
+
+    def mark_accepted(self) -> str:
+        """The accepted configuration is what the last commits and the accepted flags make: called at start, at
+        a keep and at a revert, the only moments it changes."""
+        self.state.accepted_config = self.state.remember(measuring.configuration(self, accepted=True))
+        return self.state.accepted_config
 
     # ------------------------------------------------------------ server
 
@@ -98,7 +101,8 @@ class RunContext:
         log_path = self.run_dir / "logs" / f"serve-{self.state.relaunches:03d}.log"
         self.server_started = time.monotonic()
         self.server = serve.launch(self.sandbox, self.task, self.state.flags, log_path, on_spawn=self._remember)
-        self.server_fingerprint = self.fingerprint()
+        # what it serves is remembered: its samples' cache keys and the report read the configuration
+        self.server_fingerprint = self.state.remember(measuring.configuration(self))
         return self.server
 
     def _remember(self, process: Process) -> None:
@@ -137,4 +141,4 @@ class RunContext:
 
     def run_check(self, kind: str) -> dict[str, dict]:
         """Run a check from the host; results keyed "throughput", "single_stream" or "quality:<name>"."""
-        return evidence.measure(self, kind)
+        return measuring.measure(self, kind)

@@ -6,7 +6,8 @@ schema before the handler runs; a failure the tool declares (`ToolError`, a sand
 error) becomes text saying what failed and what to do instead; any other exception is porter's own bug: its
 traceback goes to `logs/porter-errors.log` in the run directory and the model is told an internal error
 happened, and the run goes on. Nothing here ends the run except `finish`. File tools only touch the declared
-repos, through the host copies of the trees. The accept rules live in accepting.py; checks run from the host.
+repos, through the host copies of the trees. The accept rules live in ledger/decision.py (applied by accepting.py);
+checks run from the host.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from typing import Any
 
 import jsonschema
 
+from porter.checks import registry
 from porter.checks.loadgen import CheckError
 from porter.engines import flag_rules, serve
+from porter.errors import ToolError
 from porter.ledger.state import target_report
 from porter.loop import accepting, log_reader, observations
-from porter.loop.run_context import RunContext, ToolError
+from porter.loop.run_context import RunContext
 from porter.models import ToolSpec
 from porter.redaction import redact
 from porter.sandbox import SandboxDied, SandboxError
@@ -294,9 +297,9 @@ def set_flags(ctx: RunContext, flags: dict) -> Result:
 @tool("serve", "(Re)start the server with the current flags and tree; returns healthy, or the triaged crash.")
 def serve_tool(ctx: RunContext) -> Result:
     launch = ctx.relaunch()
-    record = accepting.record_serve(ctx, launch)
+    record = accepting.record_serve(ctx, launch).to_dict()
     if not launch.healthy:
-        record = {**record, "flag_mentions": flag_mentions(launch.log_path, list(ctx.task.serve.tunables))}
+        record["flag_mentions"] = flag_mentions(launch.log_path, list(ctx.task.serve.tunables))
     if launch.healthy:
         warnings = [f"{f.category}: {f.key_line}" for f in (launch.triage.findings if launch.triage else [])]
         summary = f"healthy in {launch.seconds:.1f} s. Warnings in the log: {warnings or 'none'}"
@@ -342,8 +345,10 @@ def flag_mentions(log_path, flags: list[str], per_flag: int = 3) -> dict[str, li
 
 @tool(
     "run_check",
-    "Run a check against the running server from the host: quality, throughput or single_stream.",
-    {"kind": {"type": "string", "enum": ["quality", "throughput", "single_stream"]}},
+    "Run a check against the running server from the host: "
+    + "; ".join(f"{name} ({kind.description})" for name, kind in registry.KINDS.items())
+    + ".",
+    {"kind": {"type": "string", "enum": list(registry.KINDS)}},
     ("kind",),
 )
 def run_check(ctx: RunContext, kind: str) -> Result:

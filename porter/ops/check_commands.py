@@ -18,11 +18,13 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from porter.checks import quality, throughput
+from porter.checks import quality, registry, throughput
 from porter.checks.loadgen import CheckError
+from porter.checks.quality import QualityCheckSpec
+from porter.checks.throughput import SingleStreamSpec, ThroughputCheckSpec
+from porter.checks.throughput_kind import drain_note
 from porter.ledger.measure_cache import measurement_lock
-from porter.loop import observations
-from porter.task import QualityCheckSpec, SingleStreamSpec, ThroughputCheckSpec
+from porter.task import Task
 from porter.terminal import markup_safe, printable
 
 SINGLE_STREAM_REQUESTS = 3
@@ -157,7 +159,7 @@ def _print_sweep(out: Console, result: throughput.ThroughputResult) -> None:
             f"knee: {result.knee_rps:g} req/s, output {result.per_node('output_throughput'):,.1f} and total "
             f"{result.per_node('total_throughput'):,.1f} tok/s per node"
         )
-        drained = observations.drain_note(result.knee.metrics)
+        drained = drain_note(result.knee.metrics)
         if drained:
             out.print(f"[yellow]warning: {drained}[/]")
     for level in result.levels:
@@ -227,3 +229,26 @@ def quality_main(url, dataset, samples, as_json) -> int:
     if as_json:
         print(json.dumps(result.to_dict()))
     return 0 if result.errors < result.n else 1
+
+
+def task_main(task: Task, url: str, kind_name: str | None, as_json: bool) -> int:
+    """`porter check task`: every check the task declares (of one kind), run as porter run runs it, printed as
+    its kind renders it for the agent; 0 when each met its target, 1 when one did not or could not run."""
+    try:
+        items = registry.declared(task, kind_name)
+    except ValueError as exc:
+        return _fail(str(exc), 2)
+    if not items:
+        return _fail(f"the task declares no {kind_name or ''} check".replace("  ", " "), 2)
+    results, met = {}, True
+    for item in items:
+        try:
+            with measurement_lock(f"porter check task {url}: {item.key}"):
+                results[item.key] = item.kind.run(url, item.spec, task)
+        except CheckError as exc:
+            return _fail(f"{item.key}: {exc}", 1)
+        met = met and item.kind.met(results[item.key], item.spec)
+        print(printable(item.kind.render(item.key, results[item.key])), file=sys.stderr if as_json else sys.stdout)
+    if as_json:
+        print(json.dumps(results, default=str))
+    return 0 if met else 1

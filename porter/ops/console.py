@@ -26,15 +26,15 @@ def money(ctx: RunContext) -> str:
 
 def status_line(ctx: RunContext) -> str:
     state = ctx.state
-    serve = state.pending.serve or state.accepted.serve or {}
-    crash = serve.get("crash_class") or "-"
+    serve = state.pending.serve or state.accepted.serve
+    crash = (serve.crash_class if serve else None) or "-"
     changed = {k: v for k, v in state.flags.items() if ctx.task.serve.flags.get(k) != v}
     met = sum(row["met"] for row in target_report(ctx.task, state))
     total = len(target_report(ctx.task, {}))
     tokens = state.tokens["input"] + state.tokens["output"]
     return (
         f"step {state.step} | {state.phase()} | flags {changed or 'baseline'} | last crash {crash} | "
-        f"targets met {met}/{total} | kept {sum(a['outcome'] == 'kept' for a in state.attempts)} | "
+        f"targets met {met}/{total} | kept {len(state.kept_attempts())} | "
         f"tokens {tokens} {money(ctx)} | relaunches {state.relaunches}"
     )
 
@@ -57,7 +57,7 @@ def summary_table(ctx: RunContext) -> Table:
 
 def show_summary(ctx: RunContext) -> None:
     console.print(summary_table(ctx))
-    kept = [a for a in ctx.state.attempts if a["outcome"] == "kept"]
+    kept = ctx.state.kept_attempts()
     console.print(
         f"kept changes: {len(kept)}, reverted: {len(ctx.state.attempts) - len(kept)}; "
         f"steps {ctx.state.step}; relaunches {ctx.state.relaunches}; cost {money(ctx)}"

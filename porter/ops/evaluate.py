@@ -19,7 +19,8 @@ from pathlib import Path
 
 import yaml
 
-from porter.ledger.transcript import RunDirError, read_transcript
+from porter.errors import RunDirError
+from porter.ledger.transcript import read_transcript
 from porter.loop import agent
 from porter.ops import runs
 from porter.ops.replay_run import replay

@@ -71,7 +71,7 @@ def describe_call(call: ToolCall) -> str:
 
 def render_panel(ctx: RunContext, targets: list[dict], action: str | None, elapsed_s: float) -> Panel:
     state, limits = ctx.state, ctx.task.agent.limits
-    kept = sum(attempt["outcome"] == "kept" for attempt in state.attempts)
+    kept = len(state.kept_attempts())
     doing = f"{action} ({elapsed_s:.0f} s)" if action else "waiting for the model"
     tokens = state.tokens["input"] + state.tokens["cache_read"] + state.tokens["output"]
     head = Text.assemble(

@@ -188,17 +188,13 @@ def _relative(run_dir: Path, path: Path) -> str:
 def _problem(state: RunState, run_dir: Path, repo_name: str) -> list[str]:
     """The crashes this repo's commits fixed (a crash fixed in another repo belongs to that repo's PR)."""
     lines = []
-    crashes = [
-        a
-        for a in state.attempts
-        if a["outcome"] == "kept" and a.get("crash_class") and repo_name in (a.get("commits") or {})
-    ]
+    crashes = [a for a in state.kept_attempts() if a.crash_class and repo_name in a.commits]
     for attempt in crashes:
-        lines.append(f"- `{attempt['crash_class']}`, fixed at step {attempt['step']}: {attempt['summary']}")
+        lines.append(f"- `{attempt.crash_class}`, fixed at step {attempt.step}: {attempt.summary}")
     logs = sorted((run_dir / "logs").glob("serve-*.log"))
     for log in logs:
         triage = triage_file(log)
-        if triage.category in {a["crash_class"] for a in crashes}:
+        if triage.category in {a.crash_class for a in crashes}:
             lines += [
                 "",
                 f"Crash excerpt ({log.name}, triaged as `{triage.category}`):",
@@ -214,7 +210,7 @@ def _problem(state: RunState, run_dir: Path, repo_name: str) -> list[str]:
 def _evidence(state: RunState) -> list[str]:
     lines = ["| change | outcome | evidence |", "|---|---|---|"]
     for attempt in state.attempts:
-        row = f"| {attempt['summary']} | {attempt['outcome']} | {round_figures(str(attempt['evidence']))} |"
+        row = f"| {attempt.summary} | {attempt.outcome} | {round_figures(attempt.evidence)} |"
         lines.append(row.replace("\n", " "))
     quality = {k: v for k, v in state.checks_on(state.accepted_config).items() if k.startswith("quality:")}
     if quality:

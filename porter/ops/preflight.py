@@ -30,7 +30,9 @@ from porter.checks.quality import resolve_dataset
 from porter.engines import args_probe as engine_args_probe
 from porter.engines.serve import render_command
 from porter.models import DEFAULT_KEY_ENV, ModelError, api_key
-from porter.sandbox import SandboxError
+from porter.ops.runs import prepare_local_root
+from porter.sandbox import DockerSandbox, LocalSandbox, Sandbox, SandboxError
+from porter.sandbox.image_build import build_task_image
 from porter.sandbox.trees.overlay import WEIGHTS_MOUNT
 from porter.task import FlagValue, Task
 
@@ -51,7 +53,7 @@ def run_preflight(task: Task) -> list[Finding]:
     findings = [*_host_resources(task), *_mount_sources(task), *_datasets(task), _api_key(task), _port(task)]
     try:
         with open_probe(task) as probe:
-            findings.insert(0, Finding("image", True, probe.describe()))
+            findings.insert(0, Finding("image", True, _describe(probe)))
             findings += [_devices(task, probe), _weights(task, probe), *_serve_flags(task, probe)]
             findings += [_tune(task, spec, probe) for spec in task.tune]
             findings.append(_disk(task, probe))
@@ -98,88 +100,33 @@ def preflight_main(task: Task) -> int:
 # ---------------------------------------------------------------- where the checks run
 
 
-class DockerProbe:
-    """A stopped-network container of the task's image with its devices, env and read-only mounts."""
-
-    def __init__(self, task: Task, container):
-        self.task = task
-        self.container = container
-
-    def exec(self, cmd: str, timeout: float, workdir: str | None = None):
-        argv = ["timeout", "-s", "KILL", str(int(timeout)), "bash", "-c", cmd]
-        result = self.container.exec_run(argv, workdir=workdir or self.task.sandbox.workdir, demux=False)
-        return result.exit_code, (result.output or b"").decode(errors="replace")
-
-    def describe(self) -> str:
-        return f"{self.container.image.tags[0] if self.container.image.tags else self.container.image.id[:19]}"
-
-
-class LocalProbe:
-    def __init__(self, sandbox):
-        self.sandbox = sandbox
-
-    def exec(self, cmd: str, timeout: float, workdir: str | None = None):
-        result = self.sandbox.exec(cmd, timeout=timeout, workdir=workdir)
-        return result.exit_code, result.output
-
-    def describe(self) -> str:
-        return "local sandbox (no image; laid out by sandbox.local_setup)"
-
-
 @contextlib.contextmanager
-def open_probe(task: Task) -> Iterator[DockerProbe | LocalProbe]:
-    if task.sandbox.kind == "local":
-        yield from _local_probe(task)
-        return
-    import docker.errors
-
-    from porter.sandbox.docker import connect
-    from porter.sandbox.docker_options import MANAGED_LABEL, container_options, image_name
-    from porter.sandbox.image_build import build_task_image
-
-    client = connect(task)
-    name = image_name(task)
-    build_task_image(task, Path(tempfile.gettempdir()) / "porter-preflight")  # a local-only image builds itself
-    try:
-        client.images.get(name)
-    except docker.errors.ImageNotFound:
-        raise SandboxError(f"image {name} is not on the Docker engine") from None
-    options = container_options(task, "preflight", Path(tempfile.gettempdir()) / "porter-preflight")
-    # The weights and the task's own mounts (a missing source is its own finding); no repo copies, no scratch.
-    wanted = [m for m in options["mounts"] if m["ReadOnly"] or m["Target"] in _task_mounts(task)]
-    options["mounts"] = [m for m in wanted if Path(m["Source"]).exists()]
-    options["devices"] = [rule for rule in options["devices"] if Path(rule.split(":", 1)[0]).exists()]
-    for key in ("network", "ports", "name"):
-        options.pop(key, None)
-    options.update(network_mode="none", labels={MANAGED_LABEL: "1", "porter.ops.preflight": task.name})
-    try:
-        container = client.containers.run(**options)
-    except docker.errors.APIError as exc:
-        raise SandboxError(f"docker refused a container of {name}: {exc.explanation}") from None
-    try:
-        yield DockerProbe(task, container)
-    finally:
-        container.remove(force=True)
-
-
-def _task_mounts(task: Task) -> set[str]:
-    return {mount.container for mount in task.sandbox.mounts}
-
-
-def _local_probe(task: Task) -> Iterator[LocalProbe]:
-    from porter.ops.runs import prepare_local_root
-    from porter.sandbox.local import LocalSandbox
-
+def open_probe(task: Task) -> Iterator[Sandbox]:
+    """The task's sandbox, started for questions only: a docker sandbox as a throwaway container of the image
+    (DockerSandbox.start_probe: devices, env, the task's mounts; no repos, no network), a local one in a scratch
+    root laid out by sandbox.local_setup. Every check below asks it through Sandbox.exec."""
     with tempfile.TemporaryDirectory(prefix="porter-preflight-") as scratch:
         run_dir = Path(scratch)
-        if task.sandbox.local_setup:
-            prepare_local_root(task, run_dir / "root")
-        sandbox = LocalSandbox(task, run_dir, "preflight")
-        sandbox.start()
+        if task.sandbox.kind == "local":
+            if task.sandbox.local_setup:
+                prepare_local_root(task, run_dir / "root")
+            sandbox = LocalSandbox(task, run_dir, "preflight")
+            sandbox.start()
+        else:
+            build_task_image(task, run_dir)  # a local-only image builds itself
+            sandbox = DockerSandbox(task, run_dir, f"preflight-{task.name}")
+            sandbox.start_probe()
         try:
-            yield LocalProbe(sandbox)
+            yield sandbox
         finally:
-            sandbox.stop()
+            sandbox.stop(remove=True)
+
+
+def _describe(sandbox: Sandbox) -> str:
+    facts = sandbox.describe()
+    if facts.get("kind") == "local":
+        return "local sandbox (no image; laid out by sandbox.local_setup)"
+    return str(facts.get("image") or facts.get("image_id", "")[:19])
 
 
 def _image_fix(task: Task) -> str:
@@ -202,7 +149,7 @@ def _devices(task: Task, probe) -> Finding:
         "elif command -v rocm-smi >/dev/null; then rocm-smi --showid | grep -o 'GPU\\[[0-9]*\\]' | sort -u | wc -l; "
         "else echo none; fi"
     )
-    code, output = probe.exec(count_script, 60)
+    output = probe.exec(count_script, 60).output
     seen = output.strip().splitlines()[-1] if output.strip() else ""
     if seen == "none":
         return Finding("devices", False, "neither amd-smi nor rocm-smi is in the image", "use a ROCm image")
@@ -224,8 +171,8 @@ def _weights(task: Task, probe) -> Finding:
         where = WEIGHTS_MOUNT if model.overlay else model.container_path
         if not (Path(model.path) / "config.json").is_file():
             return Finding("weights in the sandbox", None, "skipped: not on this host (see above)")
-    if isinstance(probe, LocalProbe):  # a local sandbox sees its paths under its root, on this host
-        folder = probe.sandbox.host_path(model.path) if model.in_image else Path(model.path)
+    if isinstance(probe, LocalSandbox):  # a local sandbox sees its paths under its root, on this host
+        folder = probe.host_path(model.path) if model.in_image else Path(model.path)
         if not (folder / "config.json").is_file():
             return Finding("weights", False, f"{folder}/config.json is not readable", "check model.path")
         return Finding("weights", True, f"config.json readable at {folder}")
@@ -233,8 +180,7 @@ def _weights(task: Task, probe) -> Finding:
     folder = shlex.quote(where)
     script = f"test -r {folder}/config.json && f=$(ls {folder}/*.safetensors 2>/dev/null | head -1) && "
     script += '{ [ -z "$f" ] || head -c 1 "$f" >/dev/null; }'
-    code, output = probe.exec(script, 60)
-    if code != 0:
+    if probe.exec(script, 60).exit_code != 0:
         fix = "model.path must be a plain directory (huggingface-cli download --local-dir), readable by the container"
         return Finding("weights", False, f"{where}/config.json or its first shard is not readable in the sandbox", fix)
     return Finding("weights", True, f"config.json readable at {where} ({model.container_path} for the engine)")
@@ -255,7 +201,7 @@ def _serve_flags(task: Task, probe) -> list[Finding]:
     payload = base64.b64encode(json.dumps(request).encode()).decode()
     source = base64.b64encode(Path(engine_args_probe.__file__).read_bytes()).decode()
     command = launcher.format(code=shlex.quote(f"import base64;exec(base64.b64decode('{source}'))"), data=payload)
-    code, output = probe.exec(command, PROBE_TIMEOUT_S)
+    output = probe.exec(command, PROBE_TIMEOUT_S).output
     answer = next((line for line in output.splitlines() if line.startswith(engine_args_probe.MARKER)), None)
     if answer is None:
         tail = " | ".join(output.strip().splitlines()[-3:])[-400:]
@@ -318,7 +264,7 @@ def _tune(task: Task, spec, probe) -> Finding:
             script = f"test -f {shlex.quote(target)}"
         else:
             script = f"python3 -c {shlex.quote(FIND_MODULE)} {shlex.quote(target)}"
-        code, _ = probe.exec(script, 60, workdir=spec.workdir)
+        code = probe.exec(script, 60, workdir=spec.workdir).exit_code
         if code != 0:
             where = f" (workdir {spec.workdir})" if spec.workdir else ""
             return Finding(
@@ -385,9 +331,10 @@ def _port(task: Task) -> Finding:
 
 def _disk(task: Task, probe) -> Finding:
     paths = " ".join(shlex.quote(repo.path) for repo in task.repos)
-    if not paths or isinstance(probe, LocalProbe):
+    if not paths or isinstance(probe, LocalSandbox):
         return Finding("disk", None, "skipped: no repo copies to make from an image")
-    code, output = probe.exec(f"du -sk {paths} | awk '{{s+=$1}} END {{print s}}'", 120)
+    result = probe.exec(f"du -sk {paths} | awk '{{s+=$1}} END {{print s}}'", 120)
+    code, output = result.exit_code, result.output
     needed = int(output.strip().splitlines()[-1]) * 1024 if code == 0 and output.strip() else 0
     runs_dir = Path(task.outputs.runs_dir).resolve()
     existing = next(parent for parent in [runs_dir, *runs_dir.parents] if parent.exists())

@@ -22,8 +22,9 @@ import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 
 from porter.checks import registry  # noqa: E402
 from porter.engines.serve import render_command  # noqa: E402
+from porter.errors import RunDirError
 from porter.ledger.state import RunState, target_report  # noqa: E402
-from porter.ledger.transcript import RunDirError, iter_records  # noqa: E402
+from porter.ledger.transcript import iter_records  # noqa: E402
 from porter.task import Task, load_task  # noqa: E402
 
 
@@ -42,7 +43,7 @@ def read_metrics(run_dir: Path) -> list[dict]:
 
 def kept_measurements(state: RunState, metrics: list[dict]) -> list[dict]:
     """Measurements of configurations that were kept: the baseline and every accepted change."""
-    kept = {attempt.get("fingerprint") for attempt in state.attempts if attempt["outcome"] == "kept"}
+    kept = {attempt.fingerprint for attempt in state.kept_attempts()}
     return [m for m in metrics if not m.get("pending") or m["result"].get("fingerprint") in kept]
 
 
@@ -126,21 +127,18 @@ def render(task: Task, state: RunState, metrics: list[dict], plots: list[Path], 
         "|---|---|---|---|---|---|",
     ]
     for attempt in state.attempts:
-        measured = attempt.get("crash_class") or ", ".join(
-            f"{k} {_fmt(v)}" for k, v in (attempt.get("metrics") or {}).items()
-        )
-        summary = attempt["summary"].replace("|", "/")
-        cost_cell = f"{attempt['cost_usd']:.2f}" if state.cost_known else "?"
+        measured = attempt.crash_class or ", ".join(f"{k} {_fmt(v)}" for k, v in attempt.metrics.items())
+        summary = attempt.summary.replace("|", "/")
+        cost_cell = f"{attempt.cost_usd:.2f}" if state.cost_known else "?"
         lines.append(
-            f"| {attempt['step']} | {summary} | {measured or '-'} | {attempt['outcome']} | "
-            f"{attempt['tokens']} | {cost_cell} |"
+            f"| {attempt.step} | {summary} | {measured or '-'} | {attempt.outcome} | {attempt.tokens} | {cost_cell} |"
         )
     lines += ["", "## Final serve command", "", "```", render_command(task, state.accepted_flags), "```", ""]
     commits = {name: len(repo.accepted) for name, repo in state.repos.items()}
     lines += ["## Patches", "", *(f"- {name}: {count} commit(s), `patches/{name}/`" for name, count in commits.items())]
     for attempt in state.attempts:
-        for name, path in (attempt.get("reverted_diffs") or {}).items():
-            step = attempt["step"]
+        for name, path in attempt.reverted_diffs.items():
+            step = attempt.step
             lines.append(f"- {name}: the edit reverted at step {step} (not a commit; `git apply` it), `{path}`")
     if plots:
         lines += ["", "## Plots", "", *(f"![{p.stem}]({p.relative_to(run_dir)})" for p in plots)]

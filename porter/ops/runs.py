@@ -101,6 +101,7 @@ def open_run(task: Task, task_path: str, resume_dir: str | None = None, fresh: b
         environment = describe_environment(ctx)
         (run_dir / "environment.json").write_text(redact(json.dumps(environment, indent=1)))
         transcript.record("run_start", run_id=run_id, task=task.name, environment=environment)
+    ctx.mark_accepted()
     return ctx
 
 

@@ -124,6 +124,23 @@ class DockerSandbox:
         if remove:
             self.container = None
 
+    def start_probe(self) -> None:
+        """A container of the task's image for questions only (`porter preflight`): the task's devices, env and its
+        own mounts, the weights read-only; no repo copies, no scratch and no network. stop(remove=True) ends it."""
+        self._ensure_image()
+        options = container_options(self.task, self.run_id, self.run_dir, owned=False)
+        own = {mount.container for mount in self.task.sandbox.mounts}
+        wanted = [m for m in options["mounts"] if m["ReadOnly"] or m["Target"] in own]
+        options["mounts"] = [m for m in wanted if Path(m["Source"]).exists()]  # a missing source is its own finding
+        options["devices"] = [rule for rule in options["devices"] if Path(rule.split(":", 1)[0]).exists()]
+        for key in ("network", "ports", "name"):
+            options.pop(key, None)
+        options["network_mode"] = "none"
+        try:
+            self.container = self.client.containers.run(**options)
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"docker refused a container of {options['image']}: {exc.explanation}") from None
+
     def restart(self) -> None:
         """Recreate the container from the image with the same mounts; the repos live on the host."""
         self.stop(remove=True)
@@ -221,20 +238,33 @@ class DockerSandbox:
         return {MANAGED_LABEL: "1", "porter.run": self.run_id, **owner_labels()}
 
     def _ensure_internal_network(self) -> None:
-        if self.client.networks.list(names=[INTERNAL_NETWORK]):
-            return
-        try:
-            self.client.networks.create(
-                INTERNAL_NETWORK,
-                driver="bridge",
-                internal=True,
-                check_duplicate=True,
-                options={"com.docker.network.bridge.enable_icc": "false"},
-                labels={MANAGED_LABEL: "1"},
-            )
-        except docker.errors.APIError as exc:
-            if exc.status_code != 409:  # another sandbox created it first: fine
-                raise SandboxError(f"cannot create the network {INTERNAL_NETWORK}: {exc.explanation}") from None
+        if not self._internal_networks():
+            try:
+                self.client.networks.create(
+                    INTERNAL_NETWORK,
+                    driver="bridge",
+                    internal=True,
+                    check_duplicate=True,
+                    options={"com.docker.network.bridge.enable_icc": "false"},
+                    labels={MANAGED_LABEL: "1"},
+                )
+            except docker.errors.APIError as exc:
+                if exc.status_code != 409:  # another sandbox created it first: fine
+                    raise SandboxError(f"cannot create the network {INTERNAL_NETWORK}: {exc.explanation}") from None
+        # Docker ignores check_duplicate since API 1.44: porters starting together can each create one, and the
+        # name is then ambiguous to every container start. All keep the same one (in use, else the oldest) and
+        # remove the others, before any sandbox joins them.
+        for extra in self._internal_networks()[1:]:
+            try:
+                extra.remove()
+            except docker.errors.APIError:
+                pass  # removed by the other porter meanwhile
+
+    def _internal_networks(self) -> list:
+        networks = [
+            n for n in self.client.networks.list(names=[INTERNAL_NETWORK], greedy=True) if n.name == INTERNAL_NETWORK
+        ]
+        return sorted(networks, key=lambda n: (not n.attrs.get("Containers"), n.attrs.get("Created", ""), n.id))
 
     def _drop_default_route(self) -> None:
         """Docker gives containers on internal networks a default route (traffic is dropped, the route stays).
@@ -276,7 +306,7 @@ class DockerSandbox:
         reader.join(timeout)
         timed_out = reader.is_alive()
         if timed_out:
-            self._signal_group(pgid_file, "KILL")
+            self.signal_group(pgid_file, "KILL")
             reader.join(5)
         duration = time.monotonic() - started
         exit_code = TIMEOUT_EXIT_CODE if timed_out else self._exit_code(exec_id)
@@ -300,7 +330,7 @@ class DockerSandbox:
             return False
         if self.container is None:
             self.start()
-        if not self._signal_group(str(pgid_file), "KILL"):
+        if not self.signal_group(str(pgid_file), "KILL"):
             return False
         # The session's leader dies with its group, so the pgid file stays: wait for the group itself to go.
         wait = 'pgid=$(cat "$1") && for i in $(seq 100); do kill -0 -- "-$pgid" 2>/dev/null || exit 0; sleep 0.1; done'
@@ -329,7 +359,7 @@ class DockerSandbox:
             time.sleep(0.05)
         return info["ExitCode"]
 
-    def _signal_group(self, pgid_file: str, signal: str) -> bool:
+    def signal_group(self, pgid_file: str, signal: str) -> bool:
         """Send `signal` to the group recorded in `pgid_file`; False when it is not recorded (yet) or gone."""
         try:
             return self.container.exec_run(["sh", "-c", _KILL_SCRIPT, "porter-kill", pgid_file, signal]).exit_code == 0

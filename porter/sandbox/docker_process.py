@@ -10,20 +10,27 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+import docker
 import docker.errors
 
 from porter.redaction import RedactingWriter
 
-if TYPE_CHECKING:
-    from porter.sandbox.docker import DockerSandbox
+
+class ProcessHost(Protocol):
+    """What a DockerProcess needs of its sandbox (DockerSandbox is one): the container, the engine, group signals."""
+
+    run_id: str
+    client: docker.DockerClient
+
+    def signal_group(self, pgid_file: str, signal: str) -> bool: ...
 
 
 class DockerProcess:
     """A background command in the sandbox; its output is appended to a host file as it arrives."""
 
-    def __init__(self, sandbox: DockerSandbox, exec_id: str, stream, log_path: Path, pgid_file: str):
+    def __init__(self, sandbox: ProcessHost, exec_id: str, stream, log_path: Path, pgid_file: str):
         self.sandbox = sandbox
         self.exec_id = exec_id
         self.pgid_file = pgid_file
@@ -69,10 +76,10 @@ class DockerProcess:
         for signal, wait_s in (("TERM", grace_s), ("KILL", 5.0)):
             if not self._inspect()["Running"]:
                 break
-            delivered = self.sandbox._signal_group(self.pgid_file, signal)
+            delivered = self.sandbox.signal_group(self.pgid_file, signal)
             deadline = time.monotonic() + wait_s
             while self._inspect()["Running"] and time.monotonic() < deadline:
                 time.sleep(0.05)
                 if not delivered:  # spawned a moment ago: the session has not written its group id yet
-                    delivered = self.sandbox._signal_group(self.pgid_file, signal)
+                    delivered = self.sandbox.signal_group(self.pgid_file, signal)
         self.writer.join(5)

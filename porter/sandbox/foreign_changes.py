@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import fnmatch
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
 
-from porter.sandbox.base import SCRATCH_DIR
+from porter.sandbox.base import SCRATCH_DIR, Sandbox
 from porter.sandbox.trees.overlay import WEIGHTS_MOUNT
-
-if TYPE_CHECKING:
-    from porter.loop.run_context import RunContext
+from porter.task import Task
 
 # Written by any engine or shell while it runs, and never part of what the engine is; /usr/sbin/docker-init is
 # the init process Docker itself puts into a container started with `init`.
@@ -27,12 +24,12 @@ IGNORED_PATTERNS = ("*/__pycache__", "*/__pycache__/*", "*.pyc")
 KIND = {0: "changed", 1: "added", 2: "deleted"}
 
 
-def foreign_changes(ctx: RunContext) -> list[str]:
+def foreign_changes(sandbox: Sandbox, task: Task, run_dir: Path) -> list[str]:
     """Changed paths outside the declared trees, as "added /usr/local/lib/.../foo" lines, top-most first."""
-    changes = _docker_changes(ctx) if hasattr(ctx.sandbox, "container") else _local_changes(ctx)
-    mounts = [mount.container for mount in ctx.task.sandbox.mounts] + [SCRATCH_DIR, WEIGHTS_MOUNT]
-    declared = [repo.path for repo in ctx.task.patchable_repos()] + mounts
-    patterns = [*IGNORED_PATTERNS, *ctx.task.sandbox.build_products]
+    changes = _docker_changes(sandbox) if hasattr(sandbox, "container") else _local_changes(sandbox, run_dir)
+    mounts = [mount.container for mount in task.sandbox.mounts] + [SCRATCH_DIR, WEIGHTS_MOUNT]
+    declared = [repo.path for repo in task.patchable_repos()] + mounts
+    patterns = [*IGNORED_PATTERNS, *task.sandbox.build_products]
     # A changed directory is only the parent of a real change (kept or ignored): name the change, not it.
     parents = {str(parent) for path in changes for parent in PurePosixPath(path).parents}
     own = {path: kind for path, kind in changes.items() if not (kind == "changed" and path in parents)}
@@ -57,17 +54,17 @@ def _above(path: str, roots: list[str]) -> bool:
     return any(PurePosixPath(path) in PurePosixPath(root).parents for root in roots)
 
 
-def _docker_changes(ctx: RunContext) -> dict[str, str]:
-    container = ctx.sandbox.container
+def _docker_changes(sandbox: Sandbox) -> dict[str, str]:
+    container = sandbox.container
     if container is None:
         return {}
     return {entry["Path"]: KIND.get(entry["Kind"], "changed") for entry in container.diff() or []}
 
 
-def _local_changes(ctx: RunContext) -> dict[str, str]:
+def _local_changes(sandbox: Sandbox, run_dir: Path) -> dict[str, str]:
     """Files under the local root newer than the run's set-up (environment.json is written right after it)."""
-    root = getattr(ctx.sandbox, "root", None)
-    marker = ctx.run_dir / "environment.json"
+    root = getattr(sandbox, "root", None)
+    marker = run_dir / "environment.json"
     if root is None or not Path(root).exists() or not marker.exists():
         return {}
     since = marker.stat().st_mtime_ns

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,6 +136,26 @@ class TrackedRepo:
             digest.update(chunk)
         process.wait()
         return digest.hexdigest()
+
+    def content_tree(self) -> str:
+        """Hash of the working tree as git would commit it now (new files in, ignored build products out).
+
+        A scratch copy of the index is used, so the repo's own index and HEAD are untouched; the hash of a
+        clean tree equals its HEAD's tree, so a configuration keeps its fingerprint when it is committed.
+        """
+        self._check()
+        with tempfile.TemporaryDirectory(prefix="porter-index-") as scratch:
+            index = Path(scratch) / "index"
+            own = Path(self.repo.git_dir) / "index"
+            if own.exists():
+                shutil.copyfile(own, index)
+            env = {"GIT_INDEX_FILE": str(index)}
+            self.repo.git.add(A=True, env=env)
+            return self.repo.git.write_tree(env=env)
+
+    def head_tree(self) -> str:
+        """The tree of the last accepted commit."""
+        return self.repo.head.commit.tree.hexsha
 
     def changed_files(self) -> list[str]:
         self._check()

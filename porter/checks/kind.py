@@ -1,0 +1,72 @@
+"""What a check kind declares, once: its spec, its run, its headline and target, and how it reads.
+
+The declaration type (`CheckKind`) that each kind module (checks/*_kind.py) fills in, and the small helpers
+those declarations share. The registry (registry.py) lists the kinds; nothing here runs a check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import AfterValidator, Field
+
+from porter.schema import Spec, reject_duplicates
+
+if TYPE_CHECKING:
+    from porter.task import Task
+
+
+@dataclass(frozen=True)
+class CheckKind:
+    name: str  # its key under the task's `checks:`, and its run_check choice
+    description: str  # one line for the model and `porter check --help`
+    spec: type[Spec]  # the model of one entry
+    many: bool  # a list of named entries (quality sets), or at most one
+    direction: str  # "higher" or "lower": which way is better for the headline
+    min_samples: int  # samples a side before its headline may decide a keep
+    run: Callable[[str, Any, Task], dict]  # base URL, spec, task -> the result document (bench_serving names)
+    headline: Callable[[Any], str]  # field of the result that is the headline figure
+    goal: Callable[[Any], Any]  # the target's goal, as the report shows it
+    met: Callable[[dict, Any], bool]  # does one result meet the spec's target
+    label: Callable[[Any], str]  # the target's name in tables
+    render: Callable[[str, dict], str]  # result key, result -> what the model reads (and the report quotes)
+    workload: Callable[[Any], str]  # what one run sends, for the prompt
+    cost: Callable[[Any, Task], str]  # what one run costs here, for the prompt
+
+    @property
+    def performance(self) -> bool:
+        """Kinds whose headline decides keeps by improvement (quality only gates)."""
+        return self.min_samples > 1
+
+    def specs(self, task: Task) -> list[Any]:
+        """The task's specs of this kind (one result key each)."""
+        value = getattr(task.checks, self.name, None)
+        return list(value) if self.many else ([value] if value is not None else [])
+
+    def key(self, spec: Any) -> str:
+        """The key its results are kept under: the kind's name, with the entry's name when it has many."""
+        return f"{self.name}:{spec.name}" if self.many else self.name
+
+    def field(self) -> tuple[Any, Any]:
+        """Its entry in the task's `checks:` section, for pydantic."""
+        if self.many:
+            unique = AfterValidator(lambda specs: _unique(specs, self.name))
+            return Annotated[list[self.spec], unique], Field(default_factory=list, description=self.description)
+        return self.spec | None, Field(None, description=self.description)
+
+
+def _unique(specs: list, kind_name: str) -> list:
+    reject_duplicates([spec.name for spec in specs], f"{kind_name} check")
+    return specs
+
+
+def at_least(field: Callable[[Any], str], goal: Callable[[Any], float]) -> Callable[[dict, Any], bool]:
+    """A `met` for a figure that must reach its goal."""
+
+    def met(result: dict, spec: Any) -> bool:
+        value = result.get(field(spec))
+        return isinstance(value, int | float) and value >= goal(spec)
+
+    return met

@@ -1,0 +1,50 @@
+"""The quality check kind, declared once: accuracy on a GSM8K-style or multiple-choice set against its bar.
+
+Its spec is quality.QualityCheckSpec (a list of named sets under `checks.quality`); one run asks the set's
+questions and scores them with a 95% interval (quality.py); the headline is the score, the target passes
+or fails (a gate, not a figure to improve: one sample decides).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from porter.checks.kind import CheckKind
+from porter.checks.quality import QualityCheckSpec, run_quality
+from porter.checks.render import number
+
+
+def goal(spec: QualityCheckSpec) -> Any:
+    return spec.minimum if spec.minimum is not None else f"{spec.reference} - {spec.tolerance}"
+
+
+def render(key: str, result: dict) -> str:
+    interval = f"95% CI {number(result.get('ci_low'), 3)}-{number(result.get('ci_high'), 3)}"
+    verdict = "passed" if result.get("passed") else "FAILED"
+    return f"{key}: {number(result.get('score'), 3)} ({interval}, n={result.get('n')}): {verdict}"
+
+
+def workload(spec: QualityCheckSpec) -> str:
+    return f"quality {spec.name}: {spec.samples} questions ({spec.kind}, {spec.few_shot}-shot)"
+
+
+def cost(spec: QualityCheckSpec, task) -> str:
+    return f"run_check quality ({spec.name}): {spec.samples} questions; accept runs it when the change needs it"
+
+
+KIND = CheckKind(
+    name="quality",
+    description="accuracy on a GSM8K-style or multiple-choice set, with a 95% interval, against its bar",
+    spec=QualityCheckSpec,
+    many=True,
+    direction="higher",
+    min_samples=1,
+    run=lambda base_url, spec, task: run_quality(base_url, spec).to_dict(),
+    headline=lambda spec: "score",
+    goal=goal,
+    met=lambda result, spec: bool(result.get("passed")),
+    label=lambda spec: f"quality {spec.name}",
+    render=render,
+    workload=workload,
+    cost=cost,
+)

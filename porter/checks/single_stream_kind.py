@@ -1,0 +1,55 @@
+"""The single-stream check kind, declared once: output tok/s of one request at a time, after the first token.
+
+Its spec is throughput.SingleStreamSpec (at most one, `checks.single_stream`); one run sends its requests one
+after another (throughput.run_single_stream); the headline is the median output tok/s, higher is better,
+and a keep decision compares two samples a side at least.
+"""
+
+from __future__ import annotations
+
+from porter.checks.kind import CheckKind, at_least
+from porter.checks.render import number
+from porter.checks.throughput import SingleStreamSpec, run_single_stream
+
+
+def render(key: str, result: dict) -> str:
+    per_request = ", ".join(number(value) for value in result.get("per_request_tok_s") or [])
+    met = "met" if result.get("meets_target") else "NOT met"
+    errors = f"; {result['errors']} errors" if result.get("errors") else ""
+    return (
+        f"single stream: {number(result.get('output_tok_s'))} output tok/s (median of {result.get('completed')} "
+        f"requests: {per_request or '-'}; median TTFT {number(result.get('median_ttft_ms'), 0)} ms{errors}); "
+        f"target {number(result.get('target_output_tok_s'))}: {met}"
+    )
+
+
+def workload(spec: SingleStreamSpec) -> str:
+    return (
+        f"single stream: {spec.input_tokens} input / {spec.output_tokens} output tokens, one request at a "
+        f"time, median output tok/s of {spec.num_requests} requests"
+    )
+
+
+def cost(spec: SingleStreamSpec, task) -> str:
+    return (
+        f"run_check single_stream: {spec.num_requests} requests one after another, "
+        f"{KIND.min_samples} times on a configuration's first measurement"
+    )
+
+
+KIND = CheckKind(
+    name="single_stream",
+    description="output tok/s of one request at a time, after the first token (median of the requests)",
+    spec=SingleStreamSpec,
+    many=False,
+    direction="higher",
+    min_samples=2,
+    run=lambda base_url, spec, task: run_single_stream(base_url, spec).to_dict(),
+    headline=lambda spec: "output_tok_s",
+    goal=lambda spec: spec.target_output_tok_s,
+    met=at_least(lambda spec: "output_tok_s", lambda spec: spec.target_output_tok_s),
+    label=lambda spec: "single stream (output tok/s)",
+    render=render,
+    workload=workload,
+    cost=cost,
+)

@@ -1,0 +1,140 @@
+"""The throughput check kind, declared once: an RPS sweep under a TTFT SLO, the knee and its tok/s per node.
+
+Its spec is throughput.ThroughputCheckSpec (at most one, `checks.throughput`); one run sweeps the rates and
+bisects the knee (throughput.run_throughput); the headline is the target's bench_serving metric per node at
+the knee, higher is better, and a keep decision compares two samples a side at least. A sweep reads for
+the model as a table of levels with the knee, the target and what the figures mean.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from porter.checks.kind import CheckKind, at_least
+from porter.checks.loadgen import SATURATION_LAG_MS
+from porter.checks.render import number
+from porter.checks.throughput import ThroughputCheckSpec, run_throughput
+from porter.checks.workload import level_send_seconds
+
+# A knee level that spends more than this share of its duration draining after the last send reports a
+# throughput set by how long decode took to finish, not by the rate (bench_serving counts to the last token).
+DRAIN_NOTE_SHARE = 0.5
+
+
+def headline_field(spec: ThroughputCheckSpec) -> str:
+    return f"{spec.metric}_per_node"
+
+
+def render(key: str, result: dict) -> str:
+    slo = result.get("slo") or {}
+    percentile = f"p{slo.get('percentile', 99):g}"
+    ttft_key, ttft_header = f"{percentile}_ttft_ms", f"{percentile} TTFT s"
+    rows = [f"  {'req/s':>6}  {'done':>9}  {'output tok/s':>12}  {'total tok/s':>11}  {ttft_header:>11}  pass"]
+    levels = result.get("levels") or []
+    for level in levels:
+        done = f"{level.get('completed', '-')}/{level.get('offered', '-')}"
+        ttft = level.get(ttft_key)
+        verdict = "yes" if level.get("passed") else "no: " + "; ".join(level.get("reasons") or ["failed"])
+        rows.append(
+            f"  {number(level.get('rps'), 2):>6}  {done:>9}  {number(level.get('output_throughput')):>12}  "
+            f"{number(level.get('total_throughput')):>11}  {number(ttft / 1000 if ttft else None, 2):>11}  {verdict}"
+        )
+    knee = result.get("knee_rps")
+    figure, target = headline(result)
+    met = "met" if result.get("meets_target") else "NOT met"
+    slo_text = f"{percentile} TTFT <= {slo.get('ttft_s')} s"
+    if knee is None:
+        head = f"throughput: no rate met the SLO ({slo_text}); target {number(target)}: NOT met"
+    else:
+        head = (
+            f"throughput: knee {number(knee, 2)} req/s (the highest rate with {slo_text}) -> {number(figure)} "
+            f"tok/s per node; target {number(target)}: {met}"
+        )
+    failed = [index for index, level in enumerate(levels) if not level.get("passed")]
+    if failed and failed[0] < len(levels) - 1:
+        rows.append("  (the rows after the first failing rate bisect between the last pass and the first fail)")
+    rows.append(
+        "  (tok/s as bench_serving counts them: a level's tokens from the end of its warm-up to its last token, so "
+        "faster decode raises them at the same rate)"
+    )
+    late = [level["client"] for level in levels if (level.get("client") or {}).get("client_saturated")]
+    if late:
+        lag = max(max(client.get("p99_send_lag_ms") or 0, client.get("p99_loop_lag_ms") or 0) for client in late)
+        rows.append(
+            f"  the load generator ran late at {len(late)} of {len(levels)} rates (p99 lag up to {lag:.0f} ms, over "
+            f"its {SATURATION_LAG_MS:g} ms budget): latencies there read up to that much high, so the knee can only "
+            "be understated; a busy machine does this, not the server"
+        )
+    drained = drain_note(result) if knee is not None else None
+    if drained:
+        rows.append(f"  {drained}")
+    return "\n".join([head, *rows])
+
+
+def drain_note(knee: dict) -> str | None:
+    """A warning when the knee level's figures (duration_s, drain_s) say its tok/s measures the drain."""
+    drain, duration = knee.get("drain_s"), knee.get("duration_s")
+    if drain is None or not duration or drain <= DRAIN_NOTE_SHARE * duration:
+        return None
+    return (
+        f"at the knee {drain / duration:.0%} of the level's {duration:.1f} s came after its last send (its requests "
+        "were still decoding): the tok/s there measures that drain more than the rate; a longer duration_s "
+        "measures the rate"
+    )
+
+
+def headline(result: dict) -> tuple[Any, Any]:
+    """(figure per node at the knee, target): the task's target metric, whichever naming the result uses."""
+    metric = result.get("metric")
+    figure = result.get(f"{metric}_per_node") if metric else None
+    if figure is None:
+        figure = result.get("total_throughput_per_node", result.get("total_tok_s_per_node"))
+    target = result.get("target_tok_s_per_node", result.get("target_total_tok_s_per_node"))
+    return figure, target
+
+
+def workload(spec: ThroughputCheckSpec) -> str:
+    load = spec.workload
+    length = f"{load.duration_s:g} s" if load.duration_s else f"{load.num_prompts} requests"
+    return (
+        f"throughput workload: {load.input_tokens} input / {load.output_tokens} output tokens per "
+        f"request, {load.cache_hit_rate:.0%} of prompt tokens from the prefix cache, Poisson arrivals at "
+        f"{json.dumps(spec.rps)} req/s, {length} per rate; the knee is the highest rate whose "
+        f"p{spec.slo.percentile:g} TTFT <= {spec.slo.ttft_s:g} s"
+    )
+
+
+def cost(spec: ThroughputCheckSpec, task: Any) -> str:
+    load = spec.workload
+    sends = [
+        level_send_seconds(rate, load.duration_s, load.num_prompts, load.min_requests, load.warmup_s)
+        for rate in spec.rps
+    ]
+    levels = len(spec.rps) + spec.bisect_steps
+    span = f"{min(sends):.0f}-{max(sends):.0f}" if round(min(sends)) != round(max(sends)) else f"{max(sends):.0f}"
+    return (
+        f"run_check throughput: a sweep runs up to {len(spec.rps)} rates and {spec.bisect_steps} bisection steps "
+        f"(it stops climbing at the first rate that fails the SLO), each level sending for "
+        f"{span} s and then waiting for its requests to finish: up to about "
+        f"{levels * max(sends) / 60:.1f} min plus those waits; a configuration's first measurement runs "
+        f"{KIND.min_samples} sweeps (a keep decision compares repeated figures)"
+    )
+
+
+KIND = CheckKind(
+    name="throughput",
+    description="RPS sweep under a TTFT SLO; the knee and the target's metric per node there",
+    spec=ThroughputCheckSpec,
+    many=False,
+    direction="higher",
+    min_samples=2,
+    run=lambda base_url, spec, task: run_throughput(base_url, spec, nodes=task.hardware.nodes).to_dict(),
+    headline=headline_field,
+    goal=lambda spec: spec.target_tok_s_per_node,
+    met=at_least(headline_field, lambda spec: spec.target_tok_s_per_node),
+    label=lambda spec: f"throughput ({spec.metric.removesuffix('_throughput')} tok/s/node at knee)",
+    render=render,
+    workload=workload,
+    cost=cost,
+)

@@ -1,0 +1,186 @@
+"""The records a run keeps, typed: a configuration, a start-up, a sample, an attempt, a decision.
+
+Each is a dataclass that the run's code reads by attribute; each turns into plain JSON once, at the edge
+of the state file (`to_dict`), and back (`from_dict`, which ignores fields a later porter added, so an
+older state.json still loads). A sample's `result` is the check's own result document, in
+bench_serving's names (what metrics.jsonl, the cache and `porter bench` write); only its check kind
+reads inside it (porter.checks.registry). Computes nothing but fingerprints and small predicates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from porter.task import FlagValue
+
+
+def _known(cls: type, data: dict) -> dict:
+    names = {f.name for f in fields(cls)}
+    return {key: value for key, value in data.items() if key in names}
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """What a server or a check ran on: the content tree of every repo, the serve flags, the image."""
+
+    repos: dict[str, str]
+    flags: dict[str, FlagValue]
+    image: str
+
+    @property
+    def fingerprint(self) -> str:
+        """A result measured on another fingerprint is not evidence for this configuration."""
+        material = {"repos": dict(sorted(self.repos.items())), "flags": dict(sorted(self.flags.items()))}
+        material["image"] = self.image
+        return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def to_dict(self) -> dict:
+        return {
+            "repos": dict(sorted(self.repos.items())),
+            "flags": dict(sorted(self.flags.items())),
+            "image": self.image,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Configuration:
+        return cls(dict(data.get("repos") or {}), dict(data.get("flags") or {}), str(data.get("image") or ""))
+
+
+@dataclass
+class StartUp:
+    """One launch of the serve command: healthy, or the crash as triage read it and how far it got."""
+
+    healthy: bool
+    seconds: float
+    log: str  # the server log, relative to the run directory
+    fingerprint: str | None  # the configuration it ran
+    crash_class: str | None = None
+    signature: str | None = None
+    key_line: str | None = None
+    stage: int | None = None  # how far start-up got by the engine's own stage markers (None: healthy)
+    stages: list[str] = field(default_factory=list)  # those markers, in the order the log printed them
+    findings: list[dict] = field(default_factory=list)  # triage's findings (category, key line, facts)
+
+    def outcome(self) -> str:
+        return "healthy" if self.healthy else f"{self.crash_class} at stage {self.stage}"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> StartUp | None:
+        return None if not data else cls(**_known(cls, data))
+
+
+@dataclass
+class Side:
+    """The start-ups seen for one side of a decision (the accepted configuration, or the pending change)."""
+
+    serve: StartUp | None = None  # its latest start-up
+    first_crash: StartUp | None = None  # its first crash since the last accept or revert (pending side)
+
+    @property
+    def crash_class(self) -> str | None:
+        """The crash of its latest start-up (None when it started, or never ran)."""
+        return None if self.serve is None or self.serve.healthy else self.serve.crash_class
+
+    def to_dict(self) -> dict:
+        return {"serve": _dict(self.serve), "first_crash": _dict(self.first_crash)}
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> Side:
+        data = data or {}
+        first = data.get("first_crash")
+        if not isinstance(first, dict):  # a state.json of porter before records: the class, its record beside it
+            first = data.get("first_crash_serve")
+        return cls(StartUp.from_dict(data.get("serve")), StartUp.from_dict(first))
+
+
+@dataclass
+class Sample:
+    """One check result, kept as evidence of the configuration it was measured on; never overwritten."""
+
+    key: str  # "throughput", "single_stream", "quality:<name>"
+    config: str  # the configuration's fingerprint
+    harness: str  # the check as defined and porter's version: samples compare only within one harness
+    step: int
+    value: float | None  # the kind's headline figure (None: the check produced none)
+    result: dict  # the check's result document (bench_serving names), read through its kind
+    cached: bool = False  # reused from an earlier run's measurement of the same configuration
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Sample:
+        return cls(**_known(cls, data))
+
+
+@dataclass
+class Decision:
+    """What porter decided about a pending change, which rule decided it, and by how much."""
+
+    keep: bool
+    rule: str  # one of RULES
+    reason: str  # the evidence in words: what was compared, the margin, the bar
+    flags_too: bool = True  # a kept source fix may leave its flags pending
+    comparisons: list[dict] = field(default_factory=list)  # noise.Comparison.to_dict() of each compared figure
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# The rules a decision can name (the tool result and the transcript say which one decided, and its margin).
+RULES = {
+    "crash_gone": "the accepted configuration crashed and the change starts healthy",
+    "crash_progress": "both crash, and the change gets further by the engine's own start-up stages",
+    "no_progress": "the crash is the same, or start-up got no further by the engine's stages",
+    "breaks_healthy": "the accepted configuration started and the change does not",
+    "quality_restored": "a failing quality check now passes beyond its interval, no met target lost",
+    "quality_failed": "a quality check fails on the change",
+    "gain": "a speed figure improved beyond the noise bar",
+    "trade": "a figure improved beyond the bar and another got worse but still meets its target",
+    "loss": "a figure got worse beyond the bar and would miss its target",
+    "no_gain": "no figure improved beyond the noise bar",
+    "asked": "the agent asked for the revert",
+}
+
+
+@dataclass
+class Attempt:
+    """One kept or reverted change, as the timeline, the report and the PR drafts show it."""
+
+    step: int
+    summary: str
+    outcome: str  # "kept" or "reverted"
+    evidence: str
+    rule: str | None = None
+    fingerprint: str | None = None
+    commits: dict[str, str] = field(default_factory=dict)
+    flags: dict[str, FlagValue] = field(default_factory=dict)
+    crash_class: str | None = None
+    cost_usd: float = 0.0
+    tokens: int = 0
+    metrics: dict[str, float | None] = field(default_factory=dict)
+    comparisons: list[dict] = field(default_factory=list)
+    moves: list[str] = field(default_factory=list)
+    stack: bool = False
+    reverted_diffs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def kept(self) -> bool:
+        return self.outcome == "kept"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Attempt:
+        return cls(**_known(cls, data))
+
+
+def _dict(record: Any) -> dict | None:
+    return None if record is None else record.to_dict()

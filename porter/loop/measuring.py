@@ -1,0 +1,155 @@
+"""Measuring a configuration into samples: what a configuration is right now, and running its checks.
+
+Covers the configuration of the live trees (or of the accepted commits) with the serve flags and the
+image digest; running one kind of check through the registry against the server under the node's
+measurement lock, keeping every result as a sample of the configuration it ran on (a configuration
+measured for the first time gets the kind's minimum number of samples, later runs add one); reusing
+samples cached by earlier runs unless the run is --fresh; and re-measuring the targets the accepted
+configuration has no figure for. The records and their keys are porter.ledger's; what to keep is
+ledger/decision.py's.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import aiohttp
+
+from porter.checks import registry
+from porter.checks.loadgen import CheckError
+from porter.errors import ToolError
+from porter.ledger import evidence, measure_cache
+from porter.ledger.records import Configuration, Sample
+from porter.ledger.state import stale_targets
+
+if TYPE_CHECKING:
+    from porter.loop.run_context import RunContext
+
+
+def image_digest(ctx: RunContext) -> str:
+    if ctx.image_digest is None:
+        describe = getattr(ctx.sandbox, "describe", None)
+        facts = describe() if describe else {}
+        ctx.image_digest = facts.get("image_id") or facts.get("kind") or "unknown"
+    return ctx.image_digest
+
+
+def configuration(ctx: RunContext, accepted: bool = False) -> Configuration:
+    """The current configuration (the live trees and flags), or the accepted one (the last commits, their flags)."""
+    if accepted:
+        trees = {name: repo.head_tree() for name, repo in ctx.repos.items()}
+        flags = ctx.state.accepted_flags
+    else:
+        trees = {name: repo.content_tree() for name, repo in ctx.repos.items()}
+        flags = ctx.state.flags
+    return Configuration(trees, dict(flags), image_digest(ctx))
+
+
+def measure(ctx: RunContext, kind_name: str, extra: int | None = None, config: str | None = None) -> dict[str, dict]:
+    """Run one kind of check against the live server; results keyed "throughput", "quality:<name>", ...
+
+    A configuration measured for the first time gets the kind's minimum number of samples (cached ones
+    count); afterwards each call adds one new sample (or `extra`). `config` names the configuration the
+    running server must be on, when it is not the current one (the accepted flags served for a check).
+    """
+    items = registry.declared(ctx.task, kind_name)
+    if not items:
+        raise ToolError(f"the task declares no {kind_name} check")
+    if config is None:
+        base_url = ctx.require_server()
+        config = ctx.server_fingerprint  # require_server checked it is the tree's and the flags' as they are now
+    else:
+        base_url = _server_on(ctx, config)
+    results = {}
+    for item in items:
+        have = len(ctx.state.samples_on(config, item.key))
+        if have == 0:
+            have = _reuse_cached(ctx, item, config)
+            wanted = item.kind.min_samples - have
+        else:
+            wanted = max(1, item.kind.min_samples - have)
+        wanted = max(wanted, extra or 0)
+        for _ in range(wanted):
+            _record(ctx, evidence.new_sample(item, config, ctx.state.step, _run(ctx, item, base_url), cached=False))
+        results[item.key] = ctx.state.checks_on(config)[item.key]
+    return results
+
+
+def _run(ctx: RunContext, item: registry.Declared, base_url: str) -> dict:
+    """One sample, under the node's lock. Whatever stops a check (a missing dataset, the server dying
+    mid-sweep, a client error) becomes a ToolError the agent reads; a check that did not finish leaves
+    no sample, and neither does one that finished after its server died (its late requests failed)."""
+    server = ctx.server.process if ctx.server else None
+    try:
+        with measure_cache.measurement_lock(f"porter run {ctx.state.run_id}: {item.key}"):
+            result = item.kind.run(base_url, item.spec, ctx.task)
+    except (TimeoutError, CheckError, aiohttp.ClientError, OSError) as exc:
+        died = (
+            f" The server exited (code {server.exit_code()}) meanwhile: call serve."
+            if server and not server.alive()
+            else ""
+        )
+        raise ToolError(f"the {item.kind.name} check did not complete: {type(exc).__name__}: {exc}.{died}") from None
+    if server and not server.alive():  # requests after the death failed: the figures describe a dying server
+        raise ToolError(
+            f"the server exited (code {server.exit_code()}) during the {item.kind.name} check, so its figures are "
+            "discarded, not kept as a sample; call serve, then run_check again"
+        )
+    return result
+
+
+def _server_on(ctx: RunContext, config: str) -> str:
+    server = ctx.server
+    if server is None or not server.healthy or not server.process.alive() or ctx.server_fingerprint != config:
+        raise ToolError(f"no healthy server runs configuration {config}; call serve first")
+    return ctx.sandbox.endpoint(ctx.task.serve.port)
+
+
+def _reuse_cached(ctx: RunContext, item: registry.Declared, config: str) -> int:
+    """Samples of this exact configuration and check from earlier runs, as many as a decision needs."""
+    if ctx.state.fresh:
+        return 0
+    key = evidence.cache_key(ctx.state.configs[config], item)
+    cached = measure_cache.cached_samples(key)[-item.kind.min_samples :]
+    for result in cached:
+        _record(ctx, evidence.new_sample(item, config, ctx.state.step, result, cached=True))
+    return len(cached)
+
+
+def _record(ctx: RunContext, sample: Sample) -> None:
+    state = ctx.state
+    state.samples.append(sample)
+    item = registry.by_key(ctx.task, sample.key)
+    if not sample.cached:
+        measure_cache.store_sample(evidence.cache_key(state.configs[sample.config], item), sample.result)
+    pending = sample.config != state.accepted_config
+    line = {
+        "step": state.step,
+        "check": sample.key,
+        "pending": pending,
+        "config": sample.config,
+        "cached": sample.cached,
+    }
+    with open(ctx.run_dir / "metrics.jsonl", "a", encoding="utf-8") as metrics:
+        metrics.write(json.dumps({**line, "flags": state.flags, "result": sample.result}, default=str) + "\n")
+    ctx.transcript.record(
+        "check", step=state.step, name=sample.key, pending=pending, config=sample.config, cached=sample.cached,
+        result=sample.result,
+    )  # fmt: skip
+
+
+def refresh_stale(ctx: RunContext) -> list[str]:
+    """Measure every target the accepted configuration has no figure for, if the server runs that configuration.
+
+    Returns the keys measured. Called after an accept that changed the configuration and before a run
+    declares success, so no target is ever judged on another configuration's figure.
+    """
+    accepted = ctx.state.accepted_config
+    if ctx.server is None or not ctx.server.healthy or ctx.server_fingerprint != accepted:
+        return []
+    stale = stale_targets(ctx.task, ctx.state)
+    kinds = list(dict.fromkeys(registry.by_key(ctx.task, key).kind.name for key in stale))
+    for kind_name in kinds:
+        measure(ctx, kind_name, config=accepted)
+    return stale

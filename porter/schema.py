@@ -1,0 +1,55 @@
+"""The building blocks of a task file every package may use: the strict base model, flag values, sandbox paths.
+
+A leaf module: the check kinds (porter.checks) build their specs on `Spec` here, and porter.task's models
+compose them into a `Task`. Covers nothing that reads a file.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+FlagValue = str | int | float | bool | None
+PositiveFloat = Annotated[float, Field(gt=0)]
+# The model overlay is one of the run's repos under this name (its branch, patches/ and prs/ folders).
+OVERLAY_REPO = "model"
+
+
+class Spec(BaseModel):
+    """Base for everything a person writes by hand: unknown keys are errors, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+def normal_sandbox_path(value: str, allow_root: bool = True) -> str:
+    """`value` if it is an absolute path in normal form (no `..`, `.`, `//`, NUL); else ValueError saying why."""
+    if not value.startswith("/"):
+        raise ValueError(f"must be an absolute path inside the sandbox, got {value!r}")
+    trimmed = value.rstrip("/") or "/"
+    if "\0" in value or posixpath.normpath(trimmed) != trimmed or trimmed.startswith("//"):
+        raise ValueError(f"must be a normal absolute path (no `..`, `.`, `//`), got {value!r}")
+    if trimmed == "/" and not allow_root:
+        raise ValueError("must be a folder inside the sandbox, not / itself")
+    return trimmed
+
+
+def reject_duplicates(names: list[str], what: str) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(f"duplicate {what} {name!r}; each must be unique")
+        seen.add(name)
+
+
+def render_flags(flags: dict[str, FlagValue]) -> list[str]:
+    """Flags as argv words: `--name value`; true -> `--name`; false/None -> left out."""
+    words: list[str] = []
+    for name, value in flags.items():
+        if value is None or value is False:
+            continue
+        words.append(f"--{name}")
+        if value is not True:
+            words.append(str(value))
+    return words
