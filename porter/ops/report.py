@@ -81,7 +81,10 @@ def report_document(task: Task, state: RunState) -> dict:
         "run_id": state.run_id,
         "outcome": "solved" if state.solved else "not solved",
         "finished": state.finished,
-        "accepted_config": {"fingerprint": accepted, **state.configs.get(accepted or "", {})},
+        "accepted_config": {
+            "fingerprint": accepted,
+            **(config.to_dict() if (config := state.configs.get(accepted)) else {}),
+        },
         "targets": targets,
         "all_measured_on_accepted": all(t["measured_on"] == accepted for t in targets),
         "relaunches": state.relaunches,
