@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from porter.engines.engine import Engine
 from porter.sandbox import Process, Sandbox, SandboxError
 from porter.task import FlagValue, Task, render_flags
 from porter.triage import Triage, triage_file
@@ -31,11 +32,6 @@ POLL_INTERVAL_S = 0.5
 PROBE_TIMEOUT_S = 2.0  # connect + answer deadline of one health or identity probe
 PROBE_MAX_BYTES = 1 << 20  # a /v1/models answer larger than this is not a model listing
 PORT_FREE_WAIT_S = 10.0  # how long a killed leftover may take to let go of the port
-# Flags whose value names what /v1/models lists: sglang's --served-model-name defaults to --model-path
-# (sglang python/sglang/srt/server_args.py, _handle_missing_default_values); vLLM's to --model / the
-# positional model of `vllm serve` (vllm/entrypoints/openai/serving_models.py, base_model_paths).
-SERVED_NAME_FLAGS = ("--served-model-name",)
-MODEL_PATH_FLAGS = ("--model-path", "--model")
 
 
 class ServerConflict(SandboxError):
@@ -106,13 +102,16 @@ def served_ids(base_url: str, timeout_s: float = PROBE_TIMEOUT_S) -> list[str] |
     return [str(card["id"]) for card in data if isinstance(card, dict) and card.get("id")]
 
 
-def expected_names(command: str) -> list[str]:
-    """What the spawned server should list at /v1/models, read from its own rendered command."""
+def expected_names(command: str, engine: Engine) -> list[str]:
+    """What the spawned server should list at /v1/models, read from its own rendered command: the served name,
+    else the model path (sglang's --served-model-name defaults to --model-path, sglang server_args.py
+    _handle_missing_default_values; vLLM's to --model or the positional model of `vllm serve`,
+    vllm/entrypoints/openai/serving_models.py base_model_paths)."""
     try:
         words = shlex.split(command)
     except ValueError:
         return []
-    for flags in (SERVED_NAME_FLAGS, MODEL_PATH_FLAGS):
+    for flags in ((f"--{engine.served_name}",), tuple(f"--{flag}" for flag in engine.model_flags)):
         names = [_after(words, index) for index, word in enumerate(words) if word in flags]
         names += [word.split("=", 1)[1] for word in words if word.split("=", 1)[0] in flags and "=" in word]
         if any(names):
@@ -184,7 +183,7 @@ def launch(
             seconds = time.monotonic() - started
             code = process.exit_code()
             return Launch(False, seconds, log_path, command, exit_code=code, triage=triage_file(log_path))
-        if health_ok(health_url) and _identify(process, base_url, command):
+        if health_ok(health_url) and _identify(process, base_url, command, task.engine):
             seconds = time.monotonic() - started
             return Launch(True, seconds, log_path, command, triage=triage_file(log_path), process=process)
         if time.monotonic() > deadline:
@@ -200,12 +199,12 @@ def launch(
         time.sleep(POLL_INTERVAL_S)
 
 
-def _identify(process: Process, base_url: str, command: str) -> bool:
+def _identify(process: Process, base_url: str, command: str, engine: Engine) -> bool:
     """True when the answering server is the spawned one; False while it cannot tell yet (no listing)."""
     ids = served_ids(base_url)
     if ids is None:
         return False
-    expected = expected_names(command)
+    expected = expected_names(command, engine)
     if is_our_server(ids, expected):
         return True
     process.stop(grace_s=10)

@@ -28,7 +28,6 @@ from porter.sandbox.foreign_changes import foreign_changes
 from porter.sandbox.trees.tracked import commit_message
 
 REVERTED_DIFF_LIMIT = 1 << 20  # a reverted edit larger than this (a tree full of build output) is not kept
-TOPOLOGY_FLAGS = {"tp", "dp", "tp-size", "dp-size", "tensor-parallel-size", "data-parallel-size", "enable-dp-attention"}
 
 
 def start_up(ctx: RunContext, launch: Launch) -> StartUp:
@@ -184,9 +183,7 @@ def moves_of(ctx: RunContext, flags: bool = True) -> list[str]:
     groups: dict[str, dict] = {}
     for flag, value in state.flags.items() if flags else ():
         if state.accepted_flags.get(flag) != value:
-            group = "topology" if flag in TOPOLOGY_FLAGS else flag
-            group = "speculative" if flag.startswith("speculative-") else group
-            groups.setdefault(group, {})[flag] = value
+            groups.setdefault(ctx.task.engine.group_of(flag), {})[flag] = value
     moves = [", ".join(f"--{k} {v}" for k, v in flags.items()) for flags in groups.values()]
     moves += [f"{name}: {', '.join(repo.changed_files())}" for name, repo in ctx.repos.items() if repo.is_dirty()]
     return moves

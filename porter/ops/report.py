@@ -228,13 +228,12 @@ def _save(figure, path: Path) -> Path:
 
 
 def _flags_label(task: Task, flags: dict) -> str:
-    """The flags that differ from the task's baseline, shortened for a legend (spec 5/1/6 for EAGLE 5/1/6)."""
+    """The flags that differ from the task's baseline, shortened for a legend (EAGLE 5/1/6 for a draft)."""
     changed = {k: v for k, v in flags.items() if task.serve.flags.get(k) != v}
-    steps = changed.pop("speculative-num-steps", None)
-    topk = changed.pop("speculative-eagle-topk", None)
-    drafts = changed.pop("speculative-num-draft-tokens", None)
-    algorithm = changed.pop("speculative-algorithm", None) or flags.get("speculative-algorithm")
-    words = [f"{k}={v}" for k, v in changed.items()]
-    if steps or drafts:
-        words.append(f"{algorithm or 'spec'} {steps}/{topk}/{drafts}")
-    return ", ".join(words) or "baseline flags"
+    return task.engine.describe_flags({**changed, **_draft_of(task, flags, changed)}) or "baseline flags"
+
+
+def _draft_of(task: Task, flags: dict, changed: dict) -> dict:
+    """Every speculative flag when one changed: a draft reads whole, not as the one flag that moved."""
+    speculative = task.engine.speculative_flags
+    return {k: flags.get(k) for k in speculative} if any(k in speculative for k in changed) else {}

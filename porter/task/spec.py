@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from porter.checks.registry import ChecksSpec
+from porter.engines.engine import ENGINES, Engine, engine_named, guess_engine
 from porter.schema import OVERLAY_REPO, FlagValue, PositiveFloat, Spec, normal_sandbox_path, reject_duplicates
 
 
@@ -171,11 +172,18 @@ class RepoSpec(Spec):
 
 
 class ServeSpec(Spec):
+    engine: str | None = Field(
+        None,
+        description=f"The engine the command launches, one of {sorted(ENGINES)} (porter/engines/): its flag names, "
+        "default port and start-up stages; default: read from the command (`vllm` -> vllm, else sglang).",
+    )
     command: str = Field(
         description="Command template; {model_path} (the container path), {host}, {port} and {flags} are filled in."
     )
     host: str = Field("0.0.0.0", description="Address the server binds inside the sandbox.")
-    port: int = Field(30000, ge=1, le=65535, description="Port the server listens on inside the sandbox.")
+    port: int | None = Field(
+        None, ge=1, le=65535, description="Port the server listens on inside the sandbox; default: the engine's."
+    )
     health_path: str = Field("/health", description="GET path that answers 200 once the server is ready.")
     startup_timeout_s: PositiveFloat = Field(1800, description="A server not healthy by then is a startup_timeout.")
     flags: dict[str, FlagValue] = Field(
@@ -192,6 +200,21 @@ class ServeSpec(Spec):
         if not value.strip():
             raise ValueError("the serve command is empty")
         return value
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, value: str | None) -> str | None:
+        if value is not None:
+            engine_named(value)
+        return value
+
+    @model_validator(mode="after")
+    def _engine_defaults(self) -> ServeSpec:
+        if self.engine is None:
+            self.engine = guess_engine(self.command)
+        if self.port is None:
+            self.port = engine_named(self.engine).default_port
+        return self
 
     @field_validator("flags", "tunables")
     @classmethod
@@ -307,6 +330,11 @@ class Task(Spec):
                     f"{self.model.container_path}); rename it or set model.overlay: false"
                 )
         return self
+
+    @property
+    def engine(self) -> Engine:
+        """The declaration of the engine the serve command launches (its flag names, port, start-up stages)."""
+        return engine_named(self.serve.engine)
 
     def patchable_repos(self) -> list[RepoSpec]:
         """The trees the agent may change: the declared engine repos, then the model overlay when it is on."""

@@ -1,0 +1,125 @@
+"""What an engine is to porter, declared once per engine (engines/sglang.py, engines/vllm.py), and the registry.
+
+An `Engine` names, in that engine's own spelling: how it is launched and on which port by default, the
+flags that mean tensor, data, pipeline and expert parallelism (and sglang's DP attention), speculative
+decoding (separate flags, or one JSON flag), the KV cache dtype, the static-memory share, the attention
+backend and the served model name; the lines its start-up prints stage by stage; its one-batch
+benchmark. Flag rules, the accept rules' move groups, the playbook's searches, serve's identity check,
+preflight, the report, the prompt and `porter init` ask it instead of naming a flag themselves. A task
+names its engine (`serve.engine`); adding one is a module of its own and one entry in ENGINES.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from porter.schema import FlagValue
+
+
+@dataclass(frozen=True)
+class Draft:
+    """One speculative-decoding configuration, engine-neutral: what porter searches over."""
+
+    method: str  # EAGLE (sglang's name for EAGLE/MTP heads), mtp (vLLM's), ...
+    steps: int  # draft depth
+    topk: int = 1
+    draft_tokens: int | None = None  # tokens verified per step (sglang's num-draft-tokens); None: steps + 1
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str
+    launch: str  # the serve command template: {model_path}, {host}, {port}, {flags}
+    default_port: int
+    tensor_parallel: tuple[str, ...]  # flag spellings the engine accepts, its canonical one first
+    data_parallel: tuple[str, ...]
+    pipeline_parallel: tuple[str, ...]
+    expert_parallel: tuple[str, ...]  # a size (sglang --ep-size) or a switch (vLLM --enable-expert-parallel)
+    dp_attention: str | None  # sglang's --enable-dp-attention: DP groups split the TP ranks instead of multiplying
+    kv_cache_dtype: str
+    memory_fraction: str  # the share of device memory the engine takes statically
+    attention_backend: str
+    served_name: str
+    model_flags: tuple[str, ...]  # the flag naming the checkpoint; empty: a positional word after the launcher
+    speculative_flags: tuple[str, ...]  # every flag that configures speculative decoding
+    draft_flags: Callable[[Draft], dict[str, FlagValue]]  # a Draft in this engine's flags
+    read_draft: Callable[[dict[str, FlagValue]], Draft | None]  # the Draft a flag set configures (None: off)
+    stages: tuple[tuple[str, str], ...]  # (stage, regex) in start-up order: the engine's own progress lines
+    one_batch: str  # the engine's one-batch latency benchmark, for the prompt
+    notes: tuple[str, ...] = field(default_factory=tuple)  # where each name was read (file, version)
+
+    def topology_flags(self) -> set[str]:
+        return {*self.tensor_parallel, *self.data_parallel, *self.pipeline_parallel, *self.expert_parallel} | (
+            {self.dp_attention} if self.dp_attention else set()
+        )
+
+    def group_of(self, flag: str) -> str:
+        """The move a flag belongs to: topology, speculative, or the flag itself."""
+        if flag in self.topology_flags():
+            return "topology"
+        if flag in self.speculative_flags:
+            return "speculative"
+        return flag
+
+    def stage_reached(self, lines: list[str]) -> tuple[int, list[str]]:
+        """How far a start-up got by this engine's own stage lines: the index past the last stage seen in order,
+        and the stages seen."""
+        seen, reached = [], 0
+        for index, (stage, pattern) in enumerate(self.stages):
+            if any(re.search(pattern, line) for line in lines):
+                seen.append(stage)
+                reached = index + 1
+        return reached, seen
+
+    def describe_flags(self, changed: dict[str, FlagValue]) -> str:
+        """Flags as a person reads them in a legend or a table: the draft as method steps/topk/tokens."""
+        draft = self.read_draft(changed)
+        rest = {k: v for k, v in changed.items() if k not in self.speculative_flags}
+        words = [f"--{k} {v}" if v is not True else f"--{k}" for k, v in rest.items() if v is not None]
+        if draft:
+            words.append(f"{draft.method} {draft.steps}/{draft.topk}/{draft.draft_tokens or draft.steps + 1}")
+        return ", ".join(words)
+
+
+def json_draft(flag: str) -> tuple[Callable, Callable]:
+    """Draft spelling of an engine whose one flag holds the draft as JSON (vLLM's --speculative-config)."""
+
+    def write(draft: Draft) -> dict[str, FlagValue]:
+        config = {"method": draft.method, "num_speculative_tokens": draft.steps}
+        return {flag: json.dumps(config)}
+
+    def read(flags: dict[str, FlagValue]) -> Draft | None:
+        value = flags.get(flag)
+        if not isinstance(value, str):
+            return None
+        try:
+            config = json.loads(value)
+        except ValueError:
+            return None
+        steps = config.get("num_speculative_tokens") if isinstance(config, dict) else None
+        return Draft(str(config.get("method")), int(steps)) if isinstance(steps, int) else None
+
+    return write, read
+
+
+def _engines() -> dict[str, Engine]:
+    from porter.engines import sglang, vllm
+
+    return {engine.name: engine for engine in (sglang.ENGINE, vllm.ENGINE)}
+
+
+ENGINES: dict[str, Engine] = _engines()
+
+
+def engine_named(name: str) -> Engine:
+    if name not in ENGINES:
+        raise ValueError(f"unknown engine {name!r}; the engines are {sorted(ENGINES)}")
+    return ENGINES[name]
+
+
+def guess_engine(command: str) -> str:
+    """The engine a serve command launches, for a task that does not name one."""
+    return "vllm" if re.search(r"(^|[\s/])vllm(\s|$)|vllm\.entrypoints", command) else "sglang"

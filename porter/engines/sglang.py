@@ -1,0 +1,66 @@
+"""sglang, declared once: its launch, flags and start-up lines as sglang 0.5.20 spells them.
+
+Read in the sglang 0.5.20 wheel (the version of lmsysorg/sglang-rocm:v0.5.20-rocm720-mi35x, the real task's
+image): flags are dataclass fields of sglang/srt/arg_groups/fields/*.py turned into argparse options
+(`--tp-size` alias `--tensor-parallel-size` and `--dp-size` alias `--data-parallel-size` in parallel.py,
+`--ep-size` alias `--expert-parallel-size`, `--enable-dp-attention`; speculative-* in spec.py, EAGLE being
+also the MTP/NEXTN head's algorithm; `--kv-cache-dtype` and `--attention-backend` in model.py/choices.py;
+`--mem-fraction-static`; `--served-model-name`), the port's default 30000 (fields/serving.py). `--tp` and
+`--dp` are argparse abbreviations sglang's own recipes use; they are accepted spellings here. Start-up
+lines: model_runner.py "Load weight end", cuda_graph_setup.py "Capture {target|draft} ... CUDA graph end"
+(older sglang: "Capture cuda graph end"), http_server.py "The server is fired up and ready to roll!".
+"""
+
+from __future__ import annotations
+
+from porter.engines.engine import Draft, Engine
+from porter.schema import FlagValue
+
+ALGORITHM, STEPS, TOPK, DRAFT_TOKENS = (
+    "speculative-algorithm",
+    "speculative-num-steps",
+    "speculative-eagle-topk",
+    "speculative-num-draft-tokens",
+)
+
+
+def draft_flags(draft: Draft) -> dict[str, FlagValue]:
+    tokens = draft.draft_tokens or draft.steps + 1
+    return {ALGORITHM: draft.method, STEPS: draft.steps, TOPK: draft.topk, DRAFT_TOKENS: tokens}
+
+
+def read_draft(flags: dict[str, FlagValue]) -> Draft | None:
+    method, steps = flags.get(ALGORITHM), flags.get(STEPS)
+    if not method or not isinstance(steps, int):
+        return None
+    topk, tokens = flags.get(TOPK), flags.get(DRAFT_TOKENS)
+    return Draft(str(method), steps, topk if isinstance(topk, int) else 1, tokens if isinstance(tokens, int) else None)
+
+
+ENGINE = Engine(
+    name="sglang",
+    launch="python3 -m sglang.launch_server --model-path {model_path} --host {host} --port {port} {flags}",
+    default_port=30000,
+    tensor_parallel=("tp-size", "tensor-parallel-size", "tp"),
+    data_parallel=("dp-size", "data-parallel-size", "dp"),
+    pipeline_parallel=("pp-size", "pipeline-parallel-size", "pp"),
+    expert_parallel=("ep-size", "expert-parallel-size"),
+    dp_attention="enable-dp-attention",
+    kv_cache_dtype="kv-cache-dtype",
+    memory_fraction="mem-fraction-static",
+    attention_backend="attention-backend",
+    served_name="served-model-name",
+    model_flags=("model-path",),
+    speculative_flags=(ALGORITHM, STEPS, TOPK, DRAFT_TOKENS),
+    draft_flags=draft_flags,
+    read_draft=read_draft,
+    stages=(
+        ("process group", r"Init torch distributed ends"),
+        ("weights loaded", r"Load weight end"),
+        ("memory pool", r"KV Cache is allocated|Memory pool end"),
+        ("graphs captured", r"Capture (target |draft )?(decode |verify |extend |prefill )?(cuda|CUDA) graph end"),
+        ("serving", r"The server is fired up and ready to roll"),
+    ),
+    one_batch="python3 -m sglang.bench_one_batch --model-path MODEL --batch-size 1 8 32 --input-len 1024 "
+    "--output-len 32 (plus the serve flags): prefill and decode time per batch, without the HTTP server",
+)

@@ -1,0 +1,45 @@
+"""vLLM, declared once: its launch, flags and start-up lines as vLLM 0.25.1 spells them.
+
+Read in the vLLM 0.25.1 wheel (the version of vllm/vllm-openai-rocm:v0.25.1): `vllm serve MODEL` with
+EngineArgs.add_cli_args (vllm/engine/arg_utils.py): `--tensor-parallel-size/-tp`, `--data-parallel-size/-dp`,
+`--pipeline-parallel-size/-pp`, `--enable-expert-parallel`, `--kv-cache-dtype` (vllm/config/cache.py
+CacheDType), `--gpu-memory-utilization`, `--attention-backend`, `--served-model-name`, and the draft as one
+JSON flag `--speculative-config '{"method": "mtp", "num_speculative_tokens": N}'`; port 8000. Start-up
+lines: default_loader.py "Loading weights took", gpu_model_runner.py "Model loading took", "Graph capturing
+finished", v1/engine/core.py "init engine (profile, create kv cache, warmup model) took", api_server.py
+"Starting vLLM server", uvicorn's "Application startup complete.".
+"""
+
+from __future__ import annotations
+
+from porter.engines.engine import Engine, json_draft
+
+SPECULATIVE_CONFIG = "speculative-config"
+draft_flags, read_draft = json_draft(SPECULATIVE_CONFIG)
+
+ENGINE = Engine(
+    name="vllm",
+    launch="vllm serve {model_path} --host {host} --port {port} {flags}",
+    default_port=8000,
+    tensor_parallel=("tensor-parallel-size",),
+    data_parallel=("data-parallel-size",),
+    pipeline_parallel=("pipeline-parallel-size",),
+    expert_parallel=("enable-expert-parallel",),
+    dp_attention=None,
+    kv_cache_dtype="kv-cache-dtype",
+    memory_fraction="gpu-memory-utilization",
+    attention_backend="attention-backend",
+    served_name="served-model-name",
+    model_flags=("model",),
+    speculative_flags=(SPECULATIVE_CONFIG,),
+    draft_flags=draft_flags,
+    read_draft=read_draft,
+    stages=(
+        ("weights loaded", r"Loading weights took|Model loading took"),
+        ("graphs captured", r"Graph capturing finished"),
+        ("engine ready", r"init engine \(profile, create kv cache, warmup model\) took"),
+        ("serving", r"Starting vLLM (API )?server|Application startup complete"),
+    ),
+    one_batch="vllm bench latency --model MODEL --batch-size 8 --input-len 1024 --output-len 32 (plus the serve "
+    "flags): end-to-end latency of one batch, without the HTTP server",
+)
