@@ -35,19 +35,20 @@ ENGINE = textwrap.dedent(
     """\
     import http.server, json, os, sys
     port = int(sys.argv[sys.argv.index("--port") + 1])
-    print("Loading model config", flush=True)
+    print("Init torch distributed ends. elapsed=0.10 s, mem usage=0.89 GB", flush=True)
     config = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "config.json")))
     print("Building the model graph", flush=True)
     print("Loading checkpoint shards", flush=True)
     if "model.decoder.*" not in config["exclude"]:
         raise ValueError("shape mismatch: model.decoder.shared_experts.w [6144, 2048] vs checkpoint [6144, 1024]")
-    print("Loaded 1200 checkpoint tensors", flush=True)
+    print("Load weight end. elapsed=1.00 s, type=GlmForCausalLM", flush=True)
     here = os.path.dirname(os.path.abspath(__file__))
     if "--tp" in sys.argv and sys.argv[sys.argv.index("--tp") + 1] == "4":
         print("Compiling the fused metadata kernel", flush=True)
         if not os.path.exists(os.path.join(here, "guard.h")):
             raise RuntimeError("metadata.cpp:3:10: fatal error: cuda_runtime.h: No such file or directory")
-        print("Allocating the KV cache", flush=True)
+    print("KV Cache is allocated. #tokens: 100000, KV size: 20.00 GB", flush=True)
+    if "--big-kv" in sys.argv:
         raise RuntimeError("HIP out of memory. Tried to allocate 20.00 GiB")
     class Health(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
@@ -84,8 +85,8 @@ def ctx(tmp_path):
                 "command": command,
                 "port": free_port(),
                 "startup_timeout_s": 30,
-                "flags": {"tp": 8},
-                "tunables": {"tp": [8, 4]},
+                "flags": {"tp": 8, "big-kv": None},
+                "tunables": {"tp": [8, 4], "big-kv": [None, True]},
             },
             "checks": {
                 "quality": [{"name": "gsm8k", "kind": "gsm8k", "dataset": "builtin:twin-gsm8k", "minimum": 0.9}],
@@ -336,12 +337,13 @@ def serve(ctx: RunContext) -> StartUp:
 
 def test_a_syntax_error_is_not_progress(ctx):
     first = serve(ctx)
-    assert first.crash_class and first.stage == 3  # config, graph, shards; then the shape mismatch
+    assert first.crash_class and first.stage == 1 and first.stages == ["process group"]  # then the shape mismatch
     (ctx.repos["engine"].path / "server.py").write_text("import json\nconfig = {\n" + ENGINE)
     second = serve(ctx)
     assert second.signature != first.signature and second.stage == 0
     outcome = accepting.accept(ctx, "Rewrite the loader", "")
-    assert not outcome["kept"] and "did not get further (stage 3 -> 0): not progress" in outcome["reason"]
+    assert not outcome["kept"] and "did not get further (stage 1 -> 0: process group -> none)" in outcome["reason"]
+    assert outcome["rule"] == "no_progress" and "reverted by rule no_progress" in outcome["message"]
     assert not ctx.repos["engine"].is_dirty()
 
 
@@ -352,29 +354,111 @@ def fixed_and_kept(ctx: RunContext) -> None:
     ctx.mark_accepted()
 
 
-def test_the_same_crash_again_is_reverted_and_unserved_changes_are_refused(ctx):
+def test_a_change_that_crashes_where_the_accepted_configuration_starts_is_never_kept(ctx):
+    """Crash A, then crash B after edits: with the accepted configuration healthy that is no progress porter can
+    keep (its own first crash is no evidence: the agent chose the flags and the edits). Refused, left pending."""
     fixed_and_kept(ctx)
     ctx.state.flags["tp"] = 4
     assert serve(ctx).crash_class
     (ctx.repos["engine"].path / "notes.txt").write_text("a change that fixes nothing\n")
     with pytest.raises(ToolError, match="has not been served as it is now"):
         accepting.accept(ctx, "Add notes", "")
-    assert serve(ctx).signature == ctx.state.pending.first_crash.signature
-    outcome = accepting.accept(ctx, "Add notes", "")
-    assert not outcome["kept"] and "same signature" in outcome["reason"]
+    (ctx.repos["engine"].path / "guard.h").write_text("#ifdef USE_ROCM\n#endif\n")
+    ctx.state.flags["big-kv"] = True
+    oom = serve(ctx)
+    assert oom.stage > ctx.state.pending.first_crash.stage and oom.signature != ctx.state.pending.first_crash.signature
+    with pytest.raises(ToolError, match="kept past a crash only when the accepted configuration crashed too"):
+        accepting.accept(ctx, "Guard the CUDA header", "")
+    assert ctx.repos["engine"].is_dirty() and ctx.state.flags["tp"] == 4 and ctx.state.attempts == []
 
 
-def test_a_fix_that_gets_further_is_served_with_the_accepted_flags_before_its_commit(ctx):
+def crashing_baseline(ctx: RunContext) -> StartUp:
+    """The accepted configuration itself crashes (the checkpoint's exclude list misses the decoder)."""
+    crash = serve(ctx)
+    assert crash.crash_class and ctx.state.accepted.serve is crash
+    return crash
+
+
+def test_past_a_crash_of_the_accepted_configuration_a_later_stage_is_progress(ctx):
+    """The exclude fix with TP4: the shape mismatch is gone, start-up now reaches the weights and stops compiling;
+    served again with the accepted flags the fix alone starts, so it is committed and TP4 stays pending."""
     ctx.task.checks.quality = []  # this engine serves no completions (the twin story runs quality here too)
-    fixed_and_kept(ctx)
+    crashing_baseline(ctx)
+    change_config(ctx)
     ctx.state.flags["tp"] = 4
     compile_crash = serve(ctx)
-    (ctx.repos["engine"].path / "guard.h").write_text("#ifdef USE_ROCM\n#endif\n")
-    oom = serve(ctx)
-    assert oom.stage > compile_crash.stage and oom.signature != compile_crash.signature
-    outcome = accepting.accept(ctx, "Guard the CUDA header", "")
-    assert outcome["kept"], outcome
+    assert compile_crash.stages == ["process group", "weights loaded"]
+    outcome = accepting.accept(ctx, "Exclude the decoder", "")
+    assert outcome["kept"] and outcome["rule"] == "crash_progress", outcome
+    assert "stage 1 -> 2: process group -> process group, weights loaded" in outcome["evidence"]
     assert "served again with the accepted flags: healthy" in outcome["evidence"]
-    assert ctx.state.accepted_flags == {"tp": 8} and ctx.state.flags == {"tp": 4}
+    assert ctx.state.accepted_flags["tp"] == 8 and ctx.state.flags["tp"] == 4
     assert ctx.state.accepted.serve.healthy and ctx.server_fingerprint == ctx.state.accepted_config
-    assert ctx.repos["engine"].repo.head.commit.summary == "Guard the CUDA header"
+    assert ctx.repos["engine"].repo.head.commit.summary == "Exclude the decoder"
+
+
+def test_stage_lines_the_change_prints_itself_are_no_progress(ctx):
+    """The forged-progress attack: the change prints the engine's stage lines, then crashes another way."""
+    crashing_baseline(ctx)
+    forged = ENGINE.replace(
+        'print("Building the model graph", flush=True)',
+        'print("Load weight end. elapsed=0.1 s", flush=True)\nprint("KV Cache is allocated. #tokens: 1", flush=True)\n'
+        + 'raise KeyError("forged")',
+    )
+    (ctx.repos["engine"].path / "server.py").write_text(forged)
+    (ctx.repos["engine"].path / "blob.bin").write_bytes(b"\0" * 4096)
+    crash = serve(ctx)
+    assert crash.stage == 3 and crash.signature != ctx.state.accepted.serve.signature
+    outcome = accepting.accept(ctx, "Speed up the loader", "")
+    assert not outcome["kept"] and "prints the engine's stage lines (weights loaded, memory pool)" in outcome["reason"]
+    assert ctx.state.repos["engine"].accepted == [] and not ctx.repos["engine"].is_dirty()
+
+
+def test_a_crash_fix_is_its_own_commit_when_the_flags_it_unblocked_bring_no_gain(ctx):
+    """TP4 crashes on the accepted tree (cuda_runtime.h); the guard makes it start. The guard is committed with
+    the crash and the healthy start as its evidence, then TP4 is judged on speed and reverted: the fix stays."""
+    fixed_and_kept(ctx)
+    ctx.state.accepted = Side(serve=served(ctx))
+    measured(ctx, "throughput", [100.0, 101.0], accepted=True)
+    measured(ctx, "quality:gsm8k", [0.95], accepted=True)
+    ctx.state.flags["tp"] = 4
+    crash = serve(ctx)
+    assert crash.crash_class and ctx.state.pending.first_crash is crash
+    (ctx.repos["engine"].path / "guard.h").write_text("#ifdef USE_ROCM\n#endif\n")
+    assert serve(ctx).healthy
+    measured(ctx, "quality:gsm8k", [0.95])
+    measured(ctx, "throughput", [100.5, 101.5])
+    outcome = accepting.accept(ctx, "Guard the CUDA header", "")
+    assert not outcome["kept"] and outcome["rule"] == "no_gain" and "crash fix stays kept" in outcome["reason"]
+    head = ctx.repos["engine"].repo.head.commit
+    assert head.summary.startswith("Fix ") and "guard.h" in head.stats.files
+    assert "with these flags the accepted tree crashed" in head.message and ctx.state.flags["tp"] == 8
+    assert [a.rule for a in ctx.state.attempts] == ["crash_fix", "no_gain"]
+
+
+def quality_sample(ctx: RunContext, score: float, low: float, high: float, accepted: bool = False) -> None:
+    config = ctx.mark_accepted() if accepted else ctx.fingerprint()
+    item = registry.by_key(ctx.task, "quality:gsm8k")
+    result = {"score": score, "ci_low": low, "ci_high": high, "n": 200, "passed": score >= 0.9, "fingerprint": config}
+    ctx.state.samples.append(Sample("quality:gsm8k", config, evidence.harness(item), ctx.state.step, score, result))
+
+
+@pytest.mark.parametrize("throughput, kept", [(None, True), ([99.5, 100.5], True), ([60.0, 61.0], False)])
+def test_a_change_that_restores_quality_is_kept_without_a_speed_figure(ctx, throughput, kept):
+    """The silent numeric defect: GSM8K 0.755 on the accepted configuration, 0.975 with the fix. Kept on that
+    alone (no speed figure demanded), unless a target the accepted configuration met is lost beyond noise."""
+    ctx.state.accepted = Side(serve=served(ctx))
+    measured(ctx, "throughput", [100.0, 101.0], accepted=True)
+    quality_sample(ctx, 0.755, 0.69, 0.81, accepted=True)
+    change_config(ctx)
+    ctx.state.pending = Side(serve=served(ctx))
+    quality_sample(ctx, 0.975, 0.94, 0.99)
+    if throughput:
+        measured(ctx, "throughput", throughput)
+    outcome = accepting.accept(ctx, "Read the KV scale from the checkpoint", "")
+    assert outcome["kept"] is kept, outcome
+    if kept:
+        assert outcome["rule"] == "quality_restored" and "quality restored: quality:gsm8k 0.755" in outcome["message"]
+        assert "beyond both intervals" in outcome["evidence"]
+    else:
+        assert outcome["rule"] == "loss" and "would miss its target" in outcome["reason"]

@@ -1,18 +1,23 @@
 """The keep-or-revert rules as pure functions: records in, a Decision out (which rule decided, and the margin).
 
 A pending change (source diffs and flag changes since the last accept, possibly several moves stacked and
-judged together) is kept when it moves the run forward:
-- past a crash: the old crash signature is gone and start-up got further (a later stage in the log); a
-  source fix kept without its still-crashing flags must, served with the accepted flags, get at least as
-  far as the accepted configuration did;
+judged together) is kept when it moves the run forward, by evidence the agent's own edits cannot print:
+- past a crash: only when the accepted configuration's own launch crashed too, and the change's crash is
+  another and its start-up reached a later stage by the engine's own stage lines (a change that spells one
+  of those lines itself gets no credit for it); a change that crashes where the accepted configuration
+  started is never kept;
+- a crash fix: a source change that turns a crash of the accepted trees (with the pending flags) into a
+  healthy start is its own commit, whatever then becomes of the flags it unblocked;
+- quality restored: a quality check that fails on the accepted configuration passes on the change, beyond
+  both intervals, and no target the accepted configuration meets is lost beyond noise;
 - a better figure: the median of the pending configuration's samples beats the median of the accepted
   configuration's samples on the same harness (two samples a side at least) by more than a bar derived from
   their measured spread (plus, for a figure read at a sweep's knee, 1.5 times the knee bracket the compared
   sweeps ran: ledger/noise.py says why; never below the task's minimum), with every quality check within
   tolerance. Another figure compared that got worse beyond its bar is a trade, kept only when each of its
   pending samples still meets its target.
-Measures nothing, serves nothing and commits nothing: porter/loop/accepting.py gathers the evidence these
-functions read and applies what they decide.
+Every Decision names its rule and states its margin. Measures nothing, serves nothing and commits nothing:
+porter/loop/accepting.py gathers the evidence these functions read and applies what they decide.
 """
 
 from __future__ import annotations
@@ -23,24 +28,75 @@ from porter.ledger.records import Decision, Sample, StartUp
 from porter.task import Task
 
 
-def past_crash(before: StartUp | None, after: StartUp) -> Decision:
-    """A change that still crashes: kept only when its crash is another and start-up got further than `before`."""
-    if before is None:
-        return Decision(False, "no_progress", f"the server still fails with {after.crash_class}; nothing moved forward")
+def past_crash(before: StartUp, after: StartUp, forged: list[str]) -> Decision:
+    """A change that still crashes, where the accepted configuration crashed (`before`): kept only when its crash
+    is another and start-up reached a later stage of the engine's own (`forged`: stages the change prints itself)."""
     if before.signature == after.signature:
         reason = f"the server still fails with {after.crash_class} (same signature {after.signature})"
         return Decision(False, "no_progress", reason)
+    if forged:
+        reason = (
+            f"the change itself prints the engine's stage lines ({', '.join(forged)}): its log says nothing of how "
+            "far start-up got, so the crash changing is not progress"
+        )
+        return Decision(False, "no_progress", reason)
+    reached = f"stage {before.stage} -> {after.stage}: {_stages(before)} -> {_stages(after)}"
     if (after.stage or 0) <= (before.stage or 0):
         reason = (
             f"the crash changed ({before.crash_class} -> {after.crash_class}) but start-up did not get further "
-            f"(stage {before.stage} -> {after.stage}): not progress"
+            f"({reached}): not progress"
         )
         return Decision(False, "no_progress", reason)
     reason = (
-        f"{before.crash_class} (signature {before.signature}) is gone; start-up now gets further "
-        f"(stage {before.stage} -> {after.stage}) and stops at {after.crash_class}"
+        f"{before.crash_class} (signature {before.signature}) is gone; start-up now gets further by the engine's "
+        f"own stages ({reached}) and stops at {after.crash_class}"
     )
     return Decision(True, "crash_progress", reason)
+
+
+def _stages(record: StartUp) -> str:
+    return ", ".join(record.stages) or "none"
+
+
+def crash_fixed(crash: StartUp, healthy: StartUp) -> str:
+    """The evidence of a crash fix: the crash the accepted trees had with these flags, then a healthy start."""
+    return (
+        f"with these flags the accepted tree crashed ({crash.crash_class}, {crash.log}: {crash.key_line}); "
+        f"with the change it starts healthy in {healthy.seconds:.0f} s ({healthy.log})"
+    )
+
+
+def quality_restored(
+    task: Task, accepted: dict[str, dict], pending: dict[str, dict], before: dict, after: dict
+) -> Decision | None:
+    """Quality checks that fail on the accepted configuration and pass on the change beyond both 95% intervals:
+    kept unless a speed target the accepted configuration meets got worse beyond noise and misses it (speed
+    figures are compared only where the change has them: none is demanded first). None when nothing was restored."""
+    restored = [
+        key
+        for key, result in accepted.items()
+        if not result.get("passed")
+        and pending.get(key, {}).get("passed")
+        and (pending[key].get("ci_low") or 0) > (result.get("ci_high") or 1)
+    ]
+    if not restored:
+        return None
+    shown = "; ".join(
+        f"{key} {accepted[key].get('score'):.3f} (95% CI {accepted[key].get('ci_low'):.3f}-"
+        f"{accepted[key].get('ci_high'):.3f}, failed) -> {pending[key].get('score'):.3f} (95% CI "
+        f"{pending[key].get('ci_low'):.3f}-{pending[key].get('ci_high'):.3f}, passed)"
+        for key in restored
+    )
+    comparisons = compare(task, before, after)
+    facts = [c.to_dict() for c in comparisons]
+    speed = "; ".join(c.describe() for c in comparisons)
+    missed = _missed(task, comparisons, after)
+    if missed:
+        names = " and ".join(f"{c.key} ({c.change:+.1%})" for c in missed)
+        reason = f"quality restored ({shown}), but {names} got worse beyond noise and would miss its target: {speed}"
+        return Decision(False, "loss", reason, comparisons=facts)
+    kept = f"quality restored: {shown}, beyond both intervals" + (f"; speed on both sides: {speed}" if speed else "")
+    return Decision(True, "quality_restored", kept, comparisons=facts)
 
 
 def short_of(again: StartUp, accepted: StartUp | None) -> str | None:
@@ -59,10 +115,8 @@ def failed_quality(quality: dict[str, dict]) -> list[str]:
     return [key for key, result in quality.items() if not result.get("passed")]
 
 
-def improvement(task: Task, before: dict[str, list[Sample]], after: dict[str, list[Sample]]) -> Decision | None:
-    """Compare each speed figure measured on both sides (check key -> comparable samples); None when no figure
-    has samples on both sides. A gain beyond the bar keeps; a figure worse beyond its bar is a trade when each
-    of its pending samples still meets its target, and reverts the change otherwise."""
+def compare(task: Task, before: dict[str, list[Sample]], after: dict[str, list[Sample]]) -> list[noise.Comparison]:
+    """Each speed figure measured on both sides (check key -> comparable samples), against its noise bar."""
     comparisons = []
     for key, pending in after.items():
         accepted = before.get(key) or []
@@ -74,25 +128,44 @@ def improvement(task: Task, before: dict[str, list[Sample]], after: dict[str, li
         old, new = [s.value for s in accepted], [s.value for s in pending]
         metric = item.kind.headline(item.spec)
         comparisons.append(noise.compare(key, metric, old, new, task.checks.min_improvement, resolution=resolution))
+    return comparisons
+
+
+def improvement(task: Task, before: dict[str, list[Sample]], after: dict[str, list[Sample]]) -> Decision | None:
+    """Compare each speed figure measured on both sides; None when no figure has samples on both sides. A gain
+    beyond the bar keeps; a figure worse beyond its bar is a trade when each of its pending samples still meets
+    its target, and reverts the change otherwise."""
+    comparisons = compare(task, before, after)
     if not comparisons:
         return None
     shown = "; ".join(c.describe() for c in comparisons)
     facts = [c.to_dict() for c in comparisons]
     if not any(c.better for c in comparisons):
         return Decision(False, "no_gain", f"no improvement beyond noise: {shown}", comparisons=facts)
-    worse = [c for c in comparisons if c.worse]
-    missed = [c for c in worse if not holds_target(task, c.key, after[c.key])]
+    missed = _missed(task, comparisons, after)
     if missed:
         names = " and ".join(f"{c.key} ({c.change:+.1%})" for c in missed)
         reason = f"{names} got worse beyond noise and would miss its target, against a gain elsewhere: {shown}"
         return Decision(False, "loss", reason, comparisons=facts)
+    worse = [c for c in comparisons if c.worse]
     if worse:
         shown += ". Kept as a trade: " + "; ".join(
-            f"{c.key} got worse ({c.change:+.1%}) but each of its {len(c.pending)} samples still meets its target"
+            f"{c.key} got worse ({c.change:+.1%}) but each of its {len(c.pending)} samples "
+            f"({', '.join(f'{v:.4g}' for v in c.pending)}) still meets its target {_goal(task, c.key)}"
             for c in worse
         )
         return Decision(True, "trade", shown, comparisons=facts)
     return Decision(True, "gain", shown, comparisons=facts)
+
+
+def _missed(task: Task, comparisons: list[noise.Comparison], after: dict[str, list[Sample]]) -> list:
+    """The figures that got worse beyond noise and whose pending samples do not all meet their target."""
+    return [c for c in comparisons if c.worse and not holds_target(task, c.key, after[c.key])]
+
+
+def _goal(task: Task, key: str) -> object:
+    item = registry.by_key(task, key)
+    return item.kind.goal(item.spec)
 
 
 def holds_target(task: Task, key: str, samples: list[Sample]) -> bool:

@@ -136,9 +136,9 @@ class Decision:
 # The rules a decision can name (the tool result and the transcript say which one decided, and its margin).
 RULES = {
     "crash_gone": "the accepted configuration crashed and the change starts healthy",
+    "crash_fix": "with the pending flags the accepted tree crashed, and the source change starts it healthy",
     "crash_progress": "both crash, and the change gets further by the engine's own start-up stages",
     "no_progress": "the crash is the same, or start-up got no further by the engine's stages",
-    "breaks_healthy": "the accepted configuration started and the change does not",
     "quality_restored": "a failing quality check now passes beyond its interval, no met target lost",
     "quality_failed": "a quality check fails on the change",
     "gain": "a speed figure improved beyond the noise bar",

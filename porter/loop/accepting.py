@@ -15,10 +15,10 @@ import json
 
 from porter.checks import registry
 from porter.engines.serve import Launch
-from porter.engines.startup_stage import startup_stage
+from porter.engines.startup_stage import forged_stages, startup_stage
 from porter.errors import ToolError
 from porter.ledger import decision, evidence
-from porter.ledger.records import Attempt, Decision, Side, StartUp
+from porter.ledger.records import RULES, Attempt, Decision, Side, StartUp
 from porter.ledger.state import all_targets_met, target_report
 from porter.loop import measuring, observations
 from porter.loop.run_context import RunContext
@@ -33,7 +33,7 @@ REVERTED_DIFF_LIMIT = 1 << 20  # a reverted edit larger than this (a tree full o
 def start_up(ctx: RunContext, launch: Launch) -> StartUp:
     """A launch as the record a decision reads."""
     triage = launch.triage
-    return StartUp(
+    record = StartUp(
         healthy=launch.healthy,
         seconds=round(launch.seconds, 2),
         log=str(launch.log_path.relative_to(ctx.run_dir)),
@@ -41,9 +41,12 @@ def start_up(ctx: RunContext, launch: Launch) -> StartUp:
         crash_class=launch.crash_class,
         signature=triage.signature if triage else None,
         key_line=triage.key_line if triage else None,
-        stage=None if launch.healthy else startup_stage(launch.log_path, triage.key_line_no if triage else None),
         findings=[finding_dict(f) for f in (triage.findings if triage else [])],
     )
+    if not launch.healthy:
+        key_line = triage.key_line_no if triage else None
+        record.stage, record.stages = startup_stage(launch.log_path, ctx.task.engine, key_line)
+    return record
 
 
 def record_serve(ctx: RunContext, launch: Launch) -> StartUp:
@@ -83,28 +86,88 @@ def accept(ctx: RunContext, summary: str, why: str) -> dict:
             + "\nUndo these (a reinstall or edit outside the repos is not a change porter can keep), or make the "
             "change inside a declared repo; outputs the engine writes itself belong in sandbox.build_products."
         )
-    verdict = _decide(ctx, served, current)
+    if not served.healthy and ctx.state.accepted.crash_class is None:
+        raise ToolError(
+            f"accept refused: the accepted configuration starts and the pending change does not ({served.crash_class});"
+            " a change is kept past a crash only when the accepted configuration crashed too. The pending change is "
+            "left as it is: fix the crash and serve, or revert."
+        )
+    baseline = ctx.state.accepted_config
+    fix = _commit_crash_fix(ctx, summary, why, served) if served.healthy else None
+    verdict = _decide(ctx, served, current, baseline)
+    if fix and not verdict.keep:
+        verdict.reason += f". The crash fix stays kept, as its own commit ({fix})"
     if verdict.keep:
         return _keep(ctx, summary, why, verdict)
     return revert(ctx, reason=verdict.reason, verdict=verdict)
 
 
-def _decide(ctx: RunContext, served: StartUp, current: str) -> Decision:
+def _decide(ctx: RunContext, served: StartUp, current: str, baseline: str | None) -> Decision:
     accepted_crash = ctx.state.accepted.crash_class
     if not served.healthy:
-        return _past_crash(ctx, accepted_crash is not None, served)
+        return _past_crash(ctx, served)
     _ensure_quality(ctx, current)
     failed = decision.failed_quality(_quality(ctx, current))
     if failed:
         return Decision(False, "quality_failed", f"quality below the bar: {', '.join(failed)}; the change is not kept")
     if accepted_crash:
-        return Decision(True, "crash_gone", f"{accepted_crash} is gone: the server now starts")
-    return _improvement(ctx, current)
+        before = ctx.state.accepted.serve
+        reason = f"{accepted_crash} (signature {before.signature}, {before.log}) is gone: the server now starts"
+        return Decision(True, "crash_gone", reason)
+    before, after, missing = _speed_samples(ctx, current, baseline, top_up=False)
+    restored = decision.quality_restored(ctx.task, _quality(ctx, baseline), _quality(ctx, current), before, after)
+    return restored or _improvement(ctx, current, baseline)
 
 
-def _past_crash(ctx: RunContext, accepted_crashed: bool, served: StartUp) -> Decision:
-    before = ctx.state.accepted.serve if accepted_crashed else ctx.state.pending.first_crash
-    verdict = decision.past_crash(before, served)
+def _commit_crash_fix(ctx: RunContext, summary: str, why: str, served: StartUp) -> dict[str, str] | None:
+    """A source change that turned a crash of the accepted trees (with the pending flags) into a healthy start is
+    its own commit, before the flags it unblocked are judged: kept whatever becomes of them."""
+    state, crash = ctx.state, ctx.state.pending.first_crash
+    dirty = [name for name, repo in ctx.repos.items() if repo.is_dirty()]
+    if crash is None or not dirty or state.flags == state.accepted_flags:
+        return None
+    seen, accepted = state.configs.get(crash.fingerprint), state.configs.get(state.accepted_config)
+    if seen is None or accepted is None or seen.repos != accepted.repos or seen.flags != dict(state.flags):
+        return None  # the crash came from the pending edits themselves, or from other flags: no evidence of a fix
+    proof = decision.crash_fixed(crash, served)
+    failed = f"The server failed to start: {crash.crash_class}.\n    {crash.key_line}\n(log: {crash.log})"
+    commits = {}
+    for name in dirty:
+        repo = ctx.repos[name]
+        message = commit_message(
+            f"Fix {crash.crash_class}: {summary}", failed, why or summary, ", ".join(repo.changed_files()), proof
+        )
+        commits[name] = repo.accept(state.repos[name], message)
+    state.pending.first_crash = None
+    ctx.mark_accepted()
+    _attempt(
+        ctx,
+        f"fix {crash.crash_class}",
+        "kept",
+        proof,
+        commits,
+        {},
+        crash=crash.crash_class,
+        rule="crash_fix",
+        fingerprint=served.fingerprint,
+        moves=[f"{name}: fix" for name in dirty],
+    )
+    ctx.transcript.record(
+        "accept",
+        step=state.step,
+        summary=f"fix {crash.crash_class}",
+        evidence=proof,
+        commits=commits,
+        flags={},
+        rule="crash_fix",
+    )
+    return commits
+
+
+def _past_crash(ctx: RunContext, served: StartUp) -> Decision:
+    printed = {stage for repo in ctx.repos.values() for stage in _forged(ctx, repo)}
+    forged = [stage for stage, _ in ctx.task.engine.stages if stage in printed]  # in start-up order
+    verdict = decision.past_crash(ctx.state.accepted.serve, served, forged)
     if not verdict.keep:
         return verdict
     if ctx.state.flags != ctx.state.accepted_flags:
@@ -118,9 +181,12 @@ def _past_crash(ctx: RunContext, accepted_crashed: bool, served: StartUp) -> Dec
             ctx.state.accepted.serve = again
             verdict.flags_too = False
             return verdict
-    # Flags that crash are only kept if the accepted configuration crashed anyway.
-    verdict.flags_too = accepted_crashed
-    return verdict
+    return verdict  # flags that crash are kept: the accepted configuration crashed anyway
+
+
+def _forged(ctx: RunContext, repo) -> list[str]:
+    diff = repo.bounded_diff(REVERTED_DIFF_LIMIT) if repo.is_dirty() else b""
+    return forged_stages(ctx.task.engine, (diff or b"").decode(errors="replace"))
 
 
 def _quality_short(ctx: RunContext, again: StartUp) -> str | None:
@@ -142,21 +208,27 @@ def _serve_with_accepted_flags(ctx: RunContext) -> StartUp:
     return record
 
 
-def _improvement(ctx: RunContext, current: str) -> Decision:
-    accepted = ctx.state.accepted_config
+def _speed_samples(ctx: RunContext, current: str, baseline: str | None, top_up: bool) -> tuple[dict, dict, list]:
+    """The speed figures measured on both sides (check key -> samples), topped up to the kind's minimum when asked,
+    and the checks whose accepted side has too few samples."""
     before, after, missing = {}, {}, []
     for item in [d for d in registry.declared(ctx.task) if d.kind.performance]:
         pending = evidence.comparable(ctx.state, item, current)
         if not pending:
             continue
-        if len(pending) < item.kind.min_samples:
+        if top_up and len(pending) < item.kind.min_samples:
             measuring.measure(ctx, item.kind.name, extra=item.kind.min_samples - len(pending))
             pending = evidence.comparable(ctx.state, item, current)
-        earlier = evidence.comparable(ctx.state, item, accepted)
-        if len(earlier) < item.kind.min_samples:
+        earlier = evidence.comparable(ctx.state, item, baseline)
+        if len(earlier) < item.kind.min_samples or len(pending) < item.kind.min_samples:
             missing.append(item.key)
             continue
         before[item.key], after[item.key] = earlier, pending
+    return before, after, missing
+
+
+def _improvement(ctx: RunContext, current: str, baseline: str | None) -> Decision:
+    before, after, missing = _speed_samples(ctx, current, baseline, top_up=True)
     verdict = decision.improvement(ctx.task, before, after)
     if verdict is None and not missing:
         raise ToolError("no throughput or single_stream result for the pending change; run_check one, then accept")
@@ -173,7 +245,7 @@ def _ensure_quality(ctx: RunContext, fingerprint: str) -> None:
         ctx.run_check("quality")
 
 
-def _quality(ctx: RunContext, fingerprint: str) -> dict[str, dict]:
+def _quality(ctx: RunContext, fingerprint: str | None) -> dict[str, dict]:
     return {key: result for key, result in ctx.state.checks_on(fingerprint).items() if key.startswith("quality:")}
 
 
@@ -220,7 +292,10 @@ def _keep(ctx: RunContext, summary: str, why: str, verdict: Decision) -> dict:
         "accept", step=state.step, summary=summary, evidence=proof, commits=commits, flags=kept_flags,
         flags_kept=flags_too, refreshed=refreshed, **facts,
     )  # fmt: skip
-    message = f"kept: {proof}. Commits: {commits or 'none (flags only)'}; flags kept: {kept_flags or 'none'}."
+    message = (
+        f"kept by rule {verdict.rule} ({RULES[verdict.rule]}): {proof}. Commits: {commits or 'none (flags only)'};"
+    )
+    message += f" flags kept: {kept_flags or 'none'}."
     quality = _quality(ctx, fingerprint) if fingerprint else {}
     if quality:
         shown = "; ".join(observations.check(key, result) for key, result in quality.items())
@@ -300,7 +375,8 @@ def revert(ctx: RunContext, reason: str, verdict: Decision | None = None) -> dic
     _attempt(ctx, f"reverted: {reason}", "reverted", reason, {}, flag_changes, crash, **facts)
     ctx.transcript.record("revert", step=state.step, reason=reason, files=files, flags=flag_changes, **facts)
     message = (
-        f"reverted ({reason}). Dropped the pending edits to: {files or 'none'}; dropped the flag values "
+        f"reverted by rule {rule} ({RULES[rule]}): {reason}. Dropped the pending edits to: {files or 'none'}; "
+        "dropped the flag values "
         f"{json.dumps(flag_changes) if flag_changes else 'none'} (flags are back to the accepted ones). "
         "The server was stopped; call serve before measuring again."
     )

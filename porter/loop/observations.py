@@ -13,6 +13,13 @@ import json
 from porter.checks import registry
 from porter.checks.render import number
 
+# Said first when the accepted configuration itself fails quality: tuning speed on wrong answers is wasted.
+QUALITY_FAILS_FIRST = (
+    "Quality fails on the accepted configuration ({checks}): look for a numerical defect first (a weight loaded "
+    "into the wrong slot, a kernel or dtype path that differs on ROCm, a checkpoint config field) before tuning "
+    "speed. A change that makes it pass beyond its interval is kept on that alone (rule quality_restored)."
+)
+
 
 def check(key: str, result: dict) -> str:
     """A check result as its kind renders it, with what its repeated samples mean for a speed figure."""

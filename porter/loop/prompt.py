@@ -46,14 +46,19 @@ the smallest fix (edit_file / apply_patch for source and configs, set_flags for 
 (run_check) -> accept, or revert. Measure the baseline before changing anything for speed. Change one thing
 at a time, so a measurement says what it was for.
 
-Rules porter enforces: a pending change (diffs + flags) is kept by `accept` only when it removes the crash
-of the accepted configuration, or improves throughput / single-stream speed beyond noise with quality within
-tolerance; otherwise it is reverted and you are told why. Beyond noise means past a bar: the larger of
-{min_gain} and a 95% bound from the spread of both configurations' samples (plus {steps} x the knee's bracket
-for a sweep, whose knee is only known to a bracket); each accept and revert states the bar. Every speed check
-measured on both configurations is compared: one that gets worse beyond noise is accepted only as a trade,
-when each of its new samples still meets its target. Serve after every change before measuring. porter ends
-the run itself once the accepted configuration meets every target; when nothing sensible is left to try, call
+Rules porter enforces: a pending change (diffs + flags) is kept by `accept` only on evidence porter owns,
+and every accept and revert names the rule that decided it: a change that removes the crash of the accepted
+configuration (crash_gone), or, when the accepted configuration crashed too, gets further by the engine's own
+start-up stage lines (crash_progress; lines your change prints itself do not count); a source fix that makes
+the accepted tree start with flags that crashed it is committed on its own (crash_fix), whatever becomes of
+those flags; a quality check that failed passes beyond its interval (quality_restored); or throughput /
+single-stream speed improves beyond noise with quality within tolerance (gain). A change that crashes where
+the accepted configuration starts is never kept. Beyond noise means past a bar: the larger of {min_gain} and a
+95% bound from the spread of both configurations' samples (plus {steps} x the knee's bracket for a sweep,
+whose knee is only known to a bracket); each accept and revert states the bar. Every speed check measured on
+both configurations is compared: one that gets worse beyond noise is accepted only as a trade, when each of
+its new samples still meets its target. Serve after every change before measuring. porter ends the run itself
+once the accepted configuration meets every target; when nothing sensible is left to try, call
 finish with the reason.
 """
 

@@ -354,7 +354,15 @@ def flag_mentions(log_path, flags: list[str], per_flag: int = 3) -> dict[str, li
 def run_check(ctx: RunContext, kind: str) -> Result:
     results = ctx.run_check(kind)
     lines = [observations.check(key, result) for key, result in results.items()]
-    return ("\n".join(lines), {"kind": kind, "results": results})
+    failing = [
+        key for key, result in results.items() if registry.kind_of(key).name == "quality" and not result.get("passed")
+    ]
+    if failing and not ctx.is_pending():
+        lines.insert(0, observations.QUALITY_FAILS_FIRST.format(checks=", ".join(failing)))
+    return (
+        "\n".join(lines),
+        {"kind": kind, "results": results, "accepted_quality_fails": failing if not ctx.is_pending() else []},
+    )
 
 
 @tool(
