@@ -62,6 +62,10 @@ def validate(task: str, as_json: bool) -> None:
         from porter.sandbox.docker_options import docker_run_words
 
         click.echo(f"# docker options: {' '.join(docker_run_words(spec))}", err=as_json)
+        from porter.upstream_facts import layout_notes
+
+        for note in layout_notes(spec.sandbox.image, {repo.name: repo.path for repo in spec.repos}):
+            click.echo(f"# {note}", err=as_json)
 
 
 @main.command()
