@@ -289,7 +289,7 @@ def data() -> None:
 
 
 @data.command(name="get")
-@click.argument("name", type=click.Choice(["gsm8k", "gpqa-diamond"]))
+@click.argument("name", type=click.Choice(["gsm8k", "gsm8k-train", "gpqa-diamond"]))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Folder (default: $PORTER_DATA/<set>).")
 def data_get(name: str, out_dir) -> None:
     """Download NAME from the Hugging Face Hub as JSONL (+ .sha256); GPQA needs HF_TOKEN."""

@@ -250,6 +250,11 @@ class QualityCheckSpec(Spec):
     dataset: str = Field(min_length=1, description="Dataset path, or `builtin:NAME` for a set shipped with porter.")
     samples: int = Field(200, ge=1, description="Questions to ask (the first N after a seeded shuffle).")
     few_shot: int = Field(5, ge=0, description="Few-shot examples in the prompt (gsm8k).")
+    few_shot_dataset: str | None = Field(
+        None,
+        description="File the few-shot examples come from (gsm8k; lm-eval takes them from the train split). "
+        "Unset: they are drawn from `dataset`, and that many fewer of its questions are asked.",
+    )
     metric: Literal["strict_match", "flexible_match", "accuracy"] = Field("flexible_match")
     max_tokens: int = Field(512, ge=1, description="Generation budget per question.")
     reference: float | None = Field(None, ge=0, le=1, description="Reference score (e.g. of the FP8 model).")
