@@ -62,6 +62,10 @@ def validate(task: str, as_json: bool) -> None:
         from porter.sandbox.docker_options import docker_run_words
 
         click.echo(f"# docker options: {' '.join(docker_run_words(spec))}", err=as_json)
+        from porter.upstream_facts import layout_notes
+
+        for note in layout_notes(spec.sandbox.image, {repo.name: repo.path for repo in spec.repos}):
+            click.echo(f"# {note}", err=as_json)
 
 
 @main.command()
@@ -297,7 +301,7 @@ def data() -> None:
 
 
 @data.command(name="get")
-@click.argument("name", type=click.Choice(["gsm8k", "gpqa-diamond"]))
+@click.argument("name", type=click.Choice(["gsm8k", "gsm8k-train", "gpqa-diamond"]))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Folder (default: $PORTER_DATA/<set>).")
 def data_get(name: str, out_dir) -> None:
     """Download NAME from the Hugging Face Hub as JSONL (+ .sha256); GPQA needs HF_TOKEN."""

@@ -265,3 +265,49 @@ def test_failed_requests_count_as_wrong_and_are_reported(server, tmp_path):
     server.reset(fail_every=1)  # a server failing most questions stops the check: its score would be a lie
     with pytest.raises(CheckError, match="failed 6 of 6 questions.*HTTP 500"):
         quality.run_quality(server.url, spec)
+
+
+def test_shots_from_a_separate_file_leave_every_question_to_ask(server, tmp_path):
+    """lm-eval's gsm8k takes its 5 shots from the train split and asks all 1319 test questions."""
+    answers = write_gsm8k(tmp_path / "test.jsonl", 12)
+    shots = [{"question": f"Train question {n}?", "answer": f"Worked.\n#### {n}"} for n in range(8)]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in shots))
+    server.reset(answers={q: f" {a.split(chr(10))[-1]}" for q, a in answers.items()})
+    spec = QualityCheckSpec(
+        name="gsm8k",
+        kind="gsm8k",
+        dataset=str(tmp_path / "test.jsonl"),
+        few_shot_dataset=str(tmp_path / "train.jsonl"),
+        samples=12,
+        few_shot=5,
+        minimum=0.5,
+    )
+    outcome = quality.run_quality(server.url, spec)
+    assert (outcome.n, outcome.errors, outcome.score) == (12, 0, 1.0)
+    assert sorted(outcome.question_ids) == list(range(12))
+    asked, chosen = quality.choose(12, 12, 5, shot_pool=8)
+    assert len(chosen) == 5 and all(0 <= shot < 8 for shot in chosen) and sorted(asked) == list(range(12))
+    without = quality.run_quality(server.url, spec.model_copy(update={"few_shot_dataset": None}))
+    assert without.n == 7  # the shots come out of the test set: 5 fewer questions
+
+
+def test_a_short_few_shot_file_is_named(tmp_path):
+    write_gsm8k(tmp_path / "test.jsonl", 4)
+    (tmp_path / "train.jsonl").write_text(json.dumps({"question": "q", "answer": "#### 1"}) + "\n")
+    spec = QualityCheckSpec(
+        name="g",
+        kind="gsm8k",
+        dataset=str(tmp_path / "test.jsonl"),
+        few_shot_dataset=str(tmp_path / "train.jsonl"),
+        few_shot=2,
+        minimum=0,
+    )
+    with pytest.raises(CheckError, match="train.jsonl has 1 rows, fewer than the check's 2 few-shot"):
+        quality.read_shot_rows(spec)
+
+
+def test_the_answer_deadline_grows_with_the_generation_budget():
+    assert quality.quality_deadlines(1024).total_s == quality.QUALITY_DEADLINES.total_s  # GSM8K keeps 180 s
+    long = quality.quality_deadlines(16384)  # GPQA-Diamond at 16k tokens
+    assert long.total_s == long.first_byte_s > 16384 / quality.SLOWEST_HEALTHY_DECODE_TOK_S
+    assert quality.quality_deadlines(32768).total_s > long.total_s

@@ -25,6 +25,7 @@ from porter.checks.quality import MC_FIELDS, check_fields, read_rows
 
 TOKEN = "hf_test_token_not_real"
 GSM8K_ROWS = [{"question": f"What is {n} + {n}?", "answer": f"{n} + {n} = {2 * n}\n#### {2 * n}"} for n in range(250)]
+GSM8K_TRAIN_ROWS = [{"question": f"Train {n} - 1?", "answer": f"#### {n - 1}"} for n in range(130)]
 GPQA_HEADER = [
     "Pre-Revision Question",
     "Question",
@@ -73,13 +74,14 @@ class FakeHub(BaseHTTPRequestHandler):
     def do_GET(self):
         url = urllib.parse.urlsplit(self.path)
         query = dict(urllib.parse.parse_qsl(url.query))
-        if url.path == "/rows" and query.get("dataset") == "openai/gsm8k" and query.get("config") == "main":
+        split = {"test": GSM8K_ROWS, "train": GSM8K_TRAIN_ROWS}.get(query.get("split", ""))
+        if url.path == "/rows" and query.get("dataset") == "openai/gsm8k" and query.get("config") == "main" and split:
             offset, length = int(query["offset"]), min(int(query["length"]), 100)
             rows = [
-                {"row_idx": i, "row": GSM8K_ROWS[i], "truncated_cells": []}
-                for i in range(offset, min(offset + length, len(GSM8K_ROWS)))
+                {"row_idx": i, "row": split[i], "truncated_cells": []}
+                for i in range(offset, min(offset + length, len(split)))
             ]
-            self.send(200, json.dumps({"rows": rows, "num_rows_total": len(GSM8K_ROWS), "partial": False}).encode())
+            self.send(200, json.dumps({"rows": rows, "num_rows_total": len(split), "partial": False}).encode())
         elif url.path == "/datasets/Idavidrein/gpqa/resolve/main/gpqa_diamond.csv":
             if self.headers.get("Authorization") != f"Bearer {TOKEN}":
                 self.send(401, b'{"error": "Access to dataset Idavidrein/gpqa is restricted."}')
@@ -135,3 +137,11 @@ def test_gpqa_without_access_says_what_to_do(hub, tmp_path, token, said):
     assert result.returncode == 2 and said in result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "gpqa" / "gpqa_diamond.jsonl").exists()
     assert "hf_wrong" not in result.stderr  # the token's value is never printed
+
+
+def test_gsm8k_train_is_the_train_split_next_to_the_test_set(hub, tmp_path):
+    """lm-eval's gsm8k takes its shots from the train split; the real tasks read them from gsm8k/train.jsonl."""
+    result = data_get(hub, "gsm8k-train", tmp_path / "gsm8k", token=None)
+    assert result.returncode == 0, result.stderr
+    assert read_rows(tmp_path / "gsm8k" / "train.jsonl") == GSM8K_TRAIN_ROWS
+    assert not (tmp_path / "gsm8k" / "test.jsonl").exists()

@@ -3,13 +3,16 @@
 Covers reading the datasets (GSM8K JSONL `question`/`answer ... #### N`; GPQA CSV or JSONL with
 "Question", "Correct Answer", "Incorrect Answer 1..3"; `builtin:NAME` resolves to
 porter/checks/data/NAME.jsonl), choosing the questions (the first `samples` after a seeded shuffle)
-and the few-shot examples (a fixed seeded choice among the questions not asked), the fixed prompt
+and the few-shot examples (a fixed seeded choice from `few_shot_dataset` when the check names one, as lm-eval's
+gsm8k takes its shots from the train split and asks all 1319 test questions; else among the questions not asked,
+which asks that many fewer), the fixed prompt
 formats (gsm8k: POST /v1/completions, greedy, stop at "Question:"; multiple choice: one user
 message on POST /v1/chat/completions with the choices shuffled by a fixed seed), and the result
 with its Wilson interval and verdict. A dataset that is not UTF-8, has fields of the wrong type or
 too few rows for its few-shot examples is a CheckError naming the file and row; each question has a
-deadline and a byte cap, a malformed answer is that question's error, and a server failing more than
-a tenth of the questions stops the check (a hung server costs one deadline, not one per question).
+deadline that grows with `max_tokens` and a byte cap, a malformed answer is that question's error, and a
+server failing more than a tenth of the questions stops the check (a hung server costs one deadline, not one
+per question).
 Extraction and statistics live in scoring.py.
 """
 
@@ -38,6 +41,10 @@ CONCURRENCY = 32
 ATTEMPTS = 3
 # One non-streamed answer of max_tokens: it all arrives at the end, so first byte = total; a hang is not retried.
 QUALITY_DEADLINES = Deadlines(first_byte_s=180.0, total_s=180.0, max_bytes=4 << 20)
+# A long answer takes its length in decode time: the deadline allows this rate per request on top of a fixed
+# allowance for queueing and prefill (a reasoning model at GPQA's 16k tokens needs ~15 min; GSM8K's 1k keeps 180 s).
+SLOWEST_HEALTHY_DECODE_TOK_S = 20.0
+QUALITY_ALLOWANCE_S = 60.0
 # The check stops once more than this share of its questions failed (and at least MIN_FAILURES did).
 MAX_FAILURE_SHARE = 0.1
 MAX_DATASET_BYTES = 256 << 20  # GSM8K's test split is under 1 MB; the whole file is read into memory
@@ -53,6 +60,11 @@ class QualityCheckSpec(Spec):
     dataset: str = Field(min_length=1, description="Dataset path, or `builtin:NAME` for a set shipped with porter.")
     samples: int = Field(200, ge=1, description="Questions to ask (the first N after a seeded shuffle).")
     few_shot: int = Field(5, ge=0, description="Few-shot examples in the prompt (gsm8k).")
+    few_shot_dataset: str | None = Field(
+        None,
+        description="File the few-shot examples come from (gsm8k; lm-eval takes them from the train split). "
+        "Unset: they are drawn from `dataset`, and that many fewer of its questions are asked.",
+    )
     metric: Literal["strict_match", "flexible_match", "accuracy"] = Field("flexible_match")
     max_tokens: int = Field(512, ge=1, description="Generation budget per question.")
     reference: float | None = Field(None, ge=0, le=1, description="Reference score (e.g. of the FP8 model).")
@@ -203,14 +215,32 @@ def check_fields(rows: list[dict], fields: tuple[str, ...], path: Path) -> None:
             raise CheckError(f"{path}: row {number} lacks {missing}; expected fields {list(fields)}")
 
 
+def quality_deadlines(max_tokens: int) -> Deadlines:
+    """Each answer's deadline: never under QUALITY_DEADLINES, longer as the generation budget grows."""
+    total = max(QUALITY_DEADLINES.total_s, QUALITY_ALLOWANCE_S + max_tokens / SLOWEST_HEALTHY_DECODE_TOK_S)
+    return Deadlines(first_byte_s=total, total_s=total, max_bytes=QUALITY_DEADLINES.max_bytes)
+
+
 def read_dataset(spec: QualityCheckSpec) -> tuple[Path, list[dict]]:
     """The check's dataset file and its rows, checked: fields present as text, enough rows to ask anything."""
     path = resolve_dataset(spec.dataset)
     rows = read_rows(path)
     gsm8k = spec.kind == "gsm8k"
     check_fields(rows, ("question", "answer") if gsm8k else MC_FIELDS, path)
-    check_size(len(rows), spec.few_shot if gsm8k else 0, path)
+    check_size(len(rows), spec.few_shot if gsm8k and not spec.few_shot_dataset else 0, path)
     return path, rows
+
+
+def read_shot_rows(spec: QualityCheckSpec) -> list[dict] | None:
+    """The separate few-shot file's rows (gsm8k with `few_shot_dataset`), checked; None without one."""
+    if spec.kind != "gsm8k" or not spec.few_shot_dataset or not spec.few_shot:
+        return None
+    path = resolve_dataset(spec.few_shot_dataset)
+    rows = read_rows(path)
+    check_fields(rows, ("question", "answer"), path)
+    if len(rows) < spec.few_shot:
+        raise CheckError(f"{path} has {len(rows)} rows, fewer than the check's {spec.few_shot} few-shot examples")
+    return rows
 
 
 def check_size(count: int, few_shot: int, path: Path) -> None:
@@ -221,10 +251,13 @@ def check_size(count: int, few_shot: int, path: Path) -> None:
         )
 
 
-def choose(count: int, samples: int, few_shot: int) -> tuple[list[int], list[int]]:
-    """(asked, few-shot) row indices: the first `samples` of a seeded shuffle, few-shot among the rest."""
+def choose(count: int, samples: int, few_shot: int, shot_pool: int | None = None) -> tuple[list[int], list[int]]:
+    """(asked, few-shot) row indices: the first `samples` of a seeded shuffle; the few-shot examples among the
+    rest, or, given a separate file of `shot_pool` rows, indices into that file (and every question can be asked)."""
     order = list(range(count))
     random.Random(SEED).shuffle(order)
+    if shot_pool is not None:
+        return order[: min(samples, count)], random.Random(SEED + 1).sample(range(shot_pool), min(few_shot, shot_pool))
     asked = order[: max(0, min(samples, count - few_shot))]
     pool = order[len(asked) :]
     return asked, random.Random(SEED + 1).sample(pool, min(few_shot, len(pool)))
@@ -296,15 +329,22 @@ def reply_text(raw: bytes, chat: bool) -> str:
 
 
 def run_quality(
-    base_url: str, spec: QualityCheckSpec, model: str | None = None, deadlines: Deadlines = QUALITY_DEADLINES
+    base_url: str, spec: QualityCheckSpec, model: str | None = None, deadlines: Deadlines | None = None
 ) -> QualityResult:
-    """Ask the check's questions and score the replies (synchronous; runs its own event loop)."""
+    """Ask the check's questions and score the replies (synchronous; runs its own event loop). Each answer's
+    deadline is `deadlines`, by default quality_deadlines(spec.max_tokens)."""
+    deadlines = deadlines or quality_deadlines(spec.max_tokens)
     return asyncio.run(_run_quality(base_url.rstrip("/"), spec, model, deadlines))
 
 
 async def _run_quality(base_url: str, spec: QualityCheckSpec, model: str | None, deadlines: Deadlines) -> QualityResult:
     path, rows = read_dataset(spec)
-    asked, shots = choose(len(rows), spec.samples, spec.few_shot if spec.kind == "gsm8k" else 0)
+    shot_rows = read_shot_rows(spec)
+    few_shot = spec.few_shot if spec.kind == "gsm8k" else 0
+    asked, shots = choose(len(rows), spec.samples, few_shot, None if shot_rows is None else len(shot_rows))
+    if shot_rows is not None:  # the prompt reads shots by row index: the shot file's rows follow the questions
+        shots = [len(rows) + shot for shot in shots]
+        rows = rows + shot_rows
     async with make_session(CONCURRENCY, deadlines=deadlines) as session:
         model_id = await resolve_model(session, base_url, model, deadlines)
         gate = asyncio.Semaphore(CONCURRENCY)

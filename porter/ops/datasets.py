@@ -1,10 +1,12 @@
-"""`porter data get gsm8k|gpqa-diamond --out DIR`: the public test sets, as the quality check reads them.
+"""`porter data get gsm8k|gsm8k-train|gpqa-diamond --out DIR`: the public sets, as the quality check reads them.
 
 Covers downloading from the Hugging Face Hub with the standard library and writing JSONL plus a
 `sha256sum`-style file next to it:
 - gsm8k: openai/gsm8k, config `main`, split `test` (1319 rows). The hub stores it as parquet only, so the
   rows come as JSON from the hub's dataset viewer API (`/rows`, at most 100 a page), not through a
   parquet reader; each row keeps `question` and `answer` (`... #### N`).
+- gsm8k-train: the same, split `train` (7473 rows): where lm-eval's gsm8k takes its five shots (`fewshot_split:
+  train`), so all 1319 test questions are asked.
 - gpqa-diamond: Idavidrein/gpqa, file `gpqa_diamond.csv` (198 rows), a gated dataset: the user accepts its
   terms on the hub and exports a token (HF_TOKEN); each row keeps `Question`, `Correct Answer` and
   `Incorrect Answer 1..3`.
@@ -27,10 +29,10 @@ from pathlib import Path
 
 from porter.checks.quality import MC_FIELDS
 
-GSM8K = {"dataset": "openai/gsm8k", "config": "main", "split": "test", "fields": ("question", "answer")}
+GSM8K = {"dataset": "openai/gsm8k", "config": "main", "fields": ("question", "answer")}
 GPQA = {"repo": "Idavidrein/gpqa", "file": "gpqa_diamond.csv"}
 GPQA_FIELDS = MC_FIELDS  # the columns the multiple-choice check reads, as GPQA's CSV names them
-OUTPUT_NAMES = {"gsm8k": "test.jsonl", "gpqa-diamond": "gpqa_diamond.jsonl"}
+OUTPUT_NAMES = {"gsm8k": "test.jsonl", "gsm8k-train": "train.jsonl", "gpqa-diamond": "gpqa_diamond.jsonl"}
 TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 PAGE = 100  # the viewer API's largest page
 TIMEOUT_S = 60
@@ -43,14 +45,14 @@ class DataError(Exception):
 def default_out(name: str) -> Path:
     """Where the shipped real tasks look: $PORTER_DATA/gsm8k, $PORTER_DATA/gpqa (PORTER_DATA default /data/evals)."""
     root = Path(os.environ.get("PORTER_DATA") or "/data/evals")
-    return root / ("gsm8k" if name == "gsm8k" else "gpqa")
+    return root / ("gpqa" if name == "gpqa-diamond" else "gsm8k")
 
 
 def get(name: str, out_dir: Path) -> tuple[Path, str, int]:
     """Fetch `name` into out_dir; returns (file, sha256, rows)."""
     if name not in OUTPUT_NAMES:
         raise DataError(f"unknown dataset {name!r}; porter knows {sorted(OUTPUT_NAMES)}")
-    rows = _gsm8k_rows() if name == "gsm8k" else _gpqa_rows()
+    rows = _gpqa_rows() if name == "gpqa-diamond" else _gsm8k_rows("train" if name == "gsm8k-train" else "test")
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / OUTPUT_NAMES[name]
     data = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode()
@@ -62,12 +64,12 @@ def get(name: str, out_dir: Path) -> tuple[Path, str, int]:
     return path, digest, len(rows)
 
 
-def _gsm8k_rows() -> list[dict]:
+def _gsm8k_rows(split: str) -> list[dict]:
     server = os.environ.get("PORTER_DATASETS_SERVER", "https://datasets-server.huggingface.co").rstrip("/")
     rows: list[dict] = []
     total = None
     while total is None or len(rows) < total:
-        query = {k: GSM8K[k] for k in ("dataset", "config", "split")} | {"offset": len(rows), "length": PAGE}
+        query = {k: GSM8K[k] for k in ("dataset", "config")} | {"split": split, "offset": len(rows), "length": PAGE}
         page = json.loads(_fetch(f"{server}/rows?{urllib.parse.urlencode(query)}", token=_token(required=False)))
         total = page["num_rows_total"]
         if not page["rows"]:

@@ -289,15 +289,18 @@ def _mount_sources(task: Task) -> list[Finding]:
 def _datasets(task: Task) -> list[Finding]:
     findings = []
     for check in task.checks.quality:
-        try:
-            path = resolve_dataset(check.dataset)
-        except CheckError:
-            name = "gpqa-diamond" if check.kind == "multiple_choice" else "gsm8k"
-            fix = f"porter data get {name} --out {Path(check.dataset).parent}"
-            findings.append(Finding(f"dataset {check.name}", False, f"{check.dataset} does not exist", fix))
-            continue
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        findings.append(Finding(f"dataset {check.name}", True, f"{path} sha256 {digest}"))
+        files = [(check.name, check.dataset, "gpqa-diamond" if check.kind == "multiple_choice" else "gsm8k")]
+        if check.few_shot_dataset:
+            files.append((f"{check.name} few-shot", check.few_shot_dataset, "gsm8k-train"))
+        for label, reference, name in files:
+            try:
+                path = resolve_dataset(reference)
+            except CheckError:
+                fix = f"porter data get {name} --out {Path(reference).parent}"
+                findings.append(Finding(f"dataset {label}", False, f"{reference} does not exist", fix))
+                continue
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            findings.append(Finding(f"dataset {label}", True, f"{path} sha256 {digest}"))
     return findings
 
 

@@ -194,9 +194,10 @@ def _resolve_paths(data: dict, base: Path) -> None:
     checks = data.get("checks")
     if isinstance(checks, dict):
         for check in checks.get("quality") or []:
-            dataset = check.get("dataset") if isinstance(check, dict) else None
-            if isinstance(dataset, str) and not dataset.startswith("builtin:"):
-                check["dataset"] = str((base / dataset).resolve())
+            for key in ("dataset", "few_shot_dataset"):
+                dataset = check.get(key) if isinstance(check, dict) else None
+                if isinstance(dataset, str) and not dataset.startswith("builtin:"):
+                    check[key] = str((base / dataset).resolve())
 
 
 def _dotted(loc: tuple) -> str:
