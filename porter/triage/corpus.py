@@ -84,7 +84,7 @@ def rules_reading(log: str) -> dict[str, set[str]]:
     for line in log.splitlines():
         body = split_prefix(line)[1].strip()
         present = rules.gate_words(body.lower())
-        for rule in (*rules.RULES, rules.SLOW_FALLBACK, rules.DISPATCH_TRACE) if present else ():
+        for rule in (*rules.RULES, *rules.OTHER_CLASS_RULES) if present else ():
             if rule.matches(body, present):
                 found[rule.name].add(rule.category)
     return found

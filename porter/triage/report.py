@@ -17,6 +17,7 @@ from porter.triage import rules
 from porter.triage.excerpt import build_excerpt, estimate_tokens
 from porter.triage.lines import fold_key
 from porter.triage.scanner import Event, Scanner
+from porter.triage.toolchain import cuda_only_in_source
 
 KEY_LINE_LIMIT = 1_000
 
@@ -76,7 +77,8 @@ def first_compiler_error_wins(events: list[Event]) -> list[Event]:
     if not events or events[0].rule not in rules.COMPILER_RULES:
         return events
     diagnostics = sorted((event for event in events if event.rule in rules.COMPILER_RULES), key=lambda e: e.line_no)
-    if any(event.category == "missing_rocm_guard" for event in diagnostics):
+    quoted = ("\n".join(line for _, line in event.after) for event in diagnostics)  # the source under each
+    if any(event.category == "missing_rocm_guard" for event in diagnostics) or any(map(cuda_only_in_source, quoted)):
         for event in diagnostics:
             event.category = "missing_rocm_guard"
     rest = [event for event in events if event.rule not in rules.COMPILER_RULES]
@@ -86,6 +88,8 @@ def first_compiler_error_wins(events: list[Event]) -> list[Event]:
 def implicated_of(event: Event, facts: dict) -> str | None:
     if event.implicated:
         return event.implicated
+    if facts.get("origin"):  # the project file a toolchain error in a system header (or in none) came from
+        return str(facts["origin"])
     if facts.get("file"):
         return f"{facts['file']}:{facts.get('line')}"
     for key in ("library", "config_path", "kernel", "source"):
