@@ -14,6 +14,7 @@ from porter.triage.rules import (
     OTHER_CLASS_RULES,
     RULES,
     RUNTIME_LAYER_RULES,
+    STATED_COMPARISON,
     classify,
 )
 
@@ -165,7 +166,7 @@ def test_healthy_builds_and_memory_budgets_are_not_failures(line):
 
 
 def test_the_rule_sets_the_ablation_keeps_name_real_rules():
-    names = {rule.name for rule in (*RULES, *OTHER_CLASS_RULES, *GENERIC_RULES)}
+    names = {rule.name for rule in (*RULES, *OTHER_CLASS_RULES, *GENERIC_RULES, STATED_COMPARISON)}
     names |= {"exception", "unterminated_traceback", "status_code", "last_dispatched_kernel", "connection_lost"}
     assert GRAMMAR_RULES <= RUNTIME_LAYER_RULES
     assert RUNTIME_LAYER_RULES <= names, RUNTIME_LAYER_RULES - names

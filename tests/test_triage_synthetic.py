@@ -303,6 +303,22 @@ def test_a_written_log_buried_in_noise_keeps_its_class_and_key_line(written):
     assert written.key in buried.excerpt
 
 
+def test_a_cause_in_words_no_rule_reads_still_survives_noise_when_it_states_a_failed_comparison():
+    # An engine's own check (no class rule knows its wording) fails, the engine goes on a while, then dies with
+    # nothing more to say. The comparison line is kept in the excerpt, plain and buried, far from the death line's
+    # context, and decides no class by itself.
+    cause = "[2026-07-14 10:00:00 TP1] moe tile plan for gfx950: lds_bytes=163840 is larger than lds_limit=65536"
+    healthy = [f"[2026-07-14 10:00:{second:02d} TP1] Capturing batches (bs={second})" for second in range(1, 11)]
+    death = "[2026-07-14 10:00:12] Received sigquit from a child process. It usually means the child failed."
+    log = "\n".join([cause, *healthy, death]) + "\n"
+    plain = triage_text(log)
+    buried = triage_text(bury(log, count=5_000, seed=7)[0])
+    said = cause.split("] ", 1)[1]
+    assert said in plain.excerpt and said in buried.excerpt
+    assert plain.category == "other" and "sigquit" in plain.key_line  # the death leads; the comparison is shown
+    assert triage_text(cause + "\n").category == "ok"  # a comparison alone is no failure
+
+
 # One line per spelling of a mechanism (or of a line that must stay harmless), in the tools' own formats.
 SPELLINGS = [
     ("missing_rocm_guard", "/tmp/tmpk2x/main.c:5:10: fatal error: cuda.h: No such file or directory"),

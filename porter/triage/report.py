@@ -128,7 +128,9 @@ def signature_of(category: str, key_line: str, implicated: str | None) -> str:
 
 
 def build_triage(scanner: Scanner, token_budget: int) -> Triage:
-    events = candidate_events(scanner)
+    kept = candidate_events(scanner)
+    remarks = [event for event in kept if event.rule == rules.STATED_COMPARISON.name]  # shown, never a finding
+    events = [event for event in kept if event.rule != rules.STATED_COMPARISON.name]
     by_category: dict[str, list[Event]] = {}
     for event in events:
         by_category.setdefault(event.category, []).append(event)
@@ -138,7 +140,9 @@ def build_triage(scanner: Scanner, token_budget: int) -> Triage:
             findings.append(finding_for(category, category_events, scanner))
     if not findings:
         header = [f"== triage: ok (no error in {scanner.line_count} lines) =="]
-        excerpt = build_excerpt(header, None, [], scanner.head, list(scanner.tail), scanner.line_count, token_budget)
+        excerpt = build_excerpt(
+            header, None, remarks, scanner.head, list(scanner.tail), scanner.line_count, token_budget
+        )
         return Triage("ok", "", 0, None, "ok", excerpt, estimate_tokens(excerpt), [], {}, scanner.line_count)
     primary, key_event = findings[0]
     header = [f"== triage: {primary.category} at line {primary.key_line_no} of {scanner.line_count} =="]
@@ -152,7 +156,7 @@ def build_triage(scanner: Scanner, token_budget: int) -> Triage:
         header.append(
             f"also {finding.category} at line {finding.key_line_no} (x{event.count}): {finding.key_line[:160]}"
         )
-    others = [event for event in events if event is not key_event][:40]
+    others = [event for event in events if event is not key_event][:40] + remarks[:8]
     excerpt = build_excerpt(
         header, key_event, others, scanner.head, list(scanner.tail), scanner.line_count, token_budget
     )

@@ -130,6 +130,20 @@ GENERIC_RULES = (
     make_rule("error_line", "other", 40, ("error", "failed", "fatal", "exception"), ERROR_WORD.pattern),
     make_rule("process_died", "other", 30, ("exit", "killed", "aborted", "core dumped", "sig", "died"), DEATH.pattern),
 )
+# A line stating a comparison that did not hold (two values set against each other, one "larger than" the other,
+# "expected ... got", a negative amount): the grammar of an assertion's message in any program. It is no class and
+# never a finding (report.build_triage), only a line the excerpt keeps, so that the line naming a cause in words
+# no rule reads still survives when the log is buried in noise.
+STATED_COMPARISON = make_rule(
+    "stated_comparison",
+    "other",
+    22,
+    ("vs", "than", "expected", "match", "!=", "=-", " -"),
+    r"\S*\d\S*\s+vs\.?\s+\S*\d|(?i:\bis (?:larger|greater|bigger|smaller|less|more|fewer|lower|higher) than\b)"
+    r"|(?i:\bexpected\b.{0,80}\b(?:got|but (?:got|found|is|was|received))\b)"
+    r"|(?i:\b(?:does not|doesn't|do not|don't) match\b)|\S\s*!=\s*\S|(?:[=:]\s*|\bvalue\s+)-\d",
+    confidence=0.1,
+)
 COMPILER_RULES = frozenset(
     {"cuda_only_in_rocm_build", "compiler_error", "compiler_driver_error", "linker_error", "cmake_error"}
 )
@@ -171,6 +185,7 @@ GRAMMAR_RULES = frozenset(
         "error_line",
         "process_died",
         "hip_runtime_error",
+        "stated_comparison",
         "status_code",
         "compiler_error",
         "compiler_driver_error",
@@ -254,7 +269,7 @@ def classify(body: str) -> Match | None:
         return Match(DISPATCH_TRACE.name, DISPATCH_TRACE.category, DISPATCH_TRACE.score)
     if not_an_error:
         return None
-    for rule in GENERIC_RULES:
+    for rule in (*GENERIC_RULES, STATED_COMPARISON):
         if rule.name not in DISABLED and rule.matches(text, present):
             return Match(rule.name, rule.category, rule.score, rule.confidence)
     return None
@@ -262,7 +277,7 @@ def classify(body: str) -> Match | None:
 
 _GATE = AhoCorasick(
     sorted(
-        {word for rule in (*RULES, *OTHER_CLASS_RULES, *GENERIC_RULES) for word in rule.needs}
+        {word for rule in (*RULES, *OTHER_CLASS_RULES, *GENERIC_RULES, STATED_COMPARISON) for word in rule.needs}
         | {*STATUS_NEEDS, *EXPECTED_NEEDS, *NOT_AN_ERROR_NEEDS}
     )
 )
