@@ -4,7 +4,10 @@
 
 Figures (the last line printed is one JSON object):
 - category accuracy, and key-line accuracy (our key line names the labelled line: porter.triage.corpus.same_line);
-- leave-one-source-out (LOSO) category accuracy (porter.triage.corpus.leave_one_source_out). The rules are
+- category accuracy buried: the same logs inside `--noise-lines` lines of healthy engine noise;
+- leave-one-source-out (LOSO) figures (porter.triage.corpus.leave_one_source_out): category accuracy, plain and
+  buried, key-line accuracy and key-line recall, plain and buried (layered and strict; by tracker: category only),
+  each read while the held-out source's own rules are off. The rules are
   hand-written, not fitted, so "judged on logs from repositories they were not written against" is measured as an
   ablation: for each source, every class rule that reads a line of that source's logs (whether or not it decides the
   case: a rule outranked there would take over once the winner is off) and rightly reads a line of no other source's
@@ -95,6 +98,7 @@ def evaluate(case: dict, noise_lines_count: int) -> dict:
         "got": plain.category,
         "rule": plain.findings[0].rule.split("+")[0] if plain.findings else "",
         "category_ok": plain.category == case["category"],
+        "category_buried_ok": buried.category == case["category"],
         "key_ok": same_line(case["key_line"], plain.key_line),
         "label_in_log": label_in_log,
         "recall_plain": label_in_log and in_text(case["key_line"], plain.excerpt),
@@ -103,6 +107,25 @@ def evaluate(case: dict, noise_lines_count: int) -> dict:
         "tokens": plain.excerpt_tokens,
         "buried_tokens": buried.excerpt_tokens,
     }
+
+
+def held_out_judge(noise_lines_count: int):
+    """What leave_one_source_out reads per case while the case's source's rules are off: the class and the key
+    line, plain and buried in noise (recall only where the label quotes a line of the posted log)."""
+
+    def judge(case: dict) -> dict[str, bool | None]:
+        plain = triage_text(case["log"])
+        buried = triage_text(bury(case["log"], noise_lines_count, seed=len(case["log"]))[0])
+        label_in_log = in_text(case["key_line"], case["log"])
+        return {
+            "category": plain.category == case["category"],
+            "category_buried": buried.category == case["category"],
+            "key_line": same_line(case["key_line"], plain.key_line),
+            "recall_plain": in_text(case["key_line"], plain.excerpt) if label_in_log else None,
+            "recall_buried": in_text(case["key_line"], buried.excerpt) if label_in_log else None,
+        }
+
+    return judge
 
 
 def engine_log_blocks(seed: int, aiter_warnings: bool = False) -> str:
@@ -246,7 +269,9 @@ def print_table(results: list[dict]) -> None:
             f"{labelled:<5d} {statistics.median(r['tokens'] for r in rows):7.0f}"
         )
     for result in results:
-        misses = [name for name in ("category_ok", "key_ok", "buried_unchanged") if not result[name]]
+        misses = [
+            name for name in ("category_ok", "category_buried_ok", "key_ok", "buried_unchanged") if not result[name]
+        ]
         misses += [name for name in ("recall_plain", "recall_buried") if result["label_in_log"] and not result[name]]
         if misses:
             print(
@@ -268,8 +293,9 @@ def main() -> int:
     results = [evaluate(case, args.noise_lines) for case in cases]
     print_table(results)
     layered, strict = frozenset(rules.RUNTIME_LAYER_RULES), rules.GRAMMAR_RULES
-    loso = leave_one_source_out(cases, layered)
-    loso_strict = leave_one_source_out(cases, strict)
+    judge = held_out_judge(args.noise_lines)
+    loso = leave_one_source_out(cases, layered, judge=judge)
+    loso_strict = leave_one_source_out(cases, strict, judge=judge)
     by_tracker = leave_one_source_out(cases, layered, by_tracker=True)
     by_tracker_strict = leave_one_source_out(cases, strict, by_tracker=True)
     for name, figure in (
@@ -283,6 +309,8 @@ def main() -> int:
             f"switched off: {figure['rules_switched_off']}; "
             f"kept on only by declaration: {figure['kept_by_declaration']}"
         )
+    for name, figure in (("layered", loso), ("strict", loso_strict)):
+        print(f"leave-one-source-out ({name}), each figure: {figure['figures']}; misses: {figure['figure_misses']}")
     owed = owed_to_declarations(cases, layered, strict)
     print(f"layered cases right only while a rule is declared a lower layer (rules.Rule.layer names why): {owed}")
     figures = {
@@ -307,7 +335,10 @@ def main() -> int:
         "cases": total,
         "sources": len({r["source"] for r in results}),
         "category_accuracy": round(sum(r["category_ok"] for r in results) / total, 3),
+        "category_accuracy_buried": round(sum(r["category_buried_ok"] for r in results) / total, 3),
         "loso_category_accuracy": loso["accuracy"],
+        "loso_figures": loso["figures"],
+        "loso_strict_figures": loso_strict["figures"],
         "loso_strict_category_accuracy": loso_strict["accuracy"],
         "loso_by_tracker_category_accuracy": by_tracker["accuracy"],
         "loso_by_tracker_strict_category_accuracy": by_tracker_strict["accuracy"],

@@ -75,6 +75,25 @@ def test_what_the_figure_owes_a_declaration_is_gone_once_another_source_gives_ev
     assert owed_to_declarations(with_vllm, declared, rules.GRAMMAR_RULES) == {}
 
 
+def test_each_held_out_figure_is_counted_where_it_applies_while_the_source_rules_are_off():
+    line = "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`.\n"
+    cases = [
+        labelled("vllm-project/vllm", line, "out_of_memory", "a"),
+        labelled("sgl-project/sglang", line, "out_of_memory", "b") | {"key_line": "not in the log"},
+    ]
+
+    def judge(case):  # read while the held-out source's own rules are off
+        result = triage_text(case["log"])
+        quoted = case.get("key_line") != "not in the log"
+        return {"category": result.category == case["category"], "quoted": quoted or None}
+
+    figure = leave_one_source_out(cases, frozenset(), judge=judge)
+    assert figure["figures"] == {"category": 1.0, "quoted": 1.0}  # evidence from the other source keeps the rule
+    assert figure["figure_misses"] == {} and not rules.DISABLED
+    alone = leave_one_source_out(cases[:1], frozenset(), judge=judge)
+    assert alone["figures"]["category"] == 0.0 and alone["figure_misses"] == {"category": ["a"]}
+
+
 @needs_corpus
 @pytest.mark.parametrize("case", CASES, ids=[case["file"] for case in CASES])
 def test_the_labelled_key_line_is_in_the_excerpt_plain_and_buried(case):

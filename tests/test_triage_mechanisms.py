@@ -8,7 +8,15 @@ import pytest
 
 from porter.triage import triage_text
 from porter.triage.lines import split_prefix, triggered
-from porter.triage.rules import DISPATCH_TRACE, GENERIC_RULES, GRAMMAR_RULES, RULES, RUNTIME_LAYER_RULES, classify
+from porter.triage.rules import (
+    GENERIC_RULES,
+    GRAMMAR_RULES,
+    OTHER_CLASS_RULES,
+    RULES,
+    RUNTIME_LAYER_RULES,
+    STATED_COMPARISON,
+    classify,
+)
 
 # (rule, category, line): the rule that must read the line, and the class it gives
 MECHANISM_LINES = [
@@ -158,14 +166,14 @@ def test_healthy_builds_and_memory_budgets_are_not_failures(line):
 
 
 def test_the_rule_sets_the_ablation_keeps_name_real_rules():
-    names = {rule.name for rule in (*RULES, *GENERIC_RULES)}
-    names |= {"exception", "unterminated_traceback", "status_code", "last_dispatched_kernel"}
+    names = {rule.name for rule in (*RULES, *OTHER_CLASS_RULES, *GENERIC_RULES, STATED_COMPARISON)}
+    names |= {"exception", "unterminated_traceback", "status_code", "last_dispatched_kernel", "connection_lost"}
     assert GRAMMAR_RULES <= RUNTIME_LAYER_RULES
     assert RUNTIME_LAYER_RULES <= names, RUNTIME_LAYER_RULES - names
 
 
 def test_every_rule_the_layered_ablation_keeps_names_the_upstream_file_that_emits_its_wording():
-    declared = [rule for rule in (*RULES, DISPATCH_TRACE) if rule.layer]
+    declared = [rule for rule in (*RULES, *OTHER_CLASS_RULES) if rule.layer]
     assert {rule.name for rule in declared} == RUNTIME_LAYER_RULES - GRAMMAR_RULES
     for rule in declared:
         assert re.search(r"[\w/]+\.(?:cpp|c|h|cuh|hpp|py)\b", rule.layer), rule.name

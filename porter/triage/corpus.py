@@ -84,7 +84,7 @@ def rules_reading(log: str) -> dict[str, set[str]]:
     for line in log.splitlines():
         body = split_prefix(line)[1].strip()
         present = rules.gate_words(body.lower())
-        for rule in (*rules.RULES, rules.SLOW_FALLBACK, rules.DISPATCH_TRACE) if present else ():
+        for rule in (*rules.RULES, *rules.OTHER_CLASS_RULES) if present else ():
             if rule.matches(body, present):
                 found[rule.name].add(rule.category)
     return found
@@ -115,9 +115,17 @@ def _switched_off(cases: list[dict], source_of: Callable[[str], str], by_tracker
     return off
 
 
-def leave_one_source_out(cases: list[dict], kept: frozenset[str], by_tracker: bool = False) -> dict:
+def category_right(case: dict) -> dict[str, bool | None]:
+    return {"category": triage_text(case["log"]).category == case["category"]}
+
+
+def leave_one_source_out(
+    cases: list[dict], kept: frozenset[str], by_tracker: bool = False, judge: Callable = category_right
+) -> dict:
     """Category accuracy when each source (a code family, CODE_FAMILIES) is triaged with its own rules switched
-    off (`_switched_off`), except the rules in `kept`. `by_tracker`: the first definition (source = tracker)."""
+    off (`_switched_off`), except the rules in `kept`. `by_tracker`: the first definition (source = tracker).
+    `judge(case)` -> {figure: right, or None where the figure does not apply}, read while the source's rules are
+    off; `figures` holds each figure's share of right answers ("category" is the accuracy)."""
 
     def source_of(repo: str) -> str:
         return repo if by_tracker else CODE_FAMILIES.get(repo, repo)
@@ -127,6 +135,8 @@ def leave_one_source_out(cases: list[dict], kept: frozenset[str], by_tracker: bo
     for case in cases:
         by_source[source_of(case["source_repo"])].append(case)
     per_source, switched_off, kept_by_declaration, misses = {}, {}, {}, []
+    verdicts: dict[str, list[bool]] = defaultdict(list)
+    figure_misses: dict[str, list[str]] = defaultdict(list)
     for source, source_cases in sorted(by_source.items()):
         own_rules = off[source] - kept
         if off[source] & kept:  # what the figure owes to `kept` rather than to evidence from another source
@@ -134,15 +144,23 @@ def leave_one_source_out(cases: list[dict], kept: frozenset[str], by_tracker: bo
         rules.DISABLED.clear()
         rules.DISABLED.update(own_rules)
         try:
-            wrong = [case["file"] for case in source_cases if triage_text(case["log"]).category != case["category"]]
+            judged = [(case["file"], judge(case)) for case in source_cases]
         finally:
             rules.DISABLED.clear()
+        wrong = [name for name, verdict in judged if not verdict["category"]]
+        for name, verdict in judged:
+            for figure, right in verdict.items():
+                if right is not None:
+                    verdicts[figure].append(right)
+                    figure_misses[figure] += [] if right else [name]
         per_source[source] = f"{len(source_cases) - len(wrong)}/{len(source_cases)}"
         misses += wrong
         if own_rules:
             switched_off[source] = sorted(own_rules)
     return {
         "accuracy": round(1 - len(misses) / len(cases), 3),
+        "figures": {figure: round(sum(rights) / len(rights), 3) for figure, rights in verdicts.items()},
+        "figure_misses": {figure: sorted(names) for figure, names in figure_misses.items() if names},
         "per_source": per_source,
         "rules_switched_off": switched_off,
         "kept_by_declaration": kept_by_declaration,

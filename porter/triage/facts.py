@@ -12,8 +12,19 @@ from __future__ import annotations
 
 import re
 
-from porter.triage.mechanisms import COMPILER_DIAGNOSTIC, CUDA_ONLY, DTYPE
-from porter.triage.rules import KERNEL_HINT
+from porter.triage.mechanisms import DTYPE
+from porter.triage.rules import CUDA_ONLY_STATEMENT, KERNEL_HINT
+from porter.triage.toolchain import (
+    CMAKE_ERROR,
+    COMPILER_DIAGNOSTIC,
+    CUDA_ONLY,
+    ROCM_MACRO,
+    SYSTEM_PATH,
+    UNDEFINED,
+    cuda_only_in_message,
+    cuda_only_in_source,
+    origin_of,
+)
 
 SHAPE = re.compile(r"torch\.Size\(\[[\d, ]*\]\)|\[\d+(?:\s*,\s*\d+)+\]|\(\d+(?:\s*,\s*\d+)+\)")
 MODULE_NAME = re.compile(
@@ -38,6 +49,8 @@ GFX = re.compile(r"\bgfx\d\w*\b")
 COMPILER = re.compile(r"(?:^|[\s/])(hipcc|amdclang\+\+|clang\+\+|clang|g\+\+|gcc|c\+\+|nvcc|hipify\w*)(?=\s|$)")
 HEADER = re.compile(r"(?:'|\b)([\w/]+\.(?:h|hpp|cuh))(?:'|:)\s*(?:file not found|No such file)")
 QUOTED_SYMBOL = re.compile(r"['\"‘`]([^'\"’`]+)['\"’`]")
+DEFINED_ROCM_MACROS = ("USE_ROCM", "__HIP_PLATFORM_AMD__", "__HIPCC__")
+DEFINED_ROCM_MACRO = re.compile(r"\s-D(" + "|".join(DEFINED_ROCM_MACROS) + r")\b")  # in a compile command
 MOE_TUPLE_FIELDS = (
     "cu_num", "token", "model_dim", "inter_dim", "expert", "topk", "act_type", "dtype",
     "q_dtype_a", "q_dtype_w", "q_type", "use_g1u1", "doweight_stage1",
@@ -69,8 +82,34 @@ def _unique(values, limit: int = 12) -> list[str]:
 
 
 def compiler_facts(text: str, context: list[str]) -> dict:
-    match = COMPILER_DIAGNOSTIC.search(text)
+    """File, line, message, header or symbol of a toolchain error; the CUDA-only `api` and the ROCm `macro` a guard
+    would test; `origin`: where in the project the error is (its own file, or the project file that led to it)."""
+    key_line = text.split("\n", 1)[0]
+    facts = _diagnostic_facts(key_line)
+    compiler = next(filter(None, map(COMPILER.search, reversed(context))), None)
+    if compiler:
+        facts["compiler"] = compiler.group(1)
+    undefined = UNDEFINED.search(key_line)
+    if undefined:
+        facts["symbol"] = (undefined.group(1) or undefined.group(2)).strip()
+        library = re.search(r"(\S+\.so)\b", key_line)
+        facts["library"] = library.group(1) if library else None
+    resource = re.search(r"out of resource: ([\w ]+), Required: (\d+), Hardware limit: (\d+)", text)
+    if resource:
+        facts.update(resource=resource.group(1), required=int(resource.group(2)), limit=int(resource.group(3)))
+    facts.update(_guard_facts(key_line, text, context))
+    if facts.get("file") and not SYSTEM_PATH.match(facts["file"]):
+        facts["origin"] = f"{facts['file']}:{facts['line']}"
+    else:  # a system header's error, a link error or a missing tool: the project file that led there
+        origin = origin_of(text, context)
+        facts.update({"origin": origin} if origin else {})
+    return facts
+
+
+def _diagnostic_facts(key_line: str) -> dict:
+    """What a compiler's `file:line:col: error: message` or CMake's `CMake Error at file:line` says."""
     facts: dict = {}
+    match = COMPILER_DIAGNOSTIC.search(key_line)
     if match:
         message = match.group("message").strip()
         facts.update(file=match.group("file"), line=int(match.group("line") or match.group("nvcc_line")))
@@ -81,19 +120,24 @@ def compiler_facts(text: str, context: list[str]) -> dict:
             facts["header"] = header.group(1)
         if symbol:
             facts["symbol"] = symbol.group(1) if symbol.re is QUOTED_SYMBOL else symbol.group(0)
-    for line in reversed(context):
-        found = COMPILER.search(line)
-        if found:
-            facts["compiler"] = found.group(1)
-            break
-    undefined = re.search(r"undefined (?:symbol|reference to):?\s*[`']?([^\s`']+)", text)
-    if undefined:
-        facts["symbol"] = undefined.group(1)
-        library = re.search(r"(\S+\.so)\b", text)
-        facts["library"] = library.group(1) if library else None
-    resource = re.search(r"out of resource: ([\w ]+), Required: (\d+), Hardware limit: (\d+)", text)
-    if resource:
-        facts.update(resource=resource.group(1), required=int(resource.group(2)), limit=int(resource.group(3)))
+    cmake = CMAKE_ERROR.search(key_line)
+    if cmake and cmake.group("file"):
+        facts.update(file=cmake.group("file"), line=int(cmake.group("line")))
+    return facts
+
+
+def _guard_facts(key_line: str, text: str, context: list[str]) -> dict:
+    """The CUDA-only API the error, the source under it or the failing Python statement names, and the ROCm macro
+    a guard would test: the one the error names, else what the build defines (USE_ROCM first: torch's)."""
+    facts: dict = {}
+    statement = next(filter(None, map(CUDA_ONLY_STATEMENT.pattern.search, reversed(context))), None)
+    api = cuda_only_in_message(key_line) or cuda_only_in_source(text) or (statement and statement.group(0))
+    if api:
+        facts["api"] = api
+    macro = ROCM_MACRO.search(key_line)
+    defined = next((DEFINED_ROCM_MACRO.findall(line) for line in reversed(context) if " -D" in line), [])
+    if macro or defined:
+        facts["macro"] = macro.group(0) if macro else min(defined, key=DEFINED_ROCM_MACROS.index)
     return facts
 
 

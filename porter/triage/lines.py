@@ -50,7 +50,8 @@ TRIGGER_WORDS = (
     *("mismatch", "must match", "not match", "n't match", ".shape", "with shape", "shape is", "attempted to load"),
     *("param_data", "loaded_weight", "params_dict", "unexpected key", "missing key", "quantization", "quant_config"),
     *("exclude",),
-    # compilers and builds
+    # compilers, linkers, builds and the CUDA toolkit
+    *("fatal", "cannot find", "multiple definition", "recompile with", "cannot open shared", "cuda_home", "ptxas"),
     *(
         "compilerfailed",
         "inductorerror",
@@ -64,7 +65,8 @@ TRIGGER_WORDS = (
     *("of resource", "outofresource", "resources requested", "build stopped", "start build", "finish build"),
     # collectives and transport
     *("collective", "watchdog", "nccl warn", "nccl communicator", "processgroup", "process group", "tcpstore"),
-    *("rendezvous", "retry counter", "ibv_", "rdma"),
+    *("rendezvous", "retry counter", "ibv_", "rdma", "gloo", "c10d", "heartbeat", "nccl work", "reset by peer"),
+    *("closed by peer", "cuda failure", "hip failure", "socket timeout", "detected by watchdog", "could not build"),
     # start-up: timeouts, stalls, healthy markers
     *("timeout", "timed out", "times out", "timedout", "did not answer", "did not become", "did not start"),
     *("didn't become", "didn't start", "didn't answer", "still starting", "still loading", "still initiali"),
@@ -95,7 +97,8 @@ ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # (a Kubernetes line carrying a vLLM worker tag carrying a vLLM log header).
 PREFIX = re.compile(
     r"""^(?:
-      >[ ]?                                                               # markdown quote
+      >(?!>>)[ ]?                                           # markdown quote (lld's ">>> " is its own)
+    | -->                                                   # aiter's JIT history joins its tracebacks with it
     | \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+(?:(?:stdout|stderr)\s+[FP]\s)?  # k8s / CI
     | \d{4}-\d\d-\d\d[ ]\d\d:\d\d:\d\d(?:[.,]\d+)?\s+(?:\[[A-Za-z]+\]\s+)?               # stamp [Level]
     | \d{1,3}%\|[^|\n]{0,200}\|[^\[\n]{0,40}\[[^\]\n]{0,60}\]                         # a tqdm bar left on the line

@@ -1,35 +1,22 @@
 """The class rules: one per failure mechanism, whoever prints it, with the wording's sources named.
 
-Covers the table of class rules (a regex per mechanism as sglang, vLLM, aiter, composable_kernel, HIP/HSA,
-RCCL, the compilers, the build tools and Triton word it), the compiler-diagnostic grammar the table shares
-with facts.py, and the Rule type. A rule describes a mechanism (every KeyError on a quantised parameter
-name), never one log's text. How a line is classified, the generic error rules and the precedence rules
-live in rules.py.
+Covers the Rule type and the table of class rules (a regex per mechanism as sglang, vLLM, aiter,
+composable_kernel, HIP/HSA, RCCL, PyTorch c10d, gloo, the build tools and Triton word it). A rule describes a
+mechanism (every KeyError on a quantised parameter name), never one log's text. The rules that read the
+toolchain's own diagnostics (compilers, linkers, CMake, the CUDA toolkit asked for on ROCm) and their grammar
+live in toolchain.py and come first (rules.RULES); how a line is classified, the generic error rules and the
+precedence rules live in rules.py.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
-COMPILER_DIAGNOSTIC = re.compile(
-    r"(?:^|[\s(])(?P<file>[^\s:()'\"]+\.(?:c|cc|cpp|cxx|cu|cuh|h|hh|hpp|hip|inc|inl|cl))"
-    r"(?::(?P<line>\d+)(?::(?P<column>\d+))?:|\((?P<nvcc_line>\d+)\):)\s*(?:fatal\s+)?error:\s*(?P<message>.*)"
-)
-CUDA_ONLY = re.compile(
-    r"\b(?:cuda_runtime\w*(?:\.h)?|cuda_\w+\.h|cuda\.h|cuda[A-Z]\w*|CUDA_[A-Z_]+|cuda_bf16|__nv_\w+|nv_bfloat16\w*"
-    r"|cublas\w*|cusparse\w*|curand\w*|cufft\w*|cusolver\w*|nvrtc\w*|nvToolsExt\w*|cutlass\w*|cub::\w+|thrust::cuda"
-    r"|__shfl_\w*sync|__syncwarp|__nanosleep|nvcuda::\w+|wmma::\w+|cuda::\w+|ldmatrix|cp\.async|mma\.sync)"
-)
 DTYPE = re.compile(
     r"(?i:\b(?:torch\.)?(?:float8_e\w+|float8\w*|fp8e\w+|fp8_e\w+|e4m3\w*|e5m2\w*|e8m0\w*|float4_e\w+|mxfp4|fp4\w*"
     r"|bfloat16|bf16|float16|fp16|half|int4|uint4|int8|uint8|dtype)\b)"
-)
-# A compiler or linker driver speaking for itself (no file:line): `clang++: error: ...`, `ld.lld: error: ...`,
-# `fatal error: error in backend: ...` (LLVM). collect2's summary is a wrapper (build_failed).
-COMPILER_DRIVER = re.compile(
-    r"^(?:\S*/)?(?:clang|clang\+\+|amdclang\+\+|amdclang|hipcc|hipcc\.pl|gcc|g\+\+|c\+\+|cc1plus|nvcc|ld|ld\.lld"
-    r"|ld\.gold|lld)(?:-\d+)?: (?:fatal )?error: (?P<message>.*)|fatal error: error in backend: (?P<backend>.*)"
 )
 UNSUPPORTED = re.compile(
     r"(?i:not supported|unsupported|not supports?\b|does not support|no support|not implemented|should be one of"
@@ -44,13 +31,17 @@ class Rule:
     score: int
     pattern: re.Pattern[str]
     needs: tuple[str, ...]  # lower-case words one of which a matching line must contain: skips the regex cheaply
-    message_must_match: re.Pattern[str] | None = None  # searched in the match's `message` group
+    # searched in the match's `message` group (a pattern, or a function returning what it found or None)
+    message_must_match: re.Pattern[str] | Callable[[str], object] | None = None
     confidence: float = 0.8  # how far a match alone decides the class (the finding reports it)
     # The layer beneath the engines whose fixed wording this rule reads, with the upstream file that emits it,
     # when several engines surface that wording; empty for an engine's own sentences. A rule that names a layer
     # is kept on for a held-out source by the layered leave-one-source-out figure (rules.RUNTIME_LAYER_RULES),
     # so everything its pattern reads must be that layer's wording.
     layer: str = ""
+    # The line is this layer's own report, whatever failed call it quotes: no other rule (nor a status code) reads
+    # it, and a Python exception re-raising it outranks nothing (the earliest report names the failing call).
+    claims_line: bool = False
 
     def matches(self, text: str, present: set[str]) -> bool:
         """`present`: the gate words the line holds (`gate_words`)."""
@@ -59,44 +50,51 @@ class Rule:
         match = self.pattern.search(text)
         if not match or self.message_must_match is None:
             return match is not None
-        return self.message_must_match.search(match.groupdict().get("message") or text) is not None
+        message = match.groupdict().get("message") or text
+        check = self.message_must_match
+        return (check.search(message) if isinstance(check, re.Pattern) else check(message)) is not None
 
 
 def make_rule(
-    name, category, score, needs: tuple[str, ...], pattern: str, message_must_match=None, confidence=0.8, layer=""
+    name,
+    category,
+    score,
+    needs: tuple[str, ...],
+    pattern: str,
+    message_must_match=None,
+    confidence=0.8,
+    layer="",
+    claims_line=False,
 ) -> Rule:
-    return Rule(name, category, score, re.compile(pattern), needs, message_must_match, confidence, layer)
+    return Rule(name, category, score, re.compile(pattern), needs, message_must_match, confidence, layer, claims_line)
 
 
-# Ordered by score; the first rule that matches a line decides its class. The score is the precedence when
-# findings compete (report.py; rules.py's docstring tabulates it): the compiler's own diagnostics (first
-# `error:` wins, CUDA-only code makes it a missing guard), then the lines that name a root cause (shapes,
-# quantised names, budgets, dtypes, memory, faults, code objects, collectives, a library's refusal), then
-# status codes by their confidence (status.py), then start-up that never completes, then the wrappers that
-# only say something failed (build tool, generic exceptions, error lines, process death), and last the
-# performance warnings.
+# Ordered by score, except that a rule which claims its line (Rule.claims_line) sits before the rules whose words
+# that line may also hold; the first rule that matches a line decides its class (toolchain.TOOLCHAIN_RULES come
+# before these). The score is the precedence when findings compete (report.py; rules.py's docstring tabulates
+# it): the toolchain's diagnostics, then the lines that name a root cause (shapes, quantised names, budgets,
+# dtypes, memory, faults, code objects, collectives, a library's refusal), then status codes by their confidence
+# (status.py), then start-up that never completes, then the wrappers that only say something failed (build tool,
+# generic exceptions, error lines, process death), and last the performance warnings.
 RULES: tuple[Rule, ...] = (
+    # The collective library's own report (RCCL keeps NCCL's words: src/include/checks.h WARN("Cuda failure '%s'")
+    # after a failed HIP call, debug.h "NCCL WARN", ncclGetErrorString's texts, PyTorch ProcessGroupNCCL.cpp's
+    # "NCCL error in: ..." and its watchdog's "Process group watchdog thread terminated with exception: <error>"):
+    # the failing call it quotes (out of memory, an illegal access) is what the library saw, the failure is the
+    # communicator's. It claims its line so that a memory word on it does not make it a memory failure.
     make_rule(
-        "cuda_only_in_rocm_build",
-        "missing_rocm_guard",
-        100,
-        ("error:",),
-        COMPILER_DIAGNOSTIC.pattern,
-        CUDA_ONLY,
-        layer="clang/hipcc diagnostics (clang/lib/Frontend/TextDiagnostic.cpp: file:line:col: error:) naming "
-        "CUDA-only APIs",
+        "collective_library_report",
+        "comm_error",
+        85,
+        ("nccl", "rccl", "cuda failure", "hip failure", "unhandled", "remote process exited", "watchdog thread"),
+        r"\b[NR]CCL WARN\b|\b[NR]CCL (?:error|Error|ERROR|failure)\b|\bnccl\w*Error\b|NCCL communicator was aborted"
+        r"|\b(?:Cuda|CUDA|HIP|Hip) failure (?:\d+ )?'|unhandled (?:cuda|system) error"
+        r"|remote process exited or there was a network error|please report this issue to the NCCL developers"
+        r"|\bTest [NR]CCL failure|(?i:watchdog thread terminated with exception)",
+        layer="RCCL/NCCL (src/include/checks.h 'Cuda failure', debug.h 'NCCL WARN', ncclGetErrorString), PyTorch "
+        "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp ('NCCL error in:', the watchdog's termination)",
+        claims_line=True,
     ),
-    make_rule(
-        "cuda_symbol_in_rocm_binary",
-        "missing_rocm_guard",
-        99,
-        ("undefined",),
-        r"undefined (?:symbol|reference to)\W+(?P<message>\S*(?:cuda[A-Z]|cublas|curand|cufft|cusparse|nvrtc)\S*)",
-        CUDA_ONLY,
-        layer="glibc's dynamic loader (elf/dl-lookup.c 'undefined symbol') and the linkers ('undefined reference to')",
-    ),
-    make_rule("compiler_error", "compile_error", 95, ("error:",), COMPILER_DIAGNOSTIC.pattern, confidence=0.9),
-    make_rule("compiler_driver_error", "compile_error", 95, ("error:", "error in backend"), COMPILER_DRIVER.pattern),
     make_rule(
         "torch_shape_mismatch",
         "shape_mismatch",
@@ -147,15 +145,18 @@ RULES: tuple[Rule, ...] = (
             "error building",
             "undefined",
             "llvm error",
-            "linker",
             "backend",
+            "passmanager",
+            "mlir pass",
         ),
         r"OutOfResources|out of resource: (?:shared memory|registers)|CompilationError|CompileError"
-        r"|Error building extension|undefined symbol|undefined reference to|LLVM ERROR|linker command failed"
+        r"|Error building extension|undefined symbol|LLVM ERROR|PassManager::run failed"
+        r"|failures have been detected while processing an MLIR pass pipeline"
         r"|compilation (?:failed|terminated)|failed to compile|error in backend|BackendCompilerFailed|InductorError",
-        layer="Triton (runtime/errors.py OutOfResources, compiler/errors.py CompilationError), LLVM ('LLVM ERROR', "
-        "'error in backend'), PyTorch (utils/cpp_extension.py 'Error building extension', Inductor's "
-        "BackendCompilerFailed), the linkers",
+        layer="Triton (runtime/errors.py OutOfResources, compiler/errors.py CompilationError, the backends' "
+        "'PassManager::run failed'), MLIR (lib/Pass/PassManager 'failures have been detected while processing an "
+        "MLIR pass pipeline'), LLVM ('LLVM ERROR', 'error in backend'), PyTorch (utils/cpp_extension.py 'Error "
+        "building extension', Inductor's BackendCompilerFailed), glibc's loader ('undefined symbol' at import)",
     ),
     # A quantised tensor the model's parameters do not hold, or the reverse, read through Python's KeyError and
     # AttributeError and PyTorch's load_state_dict key lists: the names are the quantisation formats' own
@@ -227,8 +228,9 @@ RULES: tuple[Rule, ...] = (
         89,
         ("import", "no module named"),
         r"(?:ImportError|ModuleNotFoundError|No module named|cannot import name)\b.{0,160}"
-        r"\b(?:flash_attn\w*|flashinfer\w*|deep_gemm|cutlass\w*|nvidia\w*|pynvml|cupy\w*"
-        r"|cuda(?:_\w+)?|xformers|triton\.backends\.nvidia\w*)\b",
+        r"\b(?:(?:vllm_)?flash_attn\w*|flashinfer\w*|_?flash_?mla\w*|deep_gemm|deep_ep|cutlass\w*|nvidia\w*|pynvml"
+        r"|cupy\w*|pycuda|nvshmem\w*|tensorrt\w*|transformer_engine|cuda(?:_\w+)?|xformers"
+        r"|triton\.backends\.nvidia\w*)\b",
         confidence=0.6,
         layer="CPython's import errors (Python/ceval.c 'cannot import name', importlib 'No module named') naming "
         "CUDA-only packages (flash-attn, FlashInfer, DeepGEMM, CUTLASS, xFormers, CuPy, NVIDIA's wheels)",
@@ -267,36 +269,39 @@ RULES: tuple[Rule, ...] = (
         layer="ROCR-Runtime core/runtime/runtime.cpp ('HW Exception by GPU node-%u ... reason :GPU Hang'), the amdgpu "
         "kernel driver (amdgpu_job.c 'ring .. timeout', GPU reset)",
     ),
+    # A collective, its process group or its transport failing or stuck, in the words of the layers that run them:
+    # PyTorch c10d (ProcessGroupNCCL.cpp's watchdog "Watchdog caught collective operation timeout", "Timeout at
+    # NCCL work", "Heartbeat monitor timed out!", DistBackendError/DistNetworkError/DistStoreError, TCPStore,
+    # socket.cpp's "[c10d] The client socket has failed to connect"), gloo (gloo/transport/tcp/pair.cc "Read
+    # error ...: Connection reset by peer"), a collective named beside a timeout or a failure, an engine's
+    # scheduler watchdog, and libibverbs' work-completion statuses. A reset with no process group around it (an
+    # HTTP client hanging up) is not one.
     make_rule(
         "collective_failure",
         "comm_error",
         85,
         (
-            "nccl",
-            "rccl",
-            "collective",
-            "watchdog",
-            "processgroup",
-            "process group",
-            "distbackend",
-            "distnetwork",
-            "diststore",
-            "tcpstore",
-            "rendezvous",
-            "reduce",
-            "transport",
-            "ibv",
-            "rdma",
+            *("collective", "watchdog", "processgroup", "process group", "distbackend", "distnetwork", "diststore"),
+            *("tcpstore", "rendezvous", "reduce", "gather", "barrier", "broadcast", "all_to_all", "alltoall"),
+            *("transport", "ibv", "rdma", "retry counter", "nccl", "gloo", "c10d", "socket has", "heartbeat"),
+            *("socket timeout", "ranks", "peeraccess", "peer access"),
         ),
-        r"NCCL error|RCCL error|nccl\w*Error|ncclInternalError|ncclSystemError|ncclUnhandledCudaError|ncclRemoteError"
-        r"|unhandled (?:cuda|system) error|NCCL WARN"
-        r"|(?i:collectives?\b.{0,60}(?:mismatch|differ|timeout|timed out|fail))"
-        r"|(?i:mismatch between collectives)|Watchdog caught|(?i:process ?group\S* watchdog)|ProcessGroupNCCL"
+        r"(?i:collectives?\b.{0,60}(?:mismatch|differ|timeout|timed out|fail))"
+        r"|(?i:mismatch between collectives)|Watchdog caught|(?i:process ?group\S* watchdog)|ProcessGroup(?:NCCL|Gloo)"
+        r"|\bWorkNCCL\b|Timeout at NCCL work|(?i:heartbeat monitor timed out|\bwatchdog (?:timeout|timed out)\b)"
+        r"|(?i:detected by watchdog|NCCL operations have failed or timed out|\bsocket timeout\b)"
+        r"|hipErrorPeerAccess\w+|(?i:peer access is not (?:supported|enabled))"
+        r"|(?i:\b(?:timed out|timeout)\b.{0,40}\b(?:all|other|remote|peer) ranks?\b)"
         r"|DistBackendError|DistNetworkError|DistStoreError|TCPStore|(?i:rendezvous)|(?i:nccl communicator)"
-        r"|(?i:all_?reduce\S* .{0,40}(?:failed|error))"
-        r"|(?i:transport retry counter exceeded|IBV_WC_\w+_ERR|ibv_\w+\W.{0,40}fail|rdma\w*\b.{0,60}(?:error|fail))",
-        layer="PyTorch c10d (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp watchdog, DistBackendError, TCPStore), "
-        "RCCL/NCCL (ncclGetErrorString, 'NCCL WARN'), libibverbs work-completion statuses",
+        r"|(?i:\b(?:all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast|barrier)\w* .{0,40}"
+        r"(?:failed|error|timed out))|gloo/transport|(?i:\bgloo\b.{0,160}(?:error|timed out|closed|reset|refused))"
+        r"|\[c10d\].{0,200}(?:failed|timed out|reset by peer|refused|closed)"
+        r"|(?i:(?:client|server) socket has (?:failed|timed out))"
+        r"|(?i:transport retry counter exceeded|RNR retry counter exceeded|IBV_WC_\w+_ERR|ibv_\w+\W.{0,40}fail"
+        r"|rdma\w*\b.{0,60}(?:error|fail))",
+        layer="PyTorch c10d (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp watchdog and heartbeat monitor, "
+        "DistBackendError, TCPStore, socket.cpp), gloo (gloo/transport/tcp/pair.cc), libibverbs work-completion "
+        "statuses",
     ),
     # Any other refusal of the problem a kernel, a library or a platform was handed: PyTorch's SDPA dispatcher
     # ("No available kernel"), rocBLAS/hipBLASLt solutions, platform refusals ("only supported on CUDA").
@@ -374,10 +379,15 @@ RULES: tuple[Rule, ...] = (
         "build_failed",
         "compile_error",
         60,  # the build tool's summary or a wrapper around a build: the first compiler error beats it
-        ("ninja", "error: command", "build", "collect2", "calledprocesserror", "make", "error compiling"),
-        r"ninja: build stopped|(?i:error: command .{0,80}(?:hipcc|clang|g\+\+|gcc|nvcc))|collect2: error:"
+        (
+            *("ninja", "error: command", "build", "collect2", "calledprocesserror", "make", "error compiling"),
+            *("linker command failed", "did not run successfully", "could not build"),
+        ),
+        r"ninja: build stopped|^ninja: error:|(?i:error: command .{0,80}(?:hipcc|clang|g\+\+|gcc|nvcc))"
+        r"|collect2: error:|linker command failed"
         r"|(?i:\bfail(?:ed|ure)? (?:\w+ ){0,2}?build(?:ing)?\b|\bbuild\b.{0,200}\bfailed\b)"
-        r"|\bmake(?:\[\d+\])?: \*\*\* .{0,200}Error \d"
+        r"|\bmake(?:\[\d+\])?: \*\*\* .{0,200}(?:Error \d|Stop\.)|(?i:building \w+ .{0,80}did not run successfully)"
+        r"|(?i:could not build wheels for)"
         r"|CalledProcessError: Command .{0,300}\b(?:clang\+\+|clang|hipcc|amdclang\+\+|g\+\+|gcc|nvcc|ninja|make"
         r"|cmake)\b"
         r"|Error compiling objects for extension",

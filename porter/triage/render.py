@@ -17,6 +17,7 @@ from porter.triage import rules
 from porter.triage.excerpt import build_excerpt, estimate_tokens
 from porter.triage.lines import fold_key
 from porter.triage.scanner import Event, Scanner
+from porter.triage.toolchain import cuda_only_in_source
 
 KEY_LINE_LIMIT = 1_000
 
@@ -76,7 +77,8 @@ def first_compiler_error_wins(events: list[Event]) -> list[Event]:
     if not events or events[0].rule not in rules.COMPILER_RULES:
         return events
     diagnostics = sorted((event for event in events if event.rule in rules.COMPILER_RULES), key=lambda e: e.line_no)
-    if any(event.category == "missing_rocm_guard" for event in diagnostics):
+    quoted = ("\n".join(line for _, line in event.after) for event in diagnostics)  # the source under each
+    if any(event.category == "missing_rocm_guard" for event in diagnostics) or any(map(cuda_only_in_source, quoted)):
         for event in diagnostics:
             event.category = "missing_rocm_guard"
     rest = [event for event in events if event.rule not in rules.COMPILER_RULES]
@@ -86,6 +88,8 @@ def first_compiler_error_wins(events: list[Event]) -> list[Event]:
 def implicated_of(event: Event, facts: dict) -> str | None:
     if event.implicated:
         return event.implicated
+    if facts.get("origin"):  # the project file a toolchain error in a system header (or in none) came from
+        return str(facts["origin"])
     if facts.get("file"):
         return f"{facts['file']}:{facts.get('line')}"
     for key in ("library", "config_path", "kernel", "source"):
@@ -124,7 +128,9 @@ def signature_of(category: str, key_line: str, implicated: str | None) -> str:
 
 
 def build_triage(scanner: Scanner, token_budget: int) -> Triage:
-    events = candidate_events(scanner)
+    kept = candidate_events(scanner)
+    remarks = [event for event in kept if event.rule == rules.STATED_COMPARISON.name]  # shown, never a finding
+    events = [event for event in kept if event.rule != rules.STATED_COMPARISON.name]
     by_category: dict[str, list[Event]] = {}
     for event in events:
         by_category.setdefault(event.category, []).append(event)
@@ -134,7 +140,9 @@ def build_triage(scanner: Scanner, token_budget: int) -> Triage:
             findings.append(finding_for(category, category_events, scanner))
     if not findings:
         header = [f"== triage: ok (no error in {scanner.line_count} lines) =="]
-        excerpt = build_excerpt(header, None, [], scanner.head, list(scanner.tail), scanner.line_count, token_budget)
+        excerpt = build_excerpt(
+            header, None, remarks, scanner.head, list(scanner.tail), scanner.line_count, token_budget
+        )
         return Triage("ok", "", 0, None, "ok", excerpt, estimate_tokens(excerpt), [], {}, scanner.line_count)
     primary, key_event = findings[0]
     header = [f"== triage: {primary.category} at line {primary.key_line_no} of {scanner.line_count} =="]
@@ -148,7 +156,7 @@ def build_triage(scanner: Scanner, token_budget: int) -> Triage:
         header.append(
             f"also {finding.category} at line {finding.key_line_no} (x{event.count}): {finding.key_line[:160]}"
         )
-    others = [event for event in events if event is not key_event][:40]
+    others = [event for event in events if event is not key_event][:40] + remarks[:8]
     excerpt = build_excerpt(
         header, key_event, others, scanner.head, list(scanner.tail), scanner.line_count, token_budget
     )

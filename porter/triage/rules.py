@@ -9,10 +9,14 @@ Scores order the classes when one log shows several: the more a line names a roo
 its score (a first compiler `error:` beats the build tool's final "subcommand failed"; a negative KV
 budget beats the memory fault it later causes; any crash beats a slow-fallback warning). The precedence,
 highest first (a raised exception adds EXCEPTION_BONUS to its line's score):
-  100-95  compiler and linker diagnostics (CUDA-only code in a ROCm build, then any first `error:`)
-  92-89   lines naming a cause: shapes, memory budgets, Triton/extension build and link errors, quantised
-          tensor names, composable_kernel's verdict on the problem, dtypes, HIP out-of-memory, CUDA-only imports
-  88-84   GPU memory faults, missing code objects, GPU hangs, collectives, a kernel library's refusal
+  100-95  the toolchain (toolchain.py): CUDA-only code or the CUDA toolkit reached in a ROCm build, then the
+          first compiler, linker or CMake `error:`
+  92-89   lines naming a cause: shapes, memory budgets, Triton/extension build and import-time link errors,
+          quantised tensor names, composable_kernel's verdict on the problem, dtypes, HIP out-of-memory,
+          CUDA-only imports and CUDA-only statements in a traceback
+  88-84   GPU memory faults, missing code objects, GPU hangs, collectives (a line the collective library wrote
+          is its report whatever failed call it quotes: it claims the line and takes no exception bonus, so a
+          memory fault logged beside it still outranks it), a kernel library's refusal
   60-90   documented status codes, by how far the code alone decides (status.py)
   72-70   start-up that never completes; a kernel library's missing per-arch module
   60      a build tool's summary that a build failed
@@ -27,8 +31,12 @@ from dataclasses import dataclass
 
 from ahocorasick_rs import AhoCorasick
 
-from porter.triage.mechanisms import RULES, make_rule
+from porter.triage.mechanisms import RULES as CLASS_RULES
+from porter.triage.mechanisms import make_rule
 from porter.triage.status import status_class
+from porter.triage.toolchain import TOOLCHAIN_RULES
+
+RULES = (*TOOLCHAIN_RULES, *CLASS_RULES)  # in the order a line is tried against them
 
 CATEGORIES = (
     "shape_mismatch",
@@ -90,8 +98,10 @@ DEATH = re.compile(
     r"exit code|exit status|exitcode|\bKilled\b|\bAborted\b|core dumped|SIGABRT|SIGKILL|SIGSEGV|sigquit|died"
 )
 NOT_AN_ERROR = re.compile(r"ServerArgs\(|non-default args|args=Namespace\(|error_?log|_error\w*=|0 errors?\b")
+# aiter's JIT builder lower-cases "Error:" when it colours its history (RuntimeError: -> Runtimeerror:).
 EXCEPTION_LINE = re.compile(
-    r"^(?:[A-Za-z_]\w*\.)*(?P<name>[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|OutOfResources|Warning))(?::\s?|$)"
+    r"^(?:[A-Za-z_]\w*\.)*(?P<name>[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|OutOfResources|Warning|error))"
+    r"(?::\s?|$)"
 )
 TRACEBACK_START = re.compile(r"Traceback \(most recent")
 FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, in (?P<function>\S+))?')
@@ -120,7 +130,45 @@ GENERIC_RULES = (
     make_rule("error_line", "other", 40, ("error", "failed", "fatal", "exception"), ERROR_WORD.pattern),
     make_rule("process_died", "other", 30, ("exit", "killed", "aborted", "core dumped", "sig", "died"), DEATH.pattern),
 )
-COMPILER_RULES = frozenset({"cuda_only_in_rocm_build", "compiler_error", "compiler_driver_error"})
+# A line stating a comparison that did not hold (two values set against each other, one "larger than" the other,
+# "expected ... got", a negative amount): the grammar of an assertion's message in any program. It is no class and
+# never a finding (report.build_triage), only a line the excerpt keeps, so that the line naming a cause in words
+# no rule reads still survives when the log is buried in noise.
+STATED_COMPARISON = make_rule(
+    "stated_comparison",
+    "other",
+    22,
+    ("vs", "than", "expected", "match", "!=", "=-", " -"),
+    r"\S*\d\S*\s+vs\.?\s+\S*\d|(?i:\bis (?:larger|greater|bigger|smaller|less|more|fewer|lower|higher) than\b)"
+    r"|(?i:\bexpected\b.{0,80}\b(?:got|but (?:got|found|is|was|received))\b)"
+    r"|(?i:\b(?:does not|doesn't|do not|don't) match\b)|\S\s*!=\s*\S|(?:[=:]\s*|\bvalue\s+)-\d",
+    confidence=0.1,
+)
+COMPILER_RULES = frozenset(
+    {"cuda_only_in_rocm_build", "compiler_error", "compiler_driver_error", "linker_error", "cmake_error"}
+)
+# The failing statement a traceback quotes names a CUDA-only Python API (read only there, never in log prose).
+CUDA_ONLY_STATEMENT = make_rule(
+    "cuda_only_python_api",
+    "missing_rocm_guard",
+    89,
+    ("cuda", "nvidia", "nvml", "cupy", "nvtx", "nvshmem"),
+    r"\btorch\.version\.cuda\b|\bpynvml\b|\bnvidia[-_]smi\b|\bcupy\b|\bcuda\.bindings\b|\bpycuda\b|\bnvshmem\w*"
+    r"|torch\.cuda\.nvtx|\bcudaRuntimeGetVersion|\blibcudart|\bassert\b.{0,60}\bis_cuda\(\)",
+    layer="CPython tracebacks (Lib/traceback.py quotes the failing statement under its frame) naming CUDA-only "
+    "Python APIs (torch/version.py's `cuda` is None on ROCm; pynvml, CuPy, cuda-python, NVTX)",
+)
+OTHER_CLASS_RULES = (SLOW_FALLBACK, DISPATCH_TRACE, CUDA_ONLY_STATEMENT)  # class rules outside the table
+# A connection lost (CPython's ConnectionError family) while a process group talked: the traceback's frames are in
+# torch.distributed or an engine's distributed package. An HTTP client hanging up raises the same error elsewhere.
+CONNECTION_LOST = re.compile(
+    r"^(?:\w+\.)*(?:ConnectionResetError|ConnectionRefusedError|ConnectionAbortedError|BrokenPipeError"
+    r"|ConnectionError)\b"
+)
+DISTRIBUTED_FRAME = re.compile(r"/distributed/|/c10d|/gloo/")
+# Rules that read a runtime status (HIP/HSA codes and texts): under a collective's report it is what the collective
+# saw (scanner.Scanner._inherit_from_intro).
+RUNTIME_STATUS = frozenset({"status_code", "hip_runtime_error", "other_memory_fault", "hip_out_of_memory"})
 # Rule names switched off, for the leave-one-source-out benchmark only (benchmarks/triage_corpus.py).
 DISABLED: set[str] = set()
 # Rules that read a format's grammar rather than any engine's wording: Python exception lines and tracebacks,
@@ -130,22 +178,26 @@ GRAMMAR_RULES = frozenset(
     {
         "exception",
         "unterminated_traceback",
+        "connection_lost",
         "missing_module",
         "cpp_exception_message",
         "plain_failure",
         "error_line",
         "process_died",
         "hip_runtime_error",
+        "stated_comparison",
         "status_code",
         "compiler_error",
         "compiler_driver_error",
+        "linker_error",
+        "cmake_error",
     }
 )
 # Rules that read the fixed messages of a layer beneath the engines (PyTorch, the HIP/HSA runtime and the amdgpu
 # driver, RCCL and ibverbs, Triton/LLVM, composable_kernel's verdict, CPython's import and lookup errors), not the
 # wording of sglang, vLLM or aiter themselves: each names that layer and its emitting file (`Rule.layer`), and the
 # layered leave-one-source-out figure keeps these on too.
-RUNTIME_LAYER_RULES = GRAMMAR_RULES | {rule.name for rule in (*RULES, DISPATCH_TRACE) if rule.layer}
+RUNTIME_LAYER_RULES = GRAMMAR_RULES | {rule.name for rule in (*RULES, *OTHER_CLASS_RULES) if rule.layer}
 
 
 @dataclass(frozen=True)
@@ -164,13 +216,14 @@ def _status_match(text: str) -> Match | None:
     return Match("status_code", category, 60 + round(30 * confidence), confidence)
 
 
-def _rule_match(text: str, present: set[str]) -> Match | None:
-    """The first rule (in score order) whose gate words the line holds and whose pattern matches."""
+def _rule_match(text: str, present: set[str]) -> tuple[Match, bool] | None:
+    """The first rule (in table order) whose gate words the line holds and whose pattern matches, and whether
+    it claims the line (mechanisms.Rule.claims_line)."""
     for index in sorted({index for word in present for index in _RULES_BY_WORD.get(word, ())}):
         rule = RULES[index]
         if rule.name not in DISABLED and rule.matches(text, present):
-            bonus = EXCEPTION_BONUS if EXCEPTION_LINE.match(text) else 0
-            return Match(rule.name, rule.category, rule.score + bonus, rule.confidence)
+            bonus = EXCEPTION_BONUS if EXCEPTION_LINE.match(text) and not rule.claims_line else 0
+            return Match(rule.name, rule.category, rule.score + bonus, rule.confidence), rule.claims_line
     return None
 
 
@@ -191,8 +244,14 @@ def classify(body: str) -> Match | None:
     present = gate_words(text.lower())
     if not present:
         return None
+    ruled = _rule_match(text, present)
+    if ruled is not None and ruled[1]:
+        return ruled[0]
+    probing = not present.isdisjoint(EXPECTED_NEEDS) and EXPECTED_ON_ROCM.search(text) is not None
+    if ruled is not None and ruled[0].category == "missing_rocm_guard" and probing:
+        return None  # an engine asking whether CUDA is there, on a node where it is not, names no guard
     status = None if present.isdisjoint(STATUS_NEEDS) else _status_match(text)
-    found = _best(_rule_match(text, present), status)
+    found = _best(ruled and ruled[0], status)
     fallback = SLOW_FALLBACK.matches(text, present)
     if fallback and found is not None and found.category in UNSUPPORTED_CLASSES and WARNING_LINE.search(text):
         found = None  # "unsupported ..., falling back": a warning about speed, not a failure
@@ -200,7 +259,7 @@ def classify(body: str) -> Match | None:
         return found
     if fallback:
         return Match(SLOW_FALLBACK.name, SLOW_FALLBACK.category, SLOW_FALLBACK.score, SLOW_FALLBACK.confidence)
-    if not present.isdisjoint(EXPECTED_NEEDS) and EXPECTED_ON_ROCM.search(text):
+    if probing:
         return None
     not_an_error = not present.isdisjoint(NOT_AN_ERROR_NEEDS) and NOT_AN_ERROR.search(text) is not None
     exception = EXCEPTION_LINE.match(text)
@@ -210,7 +269,7 @@ def classify(body: str) -> Match | None:
         return Match(DISPATCH_TRACE.name, DISPATCH_TRACE.category, DISPATCH_TRACE.score)
     if not_an_error:
         return None
-    for rule in GENERIC_RULES:
+    for rule in (*GENERIC_RULES, STATED_COMPARISON):
         if rule.name not in DISABLED and rule.matches(text, present):
             return Match(rule.name, rule.category, rule.score, rule.confidence)
     return None
@@ -218,7 +277,7 @@ def classify(body: str) -> Match | None:
 
 _GATE = AhoCorasick(
     sorted(
-        {word for rule in (*RULES, SLOW_FALLBACK, DISPATCH_TRACE, *GENERIC_RULES) for word in rule.needs}
+        {word for rule in (*RULES, *OTHER_CLASS_RULES, *GENERIC_RULES, STATED_COMPARISON) for word in rule.needs}
         | {*STATUS_NEEDS, *EXPECTED_NEEDS, *NOT_AN_ERROR_NEEDS}
     )
 )
@@ -229,16 +288,24 @@ for _index, _class_rule in enumerate(RULES):
 UNSUPPORTED_CLASSES = ("unsupported_arch_or_kernel", "dtype_unsupported")
 
 
-def classify_exception(exception_line: str, last_source_line: str | None) -> Match:
-    """Class of a traceback's final line; a bare `AssertionError` is read through the failing source line."""
+def classify_exception(exception_line: str, last_source_line: str | None, frame_paths: tuple[str, ...] = ()) -> Match:
+    """Class of a traceback's final line; a bare `AssertionError` is read through the failing source line, a lost
+    connection through the frames it was raised in (a process group's, or anyone's)."""
     found = classify(exception_line)
     if found and (found.category != "other" or found.score > GENERIC_EXCEPTION_SCORE):
         return found
-    if last_source_line:
-        from_source = classify(last_source_line)
-        if from_source and from_source.category != "other":
-            score = from_source.score + EXCEPTION_BONUS
-            return Match(from_source.rule, from_source.category, score, from_source.confidence)
+    distributed = any(DISTRIBUTED_FRAME.search(path) for path in frame_paths)
+    if CONNECTION_LOST.match(exception_line.strip()) and distributed and "connection_lost" not in DISABLED:
+        return Match("connection_lost", "comm_error", 85 + EXCEPTION_BONUS, 0.7)
+    statement = (last_source_line or "").strip()
+    if statement and CUDA_ONLY_STATEMENT.name not in DISABLED:
+        if CUDA_ONLY_STATEMENT.matches(statement, gate_words(statement.lower())):
+            rule = CUDA_ONLY_STATEMENT
+            return Match(rule.name, rule.category, rule.score + EXCEPTION_BONUS, rule.confidence)
+    from_source = classify(statement) if statement else None
+    if from_source and from_source.category != "other":
+        score = from_source.score + EXCEPTION_BONUS
+        return Match(from_source.rule, from_source.category, score, from_source.confidence)
     return Match("exception", "other", GENERIC_EXCEPTION_SCORE)
 
 

@@ -37,7 +37,8 @@ FOLD_CACHE_AFTER = (
 )
 LIBRARY_FRAME = re.compile(
     r"/(?:torch|triton|functools|threading|multiprocessing|concurrent|asyncio|runpy|importlib|contextlib|click"
-    r"|uvloop|uvicorn|starlette|fastapi|ray|typing|tqdm|safetensors)/|<frozen|/lib/python3\.\d+/[\w]+\.py$"
+    r"|uvloop|uvicorn|starlette|fastapi|ray|typing|tqdm|safetensors)/|<frozen"
+    r"|/lib/python3\.\d+/(?!site-packages/|dist-packages/)[\w/.-]+\.py$"  # the standard library
 )
 SHORT_PATH = re.compile(r".*(?:site-packages/|dist-packages/|/python/)")
 
@@ -243,7 +244,7 @@ class Scanner:
         own_match = rules.classify(body) if triggered else None
         if (
             channel != event_channel
-            or not body[:1].isspace()
+            or not (body[:1].isspace() or body.startswith(">>>"))  # lld's ">>> referenced by"
             or not body.strip()
             or rules.FRAME.match(body)
             or (own_match is not None and own_match.score > event.score)
@@ -314,7 +315,8 @@ class Scanner:
             exception = (last.line_no, f'File "{last.path}", line {last.line}, in {last.function}')
         else:
             last_source = traceback.frames[-1].source if traceback.frames else None
-            match = rules.classify_exception(exception[1].strip(), last_source)
+            paths = tuple(frame.path for frame in traceback.frames)
+            match = rules.classify_exception(exception[1].strip(), last_source, paths)
         event = self._add_event(exception[0], channel, exception[1].strip(), match, list)
         if event is not None and event.traceback is None:
             event.traceback = traceback
@@ -356,9 +358,12 @@ class Scanner:
             self.fold_cache[raw.translate(None, DIGITS)] = event.key
 
     def _inherit_from_intro(self, line_no: int, channel: str, match: rules.Match) -> rules.Match:
-        """A line ending in ':' ("...terminated with exception:") introduces the error on the next line."""
+        """A line ending in ':' ("...terminated with exception:") introduces the error on the next line; a runtime
+        status introduced by a collective's report (PyTorch's NCCL watchdog) is what the collective saw: it keeps
+        the collective's class."""
         previous = self.last_event.get(channel)
-        if previous is None or match.category != "other":
+        reported = previous is not None and previous[0].category == "comm_error" and match.rule in rules.RUNTIME_STATUS
+        if previous is None or (match.category != "other" and not reported):
             return match
         intro, intro_line_no = previous
         if line_no - intro_line_no > 3 or not intro.body.rstrip().endswith(":") or intro.category == "other":
