@@ -3,9 +3,9 @@
     python3 benchmarks/triage_corpus.py [--crashlogs DIR] [--noise-lines 100000] [--speed-mb 64] [--rss-mb 1024]
 
 Figures (the last line printed is one JSON object):
-- category accuracy, and key-line accuracy (our key line names the labelled line: porter.triage.corpus.same_line);
+- category accuracy, and key-line accuracy (our key line names the labelled line: triage_cases.same_line);
 - category accuracy buried: the same logs inside `--noise-lines` lines of healthy engine noise;
-- leave-one-source-out (LOSO) figures (porter.triage.corpus.leave_one_source_out): category accuracy, plain and
+- leave-one-source-out (LOSO) figures (triage_cases.leave_one_source_out): category accuracy, plain and
   buried, key-line accuracy and key-line recall, plain and buried (layered and strict; by tracker: category only),
   each read while the held-out source's own rules are off. The rules are
   hand-written, not fitted, so "judged on logs from repositories they were not written against" is measured as an
@@ -28,7 +28,7 @@ Figures (the last line printed is one JSON object):
   rule outranked in every case never switched off). All are bounds of an ablation, not a true held-out test: the
   rules were written by people who had read every log;
 - key-line recall: the labelled line is in the excerpt, plain and buried in `--noise-lines` lines of healthy
-  engine noise (porter.triage.noise), over the cases whose label quotes a line of the posted log;
+  engine noise (benchmarks/triage_noise.py), over the cases whose label quotes a line of the posted log;
 - speed (one core, after a warm-up, median of 3; MB per CPU-second, which a shared machine does not skew, and
   MB per wall-second beside it) of triage_file on a healthy engine log with a crash
   inside, the same with aiter untuned-config warnings, and all-new prose (request logging whose prompts are
@@ -55,9 +55,9 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # triage_cases, triage_noise: benchmark-only code
 
-from porter.triage import rules, triage_file, triage_text  # noqa: E402
-from porter.triage.corpus import (  # noqa: E402
+from triage_cases import (  # noqa: E402
     crashlogs_dir,
     in_text,
     leave_one_source_out,
@@ -65,7 +65,9 @@ from porter.triage.corpus import (  # noqa: E402
     owed_to_declarations,
     same_line,
 )
-from porter.triage.noise import bury, noise_lines  # noqa: E402
+from triage_noise import bury, noise_lines  # noqa: E402
+
+from porter.triage import rules, triage_file, triage_text  # noqa: E402
 
 ENGLISH = (
     "the of and to a in is it you that he was for on are with as they be at one have this from or had by word but "

@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
+from pathlib import Path
 
 import docker
 import docker.errors
 import pytest
 from helpers import in_ci
+
+# The benchmarks' own modules (triage_cases, triage_noise) are test and benchmark code, not porter's.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 
 def pytest_collection_modifyitems(config, items):

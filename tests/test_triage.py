@@ -7,11 +7,11 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from triage_noise import bury, noise_lines
 from twin_tasks import QUICK_SCALE
 
 import porter.triage
 from porter.triage import scanner, triage_file, triage_lines, triage_main, triage_text
-from porter.triage.noise import bury, noise_lines
 
 VLLM_WORKER = "(Worker_TP{rank} pid=29145{rank}) ERROR 03-01 04:24:{second:02d} [multiproc_executor.py:863] "
 TRACEBACK = [

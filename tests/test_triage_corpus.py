@@ -1,9 +1,7 @@
 """Triage on the labelled real crash logs in ../shared/crashlogs (read in place, never copied here)."""
 
 import pytest
-
-from porter.triage import rules, triage_text
-from porter.triage.corpus import (
+from triage_cases import (
     crashlogs_dir,
     in_text,
     leave_one_source_out,
@@ -11,7 +9,9 @@ from porter.triage.corpus import (
     owed_to_declarations,
     same_line,
 )
-from porter.triage.noise import bury
+from triage_noise import bury
+
+from porter.triage import rules, triage_text
 
 CRASHLOGS = crashlogs_dir()
 CASES = load_cases(CRASHLOGS) if CRASHLOGS.is_dir() else []

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from triage_cases import crashlogs_dir, load_cases
+from triage_noise import bury
 
 from porter.triage import triage_text
-from porter.triage.corpus import crashlogs_dir, load_cases
-from porter.triage.noise import bury
 from porter.triage.rules import CHAIN, TRACEBACK_START
 
 WRITTEN_LOGS = Path(__file__).parent / "data" / "triage_written"
