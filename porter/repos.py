@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,11 +18,20 @@ import git
 
 from porter import safe_git
 from porter.redaction import redact
+from porter.sandbox import SandboxError
 from porter.sandbox.guard import escaping_links
 
 PORTER_AUTHOR = git.Actor("porter", "porter@localhost")
 # Build products appear in the trees while the engine runs; they are never part of a patch.
 IGNORED = ("__pycache__/", "*.py[cod]", "*.o", "*.so", "*.egg-info/", ".porter-build/")
+# The new content one kept change may commit: sources, configs, tokenizer files, tuned tables. A kept change is
+# reviewed as a patch, exported as one and stored again with every commit; a dump or a build output is not one.
+MAX_COMMIT_MIB = 32
+MAX_COMMIT_BYTES = MAX_COMMIT_MIB << 20
+
+
+class ChangeTooLarge(SandboxError):
+    """A pending change over MAX_COMMIT_BYTES; nothing was staged or committed, the message names the largest files."""
 
 
 @dataclass
@@ -144,6 +154,7 @@ class TrackedRepo:
         if not self.is_dirty():
             raise ValueError(f"repo {self.name!r} has no change to commit")
         files = self.changed_files()
+        self.refuse_oversized(files)
         escaping = escaping_links(self.path, files)
         if escaping:
             raise safe_git.UntrustedRepo(f"repo {self.name!r}: refusing to commit symbolic links out of it: {escaping}")
@@ -156,6 +167,28 @@ class TrackedRepo:
         state.accepted.append(commit.hexsha)
         return commit.hexsha
 
+    def refuse_oversized(self, files: list[str]) -> None:
+        """Raise ChangeTooLarge when the changed files hold more than MAX_COMMIT_BYTES (sizes from lstat: nothing
+        is read or hashed; a sparse file counts its full length, as git would store it)."""
+        sizes = {}
+        for name in files:
+            try:
+                info = (self.path / name).lstat()
+            except FileNotFoundError:
+                continue  # deleted by the change
+            if stat.S_ISREG(info.st_mode):
+                sizes[name] = info.st_size
+        total = sum(sizes.values())
+        if total > MAX_COMMIT_BYTES:
+            biggest = sorted(sizes, key=sizes.__getitem__, reverse=True)
+            shown = [name for name in biggest[:3] if sizes[name] >= 1 << 20] or biggest[:1]  # the ones that weigh
+            largest = ", ".join(f"{name}: {_mib(sizes[name])}" for name in shown)
+            raise ChangeTooLarge(
+                f"repo {self.name!r}: refusing to commit {_mib(total)} of changed files ({largest}), over porter's "
+                f"{MAX_COMMIT_MIB} MiB cap on one kept change; nothing was committed. Delete the large files from the "
+                "repo (engine outputs belong in sandbox.build_products) and accept again, or revert"
+            )
+
     def revert(self) -> list[str]:
         """Drop the pending change (tracked edits and new files); returns the files it touched."""
         try:
@@ -166,6 +199,10 @@ class TrackedRepo:
         self.repo.git.reset("--hard", "HEAD")
         self.repo.git.clean("-ffd")  # -ff: nested repositories planted in the tree go too
         return touched
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**30:.1f} GiB" if size >= 1 << 30 else f"{size / 2**20:.1f} MiB"
 
 
 def export_series(repo: git.Repo, state: RepoState, out_dir: Path) -> list[Path]:
