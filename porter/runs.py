@@ -24,13 +24,13 @@ from porter import __version__, agent, console
 from porter.live_status import LiveStatus
 from porter.models import Model, ModelError, make_model
 from porter.pr import write_prs
-from porter.redaction import collect, redact, scrub_tree, secret_fields
+from porter.redaction import MAX_SCRUB_MIB, collect, redact, scrub_tree, secret_fields
 from porter.report import write_report
 from porter.repos import TrackedRepo
 from porter.run_context import RunContext
 from porter.sandbox import SandboxError, make_sandbox
 from porter.sandbox.image_build import build_task_image
-from porter.sandbox.services import start_services, stop_services
+from porter.sandbox.services import SHARED_DIRS, start_services, stop_services
 from porter.state import RunState
 from porter.task import Task
 from porter.transcript import Transcript
@@ -166,9 +166,13 @@ def finish_outputs(ctx: RunContext) -> None:
 
 def scrub_run_dir(ctx: RunContext) -> None:
     """Sweep every file porter wrote (logs, patches, drafts, report, ...) for secret values; the sandbox's own
-    trees (repos, local root, scratch) are its content, not porter's output, and are left as they are."""
-    trees = [ctx.run_dir / name for name in ("repos", "root", "scratch")]
-    scrub_tree(ctx.run_dir, skip=trees)
+    trees (repos, local root, scratch, the folders it shares with host services) are its content, not porter's
+    output, and are left as they are. A file too large to sweep is named."""
+    trees = [ctx.run_dir / name for name in ("repos", "root", "scratch", SHARED_DIRS)]
+    too_large = scrub_tree(ctx.run_dir, skip=trees).too_large
+    if too_large:
+        shown = ", ".join(str(path.relative_to(ctx.run_dir)) for path in too_large)
+        console.say(f"porter: not swept for secrets (over {MAX_SCRUB_MIB} MiB, read no further): {shown}")
 
 
 def agent_model(task: Task, run_dir: Path | None = None) -> Model:
