@@ -54,16 +54,31 @@ class TrackedRepo:
             self.repo = safe_git.open_repo(self.path)
         except safe_git.UntrustedRepo as exc:
             raise ValueError(f"repo {name!r}: {exc}") from None
+        # A porter killed during git work (kill -9 mid-accept) leaves git's lock files; git is the truth of what
+        # was committed, and a killed git's half-written index or ref never replaced the real one.
+        self.cleared_locks, _ = safe_git.clear_stale_locks(Path(self.repo.git_dir))
         self._ignore_build_products()
 
     def _stage(self, **options) -> None:
-        try:
-            self.repo.git.add(A=True, **options)
-        except git.GitCommandError as exc:
-            raise safe_git.UntrustedRepo(
-                f"repo {self.name!r}: git cannot stage the tree ({exc.stderr.strip()}); a nested repository or an "
-                "unreadable file is in the way: remove it, or revert"
-            ) from None
+        """`git add -A`; a lock a killed git left is cleared once and the add retried."""
+        for attempt in range(2):
+            try:
+                self.repo.git.add(A=True, **options)
+                return
+            except git.GitCommandError as exc:
+                said = exc.stderr.strip()
+                cleared, held = safe_git.clear_stale_locks(Path(self.repo.git_dir)) if ".lock" in said else ([], {})
+                if cleared and attempt == 0:
+                    continue
+                holders = sorted({pid for pids in held.values() for pid in pids})
+                blame = (
+                    f"git's lock {', '.join(held)} is held by process {holders}: let it finish, then retry"
+                    if held
+                    else "a nested repository or an unreadable file is in the way: remove it, or revert"
+                )
+                raise safe_git.UntrustedRepo(
+                    f"repo {self.name!r}: git cannot stage the tree ({said}); {blame}"
+                ) from None
 
     def _new_gitlinks(self) -> list[str]:
         """Paths staged as another repository (mode 160000) that HEAD does not have: a repo planted in the tree."""

@@ -86,7 +86,9 @@ def open_run(task: Task, task_path: str, resume_dir: str | None = None, fresh: b
     if resume_dir:
         ctx.kill_leftover_server()  # a SIGKILLed porter leaves its server holding the port and the devices
         scrub_run_dir(ctx)  # a killed porter never swept what it had written (server logs, error log)
-        transcript.record("note", step=state.step, text=f"resumed from {run_dir}; the server is not running")
+        cleared = {name: repo.cleared_locks for name, repo in repos.items() if repo.cleared_locks}
+        locks = f"; cleared the git locks a killed porter left (no process held them): {cleared}" if cleared else ""
+        transcript.record("note", step=state.step, text=f"resumed from {run_dir}; the server is not running{locks}")
         state.finished = None
         state.messages.append(
             {
