@@ -20,6 +20,7 @@ from porter.redaction import looks_secret
 
 FlagValue = str | int | float | bool | None
 PositiveFloat = Annotated[float, Field(gt=0)]
+SIZE = r"^[0-9]+[kmgKMG]?$"  # docker's spelling of a size: bytes, or k, m, g
 # The model overlay is one of the run's repos under this name (its branch, patches/ and prs/ folders).
 OVERLAY_REPO = "model"
 
@@ -147,6 +148,27 @@ class SandboxSpec(Spec):
     mounts: list[Mount] = Field(default_factory=list, description="Bind mounts (weights, caches).")
     env: dict[str, str] = Field(default_factory=dict, description="The only environment the sandbox gets.")
     network: Literal["none", "bridge", "host"] = Field("none", description="none: no route out of the sandbox.")
+    reach_host: bool = Field(
+        False,
+        description="With network none: let the sandbox open connections to the host's own listeners (a Ray head, "
+        "a service on 0.0.0.0) through its network's gateway. Off: a firewall rule porter puts on the Docker host "
+        "refuses them, and only the host opens connections (the checks). bridge and host reach the host anyway.",
+    )
+    memory: str | None = Field(
+        "32g",
+        pattern=SIZE,
+        description="Memory (RAM and swap together) the sandbox may use, e.g. 1536g on an 8-GPU node; past it the "
+        "kernel kills a process inside the sandbox, never the host's. null: no limit.",
+    )
+    pids: int | None = Field(
+        4096, ge=16, description="Processes and threads the sandbox may run at once (a fork bomb stops there)."
+    )
+    max_file_size: str | None = Field(
+        "16g",
+        pattern=SIZE,
+        description="Largest file a sandbox process may write, in its mounts too (RLIMIT_FSIZE: a write past it "
+        "fails with 'File too large'). Docker cannot cap the total written to bind mounts. null: no limit.",
+    )
     build_products: list[str] = Field(
         default_factory=list,
         description="Glob patterns of sandbox paths the engine writes while it runs (JIT caches, compiled kernels); "

@@ -33,18 +33,19 @@ from porter.sandbox.base import (
     refuse_secrets,
 )
 from porter.sandbox.docker_options import (
-    INTERNAL_NETWORK,
     MANAGED_LABEL,
     OWNER_PID,
     check_host_resources,
     container_options,
     image_name,
+    internal_network,
     owner_alive,
     owner_labels,
     repo_host_dir,
 )
 from porter.sandbox.docker_process import DockerProcess
 from porter.sandbox.guard import PathGuard
+from porter.sandbox.host_firewall import close_host_listeners
 from porter.sandbox.model_overlay import WEIGHTS_MOUNT, build_from_dir, build_from_tar
 from porter.sandbox.repos import ensure_baseline, extract_tree
 from porter.task import OVERLAY_REPO, Task
@@ -106,6 +107,7 @@ class DockerSandbox:
         if self.container is None:
             self.container = self._find_own() or self._create()
         if self.container.status != "running":
+            close_host_listeners(self.client, self.task, self._helper_labels())
             self.container.start()
             self._drop_default_route()
             self.container.reload()
@@ -221,11 +223,12 @@ class DockerSandbox:
         return {MANAGED_LABEL: "1", "porter.run": self.run_id, **owner_labels()}
 
     def _ensure_internal_network(self) -> None:
-        if self.client.networks.list(names=[INTERNAL_NETWORK]):
+        name = internal_network(self.task)
+        if any(network.name == name for network in self.client.networks.list(names=[name])):  # a substring filter
             return
         try:
             self.client.networks.create(
-                INTERNAL_NETWORK,
+                name,
                 driver="bridge",
                 internal=True,
                 check_duplicate=True,
@@ -234,7 +237,7 @@ class DockerSandbox:
             )
         except docker.errors.APIError as exc:
             if exc.status_code != 409:  # another sandbox created it first: fine
-                raise SandboxError(f"cannot create the network {INTERNAL_NETWORK}: {exc.explanation}") from None
+                raise SandboxError(f"cannot create the network {name}: {exc.explanation}") from None
 
     def _drop_default_route(self) -> None:
         """Docker gives containers on internal networks a default route (traffic is dropped, the route stays).
@@ -395,7 +398,7 @@ class DockerSandbox:
         published = (settings.get("Ports") or {}).get(f"{port}/tcp")
         if published:
             return f"http://127.0.0.1:{published[0]['HostPort']}"
-        network_name = INTERNAL_NETWORK if network == "none" else "bridge"
+        network_name = internal_network(self.task) if network == "none" else "bridge"
         address = settings["Networks"][network_name]["IPAddress"]
         return f"http://{address}:{port}"
 
