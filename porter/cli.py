@@ -44,11 +44,15 @@ def main() -> None:
 def validate(task: str, as_json: bool) -> None:
     """Check TASK (a task YAML file) and print it resolved (defaults filled, ${VAR} expanded)."""
     from porter.engines.serve import render_command
+    from porter.sandbox import SandboxError
+    from porter.sandbox.docker_options import docker_run_words
+    from porter.upstream_facts import layout_notes
 
     spec = _load(task)
     try:
         command = render_command(spec, spec.serve.flags)
-    except ValueError as exc:
+        words = docker_run_words(spec) if spec.sandbox.kind == "docker" else None
+    except (ValueError, SandboxError) as exc:  # an unknown placeholder; a mount holding porter's state, a secret
         _fail(f"{task}: {exc}")
     if as_json:
         click.echo(spec.model_dump_json(indent=2))
@@ -58,12 +62,8 @@ def validate(task: str, as_json: bool) -> None:
     # What the engine will actually be given (in the sandbox's paths), and the sandbox it runs in; as YAML
     # comments, so the output still parses.
     click.echo(f"# serve command: {command}", err=as_json)
-    if spec.sandbox.kind == "docker":
-        from porter.sandbox.docker_options import docker_run_words
-
-        click.echo(f"# docker options: {' '.join(docker_run_words(spec))}", err=as_json)
-        from porter.upstream_facts import layout_notes
-
+    if words is not None:
+        click.echo(f"# docker options: {' '.join(words)}", err=as_json)
         for note in layout_notes(spec.sandbox.image, {repo.name: repo.path for repo in spec.repos}):
             click.echo(f"# {note}", err=as_json)
 

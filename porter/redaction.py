@@ -5,8 +5,10 @@ Covers which host variables count as secrets (by name: *KEY*, *TOKEN*, *SECRET*,
 the task's key variable whatever its name, replacing those values (and `sk-...` bearer keys) in text,
 in bytes and in files (streamed, so a large log is never read whole), in JSON-like data and in the
 conversation sent to a model, and the problems that make a sandbox environment or a task unacceptable
-(a secret by name, by value, or by `${VAR}` reference). Does not decide where text goes: each writer
-calls `redact`, and a run's outputs are swept by `scrub_tree` when it closes.
+(a secret by name, by value, or by `${VAR}` reference). The sweep of a run's files reads none past
+MAX_SCRUB_BYTES (a larger file is left alone and named) and keeps holes as holes, so a sparse file never
+becomes allocated disk. Does not decide where text goes: each writer calls `redact`, and a run's outputs
+are swept by `scrub_tree` when it closes.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 # Names whose values are secrets. Matched anywhere in the upper-cased name, so ZAI_APIKEY, HF_TOKEN,
 # DB_PASSWORD and GOOGLE_APPLICATION_CREDENTIALS are all caught; cloud credentials by their prefixes.
@@ -27,6 +30,19 @@ KEY_PATTERN = r"\bsk-[A-Za-z0-9][A-Za-z0-9_\-]{15,200}"
 MIN_SECRET_LENGTH = 8  # shorter values ("1", "true", "us") would blank out ordinary words
 _VAR_REFERENCE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
 _CHUNK = 1 << 20
+# What the run-end sweep reads of one file at most. What porter writes as it goes (transcript, server logs, the
+# exec log) is redacted as it is written; the sweep is the backstop, and a file past this is not one porter wrote.
+MAX_SCRUB_MIB = 256
+MAX_SCRUB_BYTES = MAX_SCRUB_MIB << 20
+
+
+class ScrubTooLarge(OSError):
+    """A file over the sweep's cap: it was not read past the cap, nor rewritten."""
+
+
+class Sweep(NamedTuple):
+    rewritten: list[Path]  # files that held a secret and were rewritten without it
+    too_large: list[Path]  # files over MAX_SCRUB_BYTES, left as they were
 
 
 def looks_secret(name: str) -> bool:
@@ -79,23 +95,31 @@ class Secrets:
         """Names of the secrets whose values occur in `text` (bearer keys as `sk-...`)."""
         return sorted({self.names.get(match.group(0), "sk-...") for match in self.pattern.finditer(text)})
 
-    def scrub_file(self, path: Path) -> bool:
-        """Rewrite `path` without secrets (streamed, atomically); False when it had none and was left alone."""
+    def scrub_file(self, path: Path, limit: int = MAX_SCRUB_BYTES) -> bool:
+        """Rewrite `path` without secrets (streamed, atomically, holes kept); False when it had none and was left
+        alone. A file over `limit` bytes (or growing past it) is read no further: ScrubTooLarge."""
         with open(path, "rb") as source:
-            if not self.copy_redacted(source, None):
+            if not self.copy_redacted(source, None, limit):
                 return False
         temporary = path.with_name(f".{path.name}.redacting")
-        with open(path, "rb") as source, open(temporary, "wb") as target:
-            self.copy_redacted(source, target)
-        os.chmod(temporary, path.stat().st_mode & 0o7777)
-        os.replace(temporary, path)
+        try:
+            with open(path, "rb") as source, open(temporary, "wb") as target:
+                self.copy_redacted(source, target, limit)
+            os.chmod(temporary, path.stat().st_mode & 0o7777)
+            os.replace(temporary, path)
+        finally:
+            temporary.unlink(missing_ok=True)
         return True
 
-    def copy_redacted(self, source, target) -> bool:
-        """Copy source to target redacted (target None: only look); True when a secret was found."""
-        found, carry = False, b""
+    def copy_redacted(self, source, target, max_bytes: int | None = None) -> bool:
+        """Copy source to target redacted (target None: only look; a chunk of zeros becomes a hole); True when a
+        secret was found. With `max_bytes`, a source longer than that is ScrubTooLarge, read no further."""
+        found, carry, read = False, b"", 0
         while True:
             chunk = source.read(_CHUNK)
+            read += len(chunk)
+            if max_bytes is not None and read > max_bytes:
+                raise ScrubTooLarge(f"{getattr(source, 'name', 'the file')} is over {max_bytes} bytes")
             data = carry + chunk
             # Keep back the last `overlap` bytes: a secret may straddle two chunks.
             limit = len(data) if not chunk else len(data) - self.overlap
@@ -110,9 +134,13 @@ class Secrets:
             end = max(position, limit, 0)
             out += data[position:end]
             carry = data[end:]
-            if target is not None:
+            if target is not None and out.count(0) == len(out):
+                target.seek(len(out), os.SEEK_CUR)  # zeros (a sparse file's hole) stay a hole
+            elif target is not None:
                 target.write(out)
             if not chunk:
+                if target is not None:
+                    target.truncate()  # the length, when the copy ends in a hole
                 return found
 
 
@@ -196,17 +224,25 @@ def redact_conversation(messages: list) -> list:
     return redacted
 
 
-def scrub_tree(root: Path, skip: Iterable[Path] = ()) -> list[Path]:
-    """Redact every regular file under `root` (not following links, not under `skip`); returns those rewritten."""
+def scrub_tree(root: Path, skip: Iterable[Path] = ()) -> Sweep:
+    """Redact every regular file under `root` (not following links, not under `skip`), none read past
+    MAX_SCRUB_BYTES; returns those rewritten and those too large to sweep."""
     skipped = {Path(path).resolve() for path in skip}
-    secrets, rewritten = known(), []
+    secrets, sweep = known(), Sweep([], [])
     for directory, subdirectories, files in os.walk(root):
         subdirectories[:] = [d for d in subdirectories if Path(directory, d).resolve() not in skipped]
         for name in files:
             path = Path(directory, name)
-            if not path.is_symlink() and path.is_file() and secrets.scrub_file(path):
-                rewritten.append(path)
-    return rewritten
+            if path.is_symlink() or not path.is_file():
+                continue
+            try:
+                if path.stat().st_size > MAX_SCRUB_BYTES:
+                    raise ScrubTooLarge(path)
+                if secrets.scrub_file(path):
+                    sweep.rewritten.append(path)
+            except ScrubTooLarge:
+                sweep.too_large.append(path)
+    return sweep
 
 
 def environment_problems(env: Mapping[str, str], key_name: str | None = None) -> list[str]:

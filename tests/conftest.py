@@ -30,14 +30,15 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session", autouse=True)
 def measurement_cache(tmp_path_factory):
-    """The session's own PORTER_CACHE: no figure from a user's earlier runs, no lock shared with them."""
-    previous = os.environ.get("PORTER_CACHE")
-    os.environ["PORTER_CACHE"] = str(tmp_path_factory.mktemp("porter-cache"))
-    yield os.environ["PORTER_CACHE"]
+    """The session's own PORTER_STATE (porter's measurement cache and lock): no figure from a user's earlier runs,
+    no lock shared with them."""
+    previous = os.environ.get("PORTER_STATE")
+    os.environ["PORTER_STATE"] = str(tmp_path_factory.mktemp("porter-state"))
+    yield os.environ["PORTER_STATE"]
     if previous is None:
-        os.environ.pop("PORTER_CACHE", None)
+        os.environ.pop("PORTER_STATE", None)
     else:
-        os.environ["PORTER_CACHE"] = previous
+        os.environ["PORTER_STATE"] = previous
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from local_tasks import open_local_run
 
-from porter.loop import log_reader, tools
+from porter.loop import log_grep, log_reader, tools
 
 
 @pytest.fixture
@@ -71,3 +71,11 @@ def test_grep_with_tail_shows_the_last_matches_with_their_context(ctx):
 def test_errors_say_what_to_do(ctx, arguments, expected):
     result = tools.dispatch(ctx, "read_log", arguments)
     assert not result.ok and expected in result.text
+
+
+def test_a_backtracking_pattern_is_stopped_at_the_bound_and_said_so(ctx, monkeypatch):
+    (ctx.run_dir / "logs" / "serve-003.log").write_text("start\n" + "a" * 40 + "!\n")
+    monkeypatch.setattr(log_grep, "GREP_BASE_S", 1.0)  # the bound's base; the pattern would need hours
+    result = tools.dispatch(ctx, "read_log", {"grep": "(a+)+$"})
+    assert not result.ok and "was stopped after 1 s" in result.text and "backtracks" in result.text
+    assert "1 lines match" in read(ctx, grep="a!$")  # a plain pattern on the same log still answers

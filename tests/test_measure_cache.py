@@ -21,7 +21,7 @@ from helpers import free_port
 from sse_server import SseServer
 from twin_tasks import call, run_with
 
-from porter.ledger.measure_cache import cache_key, cached_samples, measurement_lock, store_sample
+from porter.ledger.measure_cache import LockTimeout, cache_key, cached_samples, measurement_lock, store_sample
 from porter.models import ScriptedModel
 
 SSE_SERVER = Path(__file__).resolve().parent / "sse_server.py"
@@ -29,7 +29,7 @@ SSE_SERVER = Path(__file__).resolve().parent / "sse_server.py"
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv("PORTER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PORTER_STATE", str(tmp_path / "cache"))
     return tmp_path / "cache"
 
 
@@ -88,8 +88,47 @@ def test_cache_keys_follow_the_configuration_and_the_check(cache):
     assert key != cache_key({**config, "flags": {"tp": 4}}, "throughput", {"rps": [1]})
     assert key != cache_key(config, "throughput", {"rps": [1, 2]})
     store_sample(key, {"output_tok_s": 10.0})
-    (cache / "measurements" / f"{key}.jsonl").open("a").write('{"torn')  # a writer killed mid-line
+    (cache / "samples" / f"{key}.jsonl").open("a").write('{"torn')  # a writer killed mid-line
     assert cached_samples(key) == [{"output_tok_s": 10.0}]
+
+
+def test_records_that_are_not_porters_are_skipped_and_counted(cache, capsys):
+    key, other = cache_key({"a": 1}, "single_stream", {}), cache_key({"a": 2}, "single_stream", {})
+    store_sample(key, {"output_tok_s": 253.6})
+    forged = [
+        {"output_tok_s": 1.0},  # a bare sample, as a sandbox would guess the format
+        {"key": other, "sample": {"output_tok_s": 1.0}},  # another configuration's record copied over
+        {"key": key, "sample": [1.0]},
+        {"key": key, "sample": {"output_tok_s": 1.0}, "extra": True},
+    ]
+    lines = [json.dumps(record) for record in forged]
+    prefix = json.dumps({"key": key})[:-1]  # JSON that json.dumps would never write: non-finite numbers
+    lines += [prefix + ', "sample": {"output_tok_s": Infinity}}', prefix + ', "sample": {"x": 1e999}}']
+    lines += ["[" * 100_000, json.dumps({"key": key, "sample": {"pad": "x" * (1 << 20)}})]
+    with (cache / "samples" / f"{key}.jsonl").open("a") as records:
+        records.write("\n".join(lines) + "\n")
+    assert cached_samples(key) == [{"output_tok_s": 253.6}]
+    assert f"{len(lines)} records of" in capsys.readouterr().err
+
+
+def test_the_lock_wait_is_bounded_and_names_the_holder(cache):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom porter.ledger.measure_cache import measurement_lock\n"
+         "with measurement_lock('a run \\x1b]0;pwned\\x07 holding it'):\n    print('held', flush=True)\n"
+         "    time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(LockTimeout) as refused, measurement_lock("a second measurement", poll_s=0.05, wait_s=0.2):
+            pytest.fail("the lock was taken while another process held it")
+        message = str(refused.value)
+        assert f"pid {holder.pid} (a run" in message and "holding it" in message and "\x1b" not in message
+    finally:
+        holder.kill()
+        holder.wait()
+    with measurement_lock("once it is free", wait_s=0):
+        pass
 
 
 def test_a_second_measurement_waits_for_the_lock_and_says_so(cache):

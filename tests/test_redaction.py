@@ -100,10 +100,35 @@ def test_scrub_tree_skips_the_sandbox_trees_and_links(secrets, tmp_path):
     outside = tmp_path.parent / f"{tmp_path.name}-outside.txt"
     outside.write_text(secret)
     (tmp_path / "logs" / "link").symlink_to(outside)
-    rewritten = redaction.scrub_tree(tmp_path, skip=[tmp_path / "repos"])
-    assert rewritten == [tmp_path / "logs" / "exec.log"]
+    sweep = redaction.scrub_tree(tmp_path, skip=[tmp_path / "repos"])
+    assert sweep.rewritten == [tmp_path / "logs" / "exec.log"] and sweep.too_large == []
     assert (tmp_path / "repos" / "tree.txt").read_text() == secret
     assert outside.read_text() == secret  # a link is never followed, the file behind it never rewritten
+
+
+def test_a_sparse_file_stays_sparse_and_a_huge_one_is_not_read(secrets, tmp_path, monkeypatch):
+    secret = ENVIRON["HF_TOKEN"].encode()
+    sparse = tmp_path / "sparse.log"
+    with open(sparse, "wb") as out:
+        out.write(b"head " + secret + b"\n")
+        out.seek(100 << 20)  # 100 MiB of hole
+        out.write(b"tail " + secret + b"\n")
+        out.seek(50 << 20, 1)  # and a hole at the end
+        out.truncate()
+    huge = tmp_path / "huge.log"
+    with open(huge, "wb") as out:
+        out.write(secret)
+        out.truncate(redaction.MAX_SCRUB_BYTES + 1)
+    size = sparse.stat().st_size
+    sweep = redaction.scrub_tree(tmp_path)
+    assert sweep.rewritten == [sparse] and sweep.too_large == [huge]
+    assert sparse.stat().st_size == size - 2 * len(secret) + 2 * len(b"[REDACTED:HF_TOKEN]")
+    assert sparse.stat().st_blocks * 512 < 8 << 20  # still holes (a chunk around each write), not 150 MiB
+    with open(sparse, "rb") as scrubbed:
+        assert scrubbed.read(64).startswith(b"head [REDACTED:HF_TOKEN]\n")
+    assert huge.read_bytes()[: len(secret)] == secret  # left alone, and named
+    with open(huge, "rb") as source, pytest.raises(redaction.ScrubTooLarge):
+        secrets.copy_redacted(source, None, max_bytes=redaction.MAX_SCRUB_BYTES)
 
 
 def test_environment_problems_by_name_value_and_reference(secrets):

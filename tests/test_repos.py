@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import time
 
 import git
 import pytest
 
+from porter.sandbox.trees import safe_git
 from porter.sandbox.trees.tracked import TrackedRepo, commit_message, export_series
 
 
@@ -102,3 +106,33 @@ def test_a_second_run_on_the_same_branch_is_refused(upstream):
 def test_not_a_git_repo_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="is not a git repository"):
         TrackedRepo("engine", tmp_path, "run-6")
+
+
+def test_a_lock_a_killed_git_left_is_cleared_and_one_still_held_is_not(upstream):
+    tracked = TrackedRepo("engine", upstream, "run-lock")
+    state = tracked.begin()
+    (upstream / "kernel.cc").write_text("#include <hip/hip_runtime.h>\nint main() { return 0; }\n")
+    git_dir, lock = upstream / ".git", upstream / ".git" / "index.lock"
+    # another process's git, pinned to the repo as porter's are, holding the index lock while its editor runs
+    env = {**os.environ, "GIT_DIR": str(git_dir), "GIT_WORK_TREE": str(upstream), "GIT_EDITOR": "sleep 120; true"}
+    holder = subprocess.Popen(
+        ["sh", "-c", "git -c user.name=t -c user.email=t@t commit -a & wait"],
+        env=env, cwd=upstream, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        while not lock.exists():
+            assert holder.poll() is None, "git exited before taking its lock"
+            time.sleep(0.01)
+        with pytest.raises(safe_git.UntrustedRepo, match=r"index.lock is held by process \[\d+"):
+            tracked.accept(state, "Guard the include")
+        assert TrackedRepo("engine", upstream, "run-lock").cleared_locks == [] and lock.exists()
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)  # as a kill -9 of porter's process group would
+        holder.wait()
+    assert lock.exists()
+    resumed = TrackedRepo("engine", upstream, "run-lock")
+    state = resumed.begin(state)
+    assert resumed.cleared_locks == ["index.lock"] and not lock.exists()
+    sha = resumed.accept(state, "Guard the include")
+    assert state.accepted == [sha] and resumed.repo.head.commit.parents[0].hexsha == state.base_commit
+    assert "hip_runtime" in resumed.repo.git.show(f"{sha}:kernel.cc") and not resumed.is_dirty()

@@ -18,7 +18,7 @@ import yaml
 from porter.ops.sandbox_commands import sandbox_exec_main
 from porter.sandbox import DockerSandbox, SandboxDied, SandboxError
 from porter.sandbox.docker_options import check_host_resources, container_options, process_start
-from porter.task import Task, load_task
+from porter.task import Mount, Task, load_task
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BASE_IMAGE = "porter-base:bookworm"
@@ -51,6 +51,8 @@ def test_glm52_task_gives_the_rocm_options(tmp_path):
     assert (options["ipc_mode"], options["shm_size"]) == ("host", "64g")
     assert options["security_opt"] == ["seccomp=unconfined"] and options["cap_add"] == ["SYS_PTRACE"]
     assert options["network"] == "porter-internal" and "network_mode" not in options
+    assert (options["mem_limit"], options["memswap_limit"], options["pids_limit"]) == ("1536g", "1536g", 32768)
+    assert [(u["Name"], u["Soft"], u["Hard"]) for u in options["ulimits"]] == [("fsize", 256 << 30, 256 << 30)]
     assert options["environment"] == task.sandbox.env
     assert options["working_dir"] == "/sgl-workspace"
     assert options["labels"] == {
@@ -87,6 +89,17 @@ def test_glm52_task_gives_the_rocm_options(tmp_path):
 def test_network_options(tmp_path, network, expected):
     options = container_options(small_task("net", network), "r", tmp_path)
     assert {key: options[key] for key in ("network", "network_mode", "ports") if key in options} == expected
+
+
+def test_a_mount_that_holds_porters_state_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("PORTER_STATE", str(tmp_path / "cache" / "porter"))
+    task = small_task("state")
+    for host in (tmp_path / "cache", tmp_path / "cache" / "porter", tmp_path / "cache" / "porter" / "samples"):
+        task.sandbox.mounts = [Mount(host=str(host), container="/root/.cache", read_only=True)]
+        with pytest.raises(SandboxError, match="would give it porter's own state folder"):
+            container_options(task, "r", tmp_path / "run")
+    task.sandbox.mounts = [Mount(host=str(tmp_path / "sandbox-cache"), container="/root/.cache", read_only=False)]
+    assert container_options(task, "r", tmp_path / "run")["mounts"][0]["Target"] == "/root/.cache"
 
 
 def test_missing_device_is_named_before_docker_sees_it(docker_client, tmp_path):

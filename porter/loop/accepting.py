@@ -131,6 +131,8 @@ def _commit_crash_fix(ctx: RunContext, summary: str, why: str, served: StartUp) 
         return None  # the crash came from the pending edits themselves, or from other flags: no evidence of a fix
     proof = decision.crash_fixed(crash, served)
     failed = f"The server failed to start: {crash.crash_class}.\n    {crash.key_line}\n(log: {crash.log})"
+    for name in dirty:
+        ctx.repos[name].refuse_oversized(ctx.repos[name].changed_files())
     commits = {}
     for name in dirty:
         repo = ctx.repos[name]
@@ -270,6 +272,9 @@ def _keep(ctx: RunContext, summary: str, why: str, verdict: Decision) -> dict:
         proof += f". Judged as a stack of {len(moves)} moves, kept together: " + "; ".join(moves)
     failed = _what_failed(ctx)
     crash = (state.pending.first_crash.crash_class if state.pending.first_crash else None) or state.accepted.crash_class
+    for repo in ctx.repos.values():  # all or nothing: a refusal in the second repo must not leave the first committed
+        if repo.is_dirty():
+            repo.refuse_oversized(repo.changed_files())
     commits = {}
     for name, repo in ctx.repos.items():
         if repo.is_dirty():

@@ -2,7 +2,8 @@
 
 The logs live on the host (`RUN/logs/serve-NNN.log`, one per launch), out of the sandbox's reach, so the
 model reads them through porter. Every answer is bounded (MAX_LINES lines of at most MAX_LINE_CHARS
-characters) and read as a stream, so a multi-gigabyte log costs time, never memory; terminal control
+characters) and read as a stream, so a multi-gigabyte log costs time, never memory; a grep (the model's
+regular expression) runs in a child process under a time bound (porter/loop/log_grep.py); terminal control
 sequences are stripped (porter/terminal.py). Does not triage (porter/triage) and does not decide what a log means.
 """
 
@@ -14,11 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from porter.errors import ToolError
+from porter.loop import log_grep
+from porter.loop.log_grep import bounded_lines
 from porter.terminal import printable
 
 MAX_LINES = 200
 MAX_LINE_CHARS = 400
-MAX_READ_LINE = 1 << 16  # characters of one log line read at most; the rest is skipped
 DEFAULT_TAIL = 60
 LOG_NAME = re.compile(r"^serve-(\d+)\.log$")
 
@@ -46,7 +48,7 @@ def read_log(
         raise ToolError(f"there is no log of launch {number}; the launches of this run are {list(logs)}")
     path = logs[number]
     if grep is not None:
-        shown, note = _grep(path, grep, context) if tail is None else _grep_last(path, grep, context, tail)
+        shown, note = _grep(path, grep, context, tail)
     elif start_line is not None or end_line is not None:
         shown, note = _range(path, start_line or 1, end_line)
     else:
@@ -61,61 +63,21 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
     return enumerate(bounded_lines(path), start=1)
 
 
-def bounded_lines(path: Path, limit: int = MAX_READ_LINE) -> Iterator[str]:
-    """The file's lines, each cut at `limit` characters: the server (in the sandbox) writes the log, and one
-    endless line read whole would exhaust porter's memory."""
-    with open(path, encoding="utf-8", errors="replace") as log:
-        while line := log.readline(limit):
-            if not line.endswith("\n"):
-                while (rest := log.readline(limit)) and not rest.endswith("\n"):
-                    pass  # the rest of a cut line is skipped, a piece at a time
-            yield line.rstrip("\n")
-
-
 def _clean(line: str) -> str:
     line = printable(line)
     return line if len(line) <= MAX_LINE_CHARS else f"{line[:MAX_LINE_CHARS]} [... {len(line) - MAX_LINE_CHARS} more]"
 
 
-def _grep(path: Path, pattern: str, context: int) -> tuple[list[tuple[int, str]], str]:
-    wanted = _pattern(pattern)
-    before: deque[tuple[int, str]] = deque(maxlen=context)
-    shown: dict[int, str] = {}
-    matches, after = 0, 0
-    for index, line in _lines(path):
-        if wanted.search(line):
-            matches += 1
-            if len(shown) < MAX_LINES:
-                shown.update(before)
-                shown[index] = line
-                after = context
-        elif after and len(shown) < MAX_LINES:
-            shown[index] = line
-            after -= 1
-        before.append((index, line))
-    lines = sorted(shown.items())[:MAX_LINES]
-    cut = " (the first shown; narrow the pattern, or add tail for the last ones)" if len(shown) >= MAX_LINES else ""
+def _grep(path: Path, pattern: str, context: int, last: int | None) -> tuple[list[tuple[int, str]], str]:
+    _pattern(pattern)
+    try:
+        lines, matches = log_grep.grep(path, pattern, context, last, MAX_LINES)
+    except log_grep.GrepTimeout as exc:
+        raise ToolError(str(exc)) from None
+    if last is not None:
+        return lines, f"{matches} lines match {pattern!r}; the last {min(last, MAX_LINES, matches)} shown"
+    cut = " (the first shown; narrow the pattern, or add tail for the last ones)" if len(lines) >= MAX_LINES else ""
     return lines, f"{matches} lines match {pattern!r}{cut}"
-
-
-def _grep_last(path: Path, pattern: str, context: int, last: int) -> tuple[list[tuple[int, str]], str]:
-    """The last `last` matching lines, each with its context: a block per match, the oldest dropped."""
-    wanted = _pattern(pattern)
-    last = min(last, MAX_LINES)
-    before: deque[tuple[int, str]] = deque(maxlen=context)
-    blocks: deque[list[tuple[int, str]]] = deque(maxlen=last)
-    matches, after = 0, 0
-    for index, line in _lines(path):
-        if wanted.search(line):
-            matches += 1
-            blocks.append([*before, (index, line)])
-            after = context
-        elif after:
-            blocks[-1].append((index, line))
-            after -= 1
-        before.append((index, line))
-    lines = sorted(dict(item for block in blocks for item in block).items())[-MAX_LINES:]
-    return lines, f"{matches} lines match {pattern!r}; the last {min(last, matches)} shown"
 
 
 def _pattern(pattern: str) -> re.Pattern:

@@ -97,12 +97,14 @@ class RunContext:
 
     def relaunch(self) -> serve.Launch:
         self.stop_server()
+        # what it will serve, taken before the launch (a tree porter cannot fingerprint is refused here) and
+        # remembered: its samples' cache keys and the report read the configuration
+        fingerprint = self.state.remember(measuring.configuration(self))
         self.state.relaunches += 1
         log_path = self.run_dir / "logs" / f"serve-{self.state.relaunches:03d}.log"
         self.server_started = time.monotonic()
         self.server = serve.launch(self.sandbox, self.task, self.state.flags, log_path, on_spawn=self._remember)
-        # what it serves is remembered: its samples' cache keys and the report read the configuration
-        self.server_fingerprint = self.state.remember(measuring.configuration(self))
+        self.server_fingerprint = fingerprint
         return self.server
 
     def _remember(self, process: Process) -> None:

@@ -32,7 +32,7 @@ from porter.loop.run_context import RunContext
 from porter.models import ToolSpec
 from porter.redaction import redact
 from porter.sandbox import SandboxDied, SandboxError
-from porter.sandbox.guard import refuse_patch
+from porter.sandbox.guard import MAX_READ_BYTES, MAX_READ_MIB, refuse_patch
 from porter.sandbox.trees import safe_git
 
 Result = tuple[str, dict]  # what a handler returns: the text for the model, and the facts for programs
@@ -217,6 +217,7 @@ def edit_file(ctx: RunContext, path: str, old: str, new: str) -> Result:
     if old == "":
         if host.exists():
             raise ToolError(f"{path} exists; give the exact text to replace in `old` (empty `old` creates a new file)")
+        _refuse_oversized(f"the new file {path}", len(new.encode()))
         ctx.guard.write_text(path, new)
         return (f"created {path}", {"path": path, "created": True})
     if not host.is_file():
@@ -227,8 +228,19 @@ def edit_file(ctx: RunContext, path: str, old: str, new: str) -> Result:
         raise ToolError(f"`old` was not found in {path}; nothing was changed. {nearest_lines(text, old)}")
     if count > 1:
         raise ToolError(f"`old` occurs {count} times in {path}; nothing was changed. Include more surrounding lines.")
-    ctx.guard.write_text(path, text.replace(old, new, 1))
+    edited = text.replace(old, new, 1)
+    _refuse_oversized(f"{path} after the edit", len(edited.encode()))
+    ctx.guard.write_text(path, edited)
     return (f"edited {path} (1 replacement)", {"path": path})
+
+
+def _refuse_oversized(what: str, size: int) -> None:
+    """File tools write what porter can read back whole; a bigger change is not one a person reviews as a patch."""
+    if size > MAX_READ_BYTES:
+        raise ToolError(
+            f"{what} would be {size / 2**20:.1f} MiB, over the {MAX_READ_MIB} MiB a file tool writes in one call; "
+            "nothing was changed. Send smaller changes; large generated files come from a tuning command or bash."
+        )
 
 
 def nearest_lines(text: str, wanted: str) -> str:
@@ -254,7 +266,8 @@ def apply_patch(ctx: RunContext, patch: str, repo: str | None = None) -> Result:
     tree = ctx.repo_dir(name)
     if not patch.endswith("\n"):
         patch += "\n"
-    refuse_patch(patch)
+    _refuse_oversized("the patch", len(patch.encode()))
+    refuse_patch(patch, tree)
     check = safe_git.run(tree, ["apply", "--check", "--recount", "-"], stdin=patch)
     if check.returncode != 0:
         raise ToolError(

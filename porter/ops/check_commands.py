@@ -23,7 +23,7 @@ from porter.checks.loadgen import CheckError
 from porter.checks.quality import QualityCheckSpec
 from porter.checks.throughput import SingleStreamSpec, ThroughputCheckSpec
 from porter.checks.throughput_kind import drain_note
-from porter.ledger.measure_cache import measurement_lock
+from porter.ledger.measure_cache import LockTimeout, measurement_lock
 from porter.task import Task
 from porter.terminal import markup_safe, printable
 
@@ -98,6 +98,8 @@ def bench_main(
             passed = result.knee is not None
     except CheckError as exc:
         return _fail(str(exc), 2 if "--rps" in str(exc) else 1)
+    except LockTimeout as exc:
+        return _fail(str(exc), 1)
     except ValidationError as exc:
         return _fail(f"bad options: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}", 2)
     if as_json:
@@ -212,7 +214,7 @@ def quality_main(url, dataset, samples, as_json) -> int:
     try:
         with measurement_lock(f"porter check quality {url}"):
             result = quality.run_quality(url, spec)
-    except CheckError as exc:
+    except (CheckError, LockTimeout) as exc:
         return _fail(str(exc), 1)
     table = Table(title=f"{markup_safe(result.name)} on {markup_safe(result.model)} ({result.n} questions)")
     for column in ("score", "95% CI", "strict", "flexible", "errors", "dataset sha256"):

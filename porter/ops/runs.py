@@ -30,10 +30,10 @@ from porter.ops import console
 from porter.ops.live_status import LiveStatus
 from porter.ops.pr_draft import write_prs
 from porter.ops.report import write_report
-from porter.redaction import collect, redact, scrub_tree, secret_fields
+from porter.redaction import MAX_SCRUB_MIB, collect, redact, scrub_tree, secret_fields
 from porter.sandbox import SandboxError, make_sandbox
 from porter.sandbox.image_build import build_task_image
-from porter.sandbox.services import start_services, stop_services
+from porter.sandbox.services import SHARED_DIRS, start_services, stop_services
 from porter.sandbox.trees.tracked import TrackedRepo
 from porter.task import Task
 
@@ -88,7 +88,9 @@ def open_run(task: Task, task_path: str, resume_dir: str | None = None, fresh: b
     if resume_dir:
         ctx.kill_leftover_server()  # a SIGKILLed porter leaves its server holding the port and the devices
         scrub_run_dir(ctx)  # a killed porter never swept what it had written (server logs, error log)
-        transcript.record("note", step=state.step, text=f"resumed from {run_dir}; the server is not running")
+        cleared = {name: repo.cleared_locks for name, repo in repos.items() if repo.cleared_locks}
+        locks = f"; cleared the git locks a killed porter left (no process held them): {cleared}" if cleared else ""
+        transcript.record("note", step=state.step, text=f"resumed from {run_dir}; the server is not running{locks}")
         state.finished = None
         state.messages.append(
             {
@@ -169,9 +171,13 @@ def finish_outputs(ctx: RunContext) -> None:
 
 def scrub_run_dir(ctx: RunContext) -> None:
     """Sweep every file porter wrote (logs, patches, drafts, report, ...) for secret values; the sandbox's own
-    trees (repos, local root, scratch) are its content, not porter's output, and are left as they are."""
-    trees = [ctx.run_dir / name for name in ("repos", "root", "scratch")]
-    scrub_tree(ctx.run_dir, skip=trees)
+    trees (repos, local root, scratch, the folders it shares with host services) are its content, not porter's
+    output, and are left as they are. A file too large to sweep is named."""
+    trees = [ctx.run_dir / name for name in ("repos", "root", "scratch", SHARED_DIRS)]
+    too_large = scrub_tree(ctx.run_dir, skip=trees).too_large
+    if too_large:
+        shown = ", ".join(str(path.relative_to(ctx.run_dir)) for path in too_large)
+        console.say(f"porter: not swept for secrets (over {MAX_SCRUB_MIB} MiB, read no further): {shown}")
 
 
 def agent_model(task: Task, run_dir: Path | None = None) -> Model:

@@ -23,7 +23,14 @@ import docker.errors
 
 from porter.sandbox import make_sandbox
 from porter.sandbox.base import SandboxError
-from porter.sandbox.docker_options import INTERNAL_NETWORK, MANAGED_LABEL, OWNER_HOST, OWNER_PID, owner_alive
+from porter.sandbox.docker_options import (
+    INTERNAL_NETWORK,
+    MANAGED_LABEL,
+    OWNER_HOST,
+    OWNER_PID,
+    REACH_HOST_NETWORK,
+    owner_alive,
+)
 from porter.task import Task, TaskError, load_task
 
 # The manual sandbox is for a person: show up to 10 MB of output instead of the agent's 20 kB.
@@ -98,11 +105,13 @@ def sandbox_prune_main() -> int:
             continue  # removed meanwhile (its run ended, or another prune)
         print(f"removed {container.name} ({reason})")
         removed += 1
-    for network in client.networks.list(names=[INTERNAL_NETWORK]):
+    for network in client.networks.list(names=[INTERNAL_NETWORK, REACH_HOST_NETWORK]):
+        if network.name not in (INTERNAL_NETWORK, REACH_HOST_NETWORK):
+            continue  # docker's name filter matches substrings
         network.reload()
         if not network.containers and not waiting:
             network.remove()
-            print(f"removed network {INTERNAL_NETWORK} (unused)")
+            print(f"removed network {network.name} (unused)")
     print(f"pruned {removed} of {len(containers)} porter containers")
     return 0
 

@@ -33,18 +33,19 @@ from porter.sandbox.base import (
     refuse_secrets,
 )
 from porter.sandbox.docker_options import (
-    INTERNAL_NETWORK,
     MANAGED_LABEL,
     OWNER_PID,
     check_host_resources,
     container_options,
     image_name,
+    internal_network,
     owner_alive,
     owner_labels,
     repo_host_dir,
 )
 from porter.sandbox.docker_process import DockerProcess
 from porter.sandbox.guard import PathGuard
+from porter.sandbox.host_firewall import close_host_listeners
 from porter.sandbox.trees.baseline import ensure_baseline, extract_tree
 from porter.sandbox.trees.overlay import WEIGHTS_MOUNT, build_from_dir, build_from_tar
 from porter.task import OVERLAY_REPO, Task
@@ -106,6 +107,7 @@ class DockerSandbox:
         if self.container is None:
             self.container = self._find_own() or self._create()
         if self.container.status != "running":
+            close_host_listeners(self.client, self.task, self._helper_labels())
             self.container.start()
             self._drop_default_route()
             self.container.reload()
@@ -238,10 +240,11 @@ class DockerSandbox:
         return {MANAGED_LABEL: "1", "porter.run": self.run_id, **owner_labels()}
 
     def _ensure_internal_network(self) -> None:
-        if not self._internal_networks():
+        name = internal_network(self.task)
+        if not self._internal_networks(name):
             try:
                 self.client.networks.create(
-                    INTERNAL_NETWORK,
+                    name,
                     driver="bridge",
                     internal=True,
                     check_duplicate=True,
@@ -250,20 +253,20 @@ class DockerSandbox:
                 )
             except docker.errors.APIError as exc:
                 if exc.status_code != 409:  # another sandbox created it first: fine
-                    raise SandboxError(f"cannot create the network {INTERNAL_NETWORK}: {exc.explanation}") from None
+                    raise SandboxError(f"cannot create the network {name}: {exc.explanation}") from None
         # Docker ignores check_duplicate since API 1.44: porters starting together can each create one, and the
         # name is then ambiguous to every container start. All keep the same one (in use, else the oldest) and
         # remove the others, before any sandbox joins them.
-        for extra in self._internal_networks()[1:]:
+        for extra in self._internal_networks(name)[1:]:
             try:
                 extra.remove()
             except docker.errors.APIError:
                 pass  # removed by the other porter meanwhile
 
-    def _internal_networks(self) -> list:
+    def _internal_networks(self, name: str) -> list:
         networks = [
-            n for n in self.client.networks.list(names=[INTERNAL_NETWORK], greedy=True) if n.name == INTERNAL_NETWORK
-        ]
+            n for n in self.client.networks.list(names=[name], greedy=True) if n.name == name
+        ]  # a substring filter
         return sorted(networks, key=lambda n: (not n.attrs.get("Containers"), n.attrs.get("Created", ""), n.id))
 
     def _drop_default_route(self) -> None:
@@ -425,7 +428,7 @@ class DockerSandbox:
         published = (settings.get("Ports") or {}).get(f"{port}/tcp")
         if published:
             return f"http://127.0.0.1:{published[0]['HostPort']}"
-        network_name = INTERNAL_NETWORK if network == "none" else "bridge"
+        network_name = internal_network(self.task) if network == "none" else "bridge"
         address = settings["Networks"][network_name]["IPAddress"]
         return f"http://{address}:{port}"
 

@@ -1,17 +1,19 @@
 """How a task becomes `docker create` arguments, as pure functions that can be checked without an engine.
 
 Covers the container name and labels, the image name, devices and the other ROCm options (taken
-from the task, nothing hard-coded), mounts (the task's, the weights read-only, the host trees of the
-repos and of the model overlay, the scratch dir), environment (with secrets refused) and the network
-mode. Also the host-side checks that turn a missing device, weights directory or mount source into a
-clear error before docker sees it. Does not talk to the
-engine: docker.py does.
+from the task, nothing hard-coded), the resource limits (memory with no swap beyond it, processes, the
+size of one written file), mounts (the task's, the weights read-only, the host trees of the repos and of
+the model overlay, the scratch dir; none may reach porter's own state folder), environment (with secrets
+refused) and the network mode. Also the host-side checks that turn a missing device, weights directory or
+mount source into a clear error before docker sees it. Does not talk to the engine: docker.py does.
 
 Network `none` is served by a porter-managed `--internal` bridge network with inter-container
 traffic disabled: the host reaches the server at the container's IP (the checks run on the
 host), while the container gets no NAT, no outside DNS, and (after start, see docker.py) no
-default route. Docker does not publish ports on internal networks, so `endpoint()` uses the IP.
-`bridge` publishes the serve port on 127.0.0.1 (a free host port); `host` shares the host's stack.
+default route, and a firewall rule on the Docker host refuses every connection it opens to the host's
+own addresses (porter/sandbox/host_firewall.py); a task with `reach_host` joins a second internal
+network without that rule. Docker does not publish ports on internal networks, so `endpoint()` uses the
+IP. `bridge` publishes the serve port on 127.0.0.1 (a free host port); `host` shares the host's stack.
 """
 
 from __future__ import annotations
@@ -20,13 +22,16 @@ import os
 import re
 from pathlib import Path
 
-from docker.types import Mount
+from docker.types import Mount, Ulimit
 
+from porter import state_dir
 from porter.sandbox.base import SCRATCH_DIR, SandboxError, refuse_secrets
 from porter.sandbox.trees.overlay import WEIGHTS_MOUNT
 from porter.task import Task
 
-INTERNAL_NETWORK = "porter-internal"
+INTERNAL_NETWORK = "porter-internal"  # network none: the host's listeners refused (host_firewall.py)
+REACH_HOST_NETWORK = "porter-internal-host"  # network none with sandbox.reach_host: the host's listeners reachable
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 MANAGED_LABEL = "porter.managed"
 OWNER_HOST, OWNER_PID, OWNER_START = "porter.owner_host", "porter.owner_pid", "porter.owner_start"
 # The container idles under docker's init (tini): it reaps the process groups porter kills and
@@ -105,8 +110,32 @@ def container_options(task: Task, run_id: str, run_dir: Path, owned: bool = True
         options["ipc_mode"] = spec.ipc
     if spec.shm_size:
         options["shm_size"] = spec.shm_size
+    options.update(_limits(task))
     options.update(_network_options(task))
     return options
+
+
+def size_bytes(size: str) -> int:
+    """A size as docker spells it (`16g`, `512m`, `1024`) in bytes."""
+    unit = size[-1:].lower() if size[-1:].isalpha() else ""
+    return int(size[: len(size) - len(unit)]) * _SIZE_UNITS[unit]
+
+
+def _limits(task: Task) -> dict:
+    """The task's bounds: memory with no swap beyond it, processes and threads, the size of one written file."""
+    spec, limits = task.sandbox, {}
+    if spec.memory:
+        limits["mem_limit"] = limits["memswap_limit"] = spec.memory
+    if spec.pids:
+        limits["pids_limit"] = spec.pids
+    if spec.max_file_size:
+        file_size = size_bytes(spec.max_file_size)
+        limits["ulimits"] = [Ulimit(name="fsize", soft=file_size, hard=file_size)]
+    return limits
+
+
+def internal_network(task: Task) -> str:
+    return REACH_HOST_NETWORK if task.sandbox.reach_host else INTERNAL_NETWORK
 
 
 def docker_run_words(task: Task, run_dir: Path = Path("RUN_DIR")) -> list[str]:
@@ -114,11 +143,14 @@ def docker_run_words(task: Task, run_dir: Path = Path("RUN_DIR")) -> list[str]:
     options = container_options(task, "RUN_ID", run_dir)
     words = [f"--device {device.split(':', 1)[0]}" for device in options["devices"]]
     words += [f"--group-add {group}" for group in options["group_add"]]
-    for key, flag in (("ipc_mode", "--ipc"), ("shm_size", "--shm-size"), ("network_mode", "--network")):
+    limits = (("mem_limit", "--memory"), ("memswap_limit", "--memory-swap"), ("pids_limit", "--pids-limit"))
+    for key, flag in (("ipc_mode", "--ipc"), ("shm_size", "--shm-size"), *limits, ("network_mode", "--network")):
         if key in options:
             words.append(f"{flag} {options[key]}")
+    words += [f"--ulimit {limit['Name']}={limit['Hard']}" for limit in options.get("ulimits", [])]
     if "network" in options:
-        words.append(f"--network {options['network']} (internal: no route out)")
+        closed = "" if task.sandbox.reach_host else "; the host's own listeners refused"
+        words.append(f"--network {options['network']} (internal: no route out{closed})")
     words += [f"--security-opt {option}" for option in options["security_opt"]]
     words += [f"--cap-add {cap}" for cap in options["cap_add"]]
     for mount in options["mounts"]:
@@ -145,6 +177,14 @@ def _mounts(task: Task, run_dir: Path) -> list[Mount]:
         # writes can reach a hook, a config or an fsmonitor that porter's host-side git would run.
         mounts.append(Mount(target=f"{repo.path}/.git", source=str(tree / ".git"), type="bind", read_only=True))
     mounts.append(Mount(target=SCRATCH_DIR, source=str(run_dir / "scratch"), type="bind"))
+    for mount in mounts:
+        if state_dir.shares_state(mount["Source"]):
+            raise SandboxError(
+                f"the sandbox mount {mount['Source']} (-> {mount['Target']}) would give it porter's own state folder "
+                f"{state_dir.state_dir()} (${state_dir.STATE_VARIABLE}: the measurement cache and lock), "
+                f"which the sandbox could rewrite or hold; point ${state_dir.SANDBOX_CACHE_VARIABLE} (the "
+                f"sandbox's cache in the real tasks) and ${state_dir.STATE_VARIABLE} at different folders"
+            )
     return mounts
 
 
@@ -163,7 +203,7 @@ def _network_options(task: Task) -> dict:
         return {"network_mode": "host"}
     if network == "bridge":
         return {"network_mode": "bridge", "ports": {f"{task.serve.port}/tcp": ("127.0.0.1", None)}}
-    return {"network": INTERNAL_NETWORK}
+    return {"network": internal_network(task)}
 
 
 def check_host_resources(task: Task) -> None:

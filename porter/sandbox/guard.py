@@ -7,8 +7,10 @@ Files are then opened one component at a time with O_NOFOLLOW from the root's di
 swapped in by the sandbox between the check and the access is refused too, never followed; writes go
 to a temporary file renamed over the target, so a hard link or a symlink is replaced, never written
 through; reads are bounded (MAX_READ_BYTES). Also checks patches (no symlinks, no gitlinks, nothing
-under `.git`) and finds symlinks in a tree that point outside it. Does not run git (porter/sandbox/trees/safe_git.py)
-and does not decide which roots a run has (the sandboxes and the run context do).
+under `.git`, no change to a link already in the tree), reading their headers as git's apply.c does (a
+mode is `strtoul(..., 8)`: any spacing, leading zeros, a sign), and finds symlinks in a tree that point
+outside it. Does not run git (porter/sandbox/trees/safe_git.py) and does not decide which roots a run has
+(the sandboxes and the run context do).
 """
 
 from __future__ import annotations
@@ -28,9 +30,6 @@ from porter.sandbox.base import SandboxError
 MAX_READ_MIB = 4
 MAX_READ_BYTES = MAX_READ_MIB << 20
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-# A diff header line that makes git create or retarget a symlink (120000) or a gitlink (160000).
-_LINK_MODE = re.compile(r"^(?:new file mode|new mode|old mode|index [0-9a-f]+\.\.[0-9a-f]+) (?:120000|160000)\s*$")
-_DIFF_PATH = re.compile(r"^(?:---|\+\+\+) (?:[ab]/)?(\S+)|^diff --git a/(\S+) b/(\S+)|^rename (?:from|to) (\S+)")
 
 
 class PathRefused(SandboxError):
@@ -187,23 +186,142 @@ def _refusal(error: OSError, shown: str) -> SandboxError:
     return SandboxError(f"{shown}: {error.strerror}")
 
 
-def patch_problems(patch: str) -> list[str]:
-    """Why a unified diff may not be applied: it makes symlinks or gitlinks, or touches a `.git` directory."""
+def patch_problems(patch: str, tree: Path | None = None) -> list[str]:
+    """Why a unified diff may not be applied: it makes or retargets a symlink or a gitlink, or touches a `.git`
+    directory. Headers are read as git reads them (see `git_mode`); with `tree`, a change to a path that is a
+    symbolic link there (an edit, a copy or a rename carries the link along, no mode line needed) is refused too."""
     problems = []
     for number, line in enumerate(patch.splitlines(), start=1):
-        if _LINK_MODE.match(line):
-            problems.append(f"line {number} ({line.strip()!r}) makes a symbolic link or a submodule link")
-        match = _DIFF_PATH.match(line)
-        paths = [path for path in (match.groups() if match else ()) if path and path != "/dev/null"]
-        if any(".git" in PurePosixPath(path).parts for path in paths):
-            problems.append(f"line {number} touches a .git directory ({line.strip()!r})")
+        shown = f"line {number} ({line.strip()[:80]!r})"
+        if (problem := _mode_problem(line)) is not None:
+            problems.append(f"{shown} {problem}")
+        names = _header_names(line)
+        if any(part.lower() == ".git" for name in names for part in PurePosixPath(name).parts):
+            problems.append(f"{shown} touches a .git directory")
+        if tree is not None and not line.startswith(("+++ ", "copy to ", "rename to ", "rename new ")):
+            linked = [name for name in _tree_names(line, names) if _is_link(tree, name)]
+            if linked and not _deletes(patch, number):
+                problems.append(f"{shown} changes the symbolic link {linked[0]} (a patch may only delete a link)")
     return problems
 
 
-def refuse_patch(patch: str) -> None:
-    problems = patch_problems(patch)
+def refuse_patch(patch: str, tree: Path | None = None) -> None:
+    problems = list(dict.fromkeys(patch_problems(patch, tree)))
     if problems:
         raise PathRefused("the patch was refused, nothing was changed: " + "; ".join(problems))
+
+
+# What git's apply.c (v2.39.5, parse_git_diff_header's table) matches, as exact prefixes, one space included.
+_NEW_MODE_HEADERS = ("new file mode ", "new mode ")  # the mode the file gets
+_NAME_HEADERS = ("--- ", "+++ ", "copy from ", "copy to ", "rename from ", "rename to ", "rename old ", "rename new ")
+S_IFMT, S_IFREG, S_IFLNK, S_IFGITLINK = 0o170000, 0o100000, 0o120000, 0o160000
+_C_SPACE = " \t\n\v\f\r"  # C's isspace()
+_ULONG_MAX, _UINT_MASK = (1 << 64) - 1, (1 << 32) - 1
+_C_ESCAPES = {"a": 7, "b": 8, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11, "\\": 92, '"': 34}  # unquote_c_style
+
+
+def git_mode(text: str) -> int | None:
+    """A mode as git's parse_mode_line reads it (apply.c): `strtoul(text, &end, 8)`, so leading whitespace, a sign
+    and any number of octal digits (`  120000`, `0120000`, `+120000`; `-0657777` wraps around to a link), stored
+    in an unsigned int; then whitespace or the end of the line must follow. None where git refuses the line."""
+    match = re.match(r"[ \t\n\v\f\r]*([+-]?)([0-7]+)(.*)$", text, re.DOTALL)
+    if match is None or match.group(3)[:1] not in ("", *_C_SPACE):
+        return None
+    value = int(match.group(2), 8)
+    if value > _ULONG_MAX:
+        value = _ULONG_MAX  # strtoul's ERANGE answer, whatever the sign
+    elif match.group(1) == "-":
+        value = -value & _ULONG_MAX
+    return value & _UINT_MASK
+
+
+def _index_mode(line: str) -> str | None:
+    """The mode text of an `index OLD..NEW MODE` line, as apply.c's gitdiff_index finds it (None: no mode)."""
+    rest = line[len("index ") :]
+    dots = rest.find(".")
+    if dots < 0 or rest[dots + 1 : dots + 2] != "." or dots > 64:
+        return None
+    after = rest[dots + 2 :]
+    space = after.find(" ")
+    return after[space + 1 :] if 0 <= space <= 64 else None
+
+
+def _mode_problem(line: str) -> str | None:
+    """What a header line that sets a mode would make, when it is not a regular file (None: no such line or a
+    regular file). Every non-regular type is refused: newer git (canon_mode) turns any unknown type into a gitlink."""
+    header = next((header for header in _NEW_MODE_HEADERS if line.startswith(header)), None)
+    if header is not None:
+        text = line[len(header) :]
+    elif line.startswith("index "):
+        text = _index_mode(line)
+    else:
+        return None
+    if text is None:
+        return None
+    mode = git_mode(text)
+    if mode is None:
+        return "has a mode git cannot read; write 100644 or 100755"
+    kind = mode & S_IFMT
+    if kind == S_IFLNK:
+        return f"makes a symbolic link (mode {mode:o} as git reads it)"
+    if kind == S_IFGITLINK:
+        return f"makes a submodule link (mode {mode:o} as git reads it)"
+    if kind != S_IFREG:
+        return f"sets mode {mode:o}, not a regular file's; write 100644 or 100755"
+    return None
+
+
+def _header_names(line: str) -> list[str]:
+    """The paths a header line names, unquoted as git does (C-style quotes, octal escapes)."""
+    if line.startswith("diff --git "):
+        return [_unquote(word) for word in line[len("diff --git ") :].split()]
+    for header in _NAME_HEADERS:
+        if line.startswith(header):
+            name = line[len(header) :]
+            name = _unquote(name) if name.startswith('"') else name.split("\t", 1)[0]
+            return [] if name == "/dev/null" else [name]
+    return []
+
+
+def _tree_names(line: str, names: list[str]) -> list[str]:
+    """The repo-relative old paths of a header line: the first component of `diff --git` and `---` names is
+    git's -p1 prefix (any word, not only a/); rename and copy sources are written without it."""
+    if line.startswith(("diff --git ", "--- ")):
+        return [str(PurePosixPath(*PurePosixPath(name).parts[1:])) for name in names[:1] if "/" in name]
+    return names
+
+
+def _is_link(tree: Path, name: str) -> bool:
+    return name not in ("", ".") and ".." not in PurePosixPath(name).parts and (tree / name).is_symlink()
+
+
+def _deletes(patch: str, number: int) -> bool:
+    """Whether the file section holding line `number` deletes its file (`deleted file mode`, or `+++ /dev/null`)."""
+    lines = patch.splitlines()
+    start = max((i for i in range(number) if lines[i].startswith("diff --git ")), default=0)
+    end = next((i for i in range(number, len(lines)) if lines[i].startswith("diff --git ")), len(lines))
+    section = lines[start:end]
+    return any(line.startswith("deleted file mode ") or line.startswith("+++ /dev/null") for line in section)
+
+
+def _unquote(name: str) -> str:
+    """git's unquote_c_style: a name in double quotes with backslash escapes (a letter, or three octal digits
+    for one byte: `"a/\\056git/config"` is a/.git/config)."""
+    if not (len(name) >= 2 and name.startswith('"') and name.endswith('"')):
+        return name
+    body, out, index = name[1:-1], bytearray(), 0
+    while index < len(body):
+        octal = re.match(r"\\([0-3][0-7]{2})", body[index:])
+        if octal:
+            out.append(int(octal.group(1), 8))
+            index += 4
+        elif body[index] == "\\" and body[index + 1 : index + 2] in _C_ESCAPES:
+            out.append(_C_ESCAPES[body[index + 1]])
+            index += 2
+        else:
+            out += body[index].encode()
+            index += 1
+    return out.decode(errors="replace")
 
 
 def escaping_links(tree: Path, relative_paths: Iterable[str]) -> list[str]:

@@ -5,7 +5,9 @@ Each service gets a directory it shares with the sandbox: `<run_dir>/services/<n
 service's `mount` path for a Docker sandbox, or the same path under the local sandbox's root (where a
 sandbox path already lives). A service typically serves a unix socket there, so the sandbox reaches it
 without a network. Its output goes to `logs/service-<name>.log`; it runs in its own session and is killed
-with its process group. Does not cover what a service does: the task names the command.
+with its process group. A service gets only the environment a program needs to run (SERVICE_ENVIRONMENT:
+paths, locale, home), never porter's own (its provider keys and every other secret): the sandbox talks to
+it. Does not cover what a service does: the task names the command.
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ from pathlib import Path
 
 from porter.sandbox.base import SandboxError
 from porter.task import Mount, ServiceSpec, Task
+
+# What a host service inherits of porter's environment: enough to find and run its program, nothing else.
+SERVICE_ENVIRONMENT = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
+LOG_TAIL_BYTES = 1500  # of a failed service's log, shown in the error
+SHARED_DIRS = "services"  # under the run directory: one folder per service, the sandbox's to write
 
 
 @dataclass
@@ -40,7 +47,7 @@ class Service:
 def shared_dir(task: Task, run_dir: Path, spec: ServiceSpec) -> Path:
     if task.sandbox.kind == "local":
         return run_dir / "root" / spec.mount.lstrip("/")
-    return run_dir / "services" / spec.name
+    return run_dir / SHARED_DIRS / spec.name
 
 
 def start_services(task: Task, run_dir: Path) -> list[Service]:
@@ -71,7 +78,9 @@ def _start(task: Task, run_dir: Path, spec: ServiceSpec) -> Service:
     command = [word.replace("{dir}", str(directory)) for word in spec.command]
     with open(log_path, "ab") as log:
         try:
-            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=service_environment()
+            )
         except OSError as exc:
             raise SandboxError(f"sandbox service {spec.name!r} cannot start: {exc}") from None
     service = Service(spec, process, directory)
@@ -79,11 +88,22 @@ def _start(task: Task, run_dir: Path, spec: ServiceSpec) -> Service:
     while spec.ready and not (directory / spec.ready).exists():
         if process.poll() is not None or time.monotonic() > deadline:
             service.stop()
-            tail = log_path.read_text(errors="replace")[-1500:].strip()
+            tail = _tail(log_path)
             what = f"exited with {process.returncode}" if process.returncode is not None else "was not ready in time"
             raise SandboxError(f"sandbox service {spec.name!r} {what} ({' '.join(command)}):\n{tail}")
         time.sleep(0.05)
     return service
+
+
+def service_environment() -> dict[str, str]:
+    return {name: os.environ[name] for name in SERVICE_ENVIRONMENT if name in os.environ}
+
+
+def _tail(log_path: Path) -> str:
+    """The end of a service's log, read from its last bytes (the log may be huge)."""
+    with open(log_path, "rb") as log:
+        log.seek(max(log.seek(0, os.SEEK_END) - LOG_TAIL_BYTES, 0))
+        return log.read(LOG_TAIL_BYTES).decode(errors="replace").strip()
 
 
 def stop_services(services: list[Service]) -> None:

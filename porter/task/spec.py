@@ -15,7 +15,7 @@ from pydantic import Field, field_validator, model_validator
 
 from porter.checks.registry import ChecksSpec
 from porter.engines.engine import ENGINES, Engine, engine_named, guess_engine
-from porter.schema import OVERLAY_REPO, FlagValue, PositiveFloat, Spec, normal_sandbox_path, reject_duplicates
+from porter.schema import OVERLAY_REPO, SIZE, FlagValue, PositiveFloat, Spec, normal_sandbox_path, reject_duplicates
 
 
 class ModelSpec(Spec):
@@ -119,6 +119,27 @@ class SandboxSpec(Spec):
     mounts: list[Mount] = Field(default_factory=list, description="Bind mounts (weights, caches).")
     env: dict[str, str] = Field(default_factory=dict, description="The only environment the sandbox gets.")
     network: Literal["none", "bridge", "host"] = Field("none", description="none: no route out of the sandbox.")
+    reach_host: bool = Field(
+        False,
+        description="With network none: let the sandbox open connections to the host's own listeners (a Ray head, "
+        "a service on 0.0.0.0) through its network's gateway. Off: a firewall rule porter puts on the Docker host "
+        "refuses them, and only the host opens connections (the checks). bridge and host reach the host anyway.",
+    )
+    memory: str | None = Field(
+        "32g",
+        pattern=SIZE,
+        description="Memory (RAM and swap together) the sandbox may use, e.g. 1536g on an 8-GPU node; past it the "
+        "kernel kills a process inside the sandbox, never the host's. null: no limit.",
+    )
+    pids: int | None = Field(
+        4096, ge=16, description="Processes and threads the sandbox may run at once (a fork bomb stops there)."
+    )
+    max_file_size: str | None = Field(
+        "16g",
+        pattern=SIZE,
+        description="Largest file a sandbox process may write, in its mounts too (RLIMIT_FSIZE: a write past it "
+        "fails with 'File too large'). Docker cannot cap the total written to bind mounts. null: no limit.",
+    )
     build_products: list[str] = Field(
         default_factory=list,
         description="Glob patterns of sandbox paths the engine writes while it runs (JIT caches, compiled kernels); "

@@ -7,7 +7,10 @@ is inherited by any git it spawns); pins GIT_DIR and GIT_WORK_TREE to the repo i
 `.git` file cannot redirect it; ignores the system config; and refuses a repo whose own config sets
 anything outside a short allow-list (filters, textconv, external diff, includes, fsmonitor, ...), which
 `sanitize_config` strips once from a tree copied out of an image, before any sandbox sees it.
-Does not decide what to commit (porter/sandbox/trees/tracked.py) nor where trees live (the sandboxes).
+Also recognises the lock files a killed git leaves in porter's git dir (`index.lock`, a ref's `.lock`: git
+takes them with O_EXCL and refuses to start while one exists) and clears those no live process holds open;
+the sandbox cannot write that dir, so they are porter's own. Does not decide what to commit
+(porter/sandbox/trees/tracked.py) nor where trees live (the sandboxes).
 """
 
 from __future__ import annotations
@@ -40,6 +43,10 @@ ALLOWED_KEY = re.compile(
     r"|user\.(?:name|email)|init\.defaultbranch|gc\.[a-z]+|pack\.[a-z]+|index\.[a-z]+"
     r"|extensions\.objectformat|branch\..+\.(?:remote|merge|rebase)|remote\..+\.(?:url|pushurl|fetch|tagopt|prune))$"
 )
+
+
+# The lock files git takes in a git dir (lockfile.c: the file's name plus ".lock"), besides refs/**/*.lock.
+LOCK_FILES = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", "FETCH_HEAD.lock", "packed-refs.lock", "config.lock")
 
 
 class UntrustedRepo(SandboxError):
@@ -133,3 +140,46 @@ def run(tree: Path, arguments: list[str], stdin: str | None = None) -> subproces
     return subprocess.run(
         ["git", *hardening, *arguments], cwd=tree, input=stdin, capture_output=True, text=True, env=env
     )
+
+
+def lock_files(git_dir: Path) -> list[Path]:
+    """The lock files present in `git_dir`: the fixed names and every ref's."""
+    git_dir = Path(git_dir)
+    found = [git_dir / name for name in LOCK_FILES if (git_dir / name).exists()]
+    refs = git_dir / "refs"
+    return found + (sorted(refs.rglob("*.lock")) if refs.is_dir() else [])
+
+
+def lock_holders(lock: Path, git_dir: Path) -> list[int]:
+    """Live processes that may own `lock`: those that have it open (git keeps its lock open while it writes) and
+    those whose environment pins GIT_DIR to `git_dir` (every git porter runs, and what that git runs, such as an
+    editor while a lock waits closed). Processes of other users cannot be read: porter's git runs as porter."""
+    target = os.path.realpath(lock)
+    pinned = {f"GIT_DIR={spelling}".encode() for spelling in (str(git_dir), os.path.realpath(git_dir))}
+    holders, own = [], str(os.getpid())
+    for process in Path("/proc").glob("[0-9]*"):
+        try:
+            # This process's git calls are synchronous: a child still alive is gitpython's persistent `cat-file`
+            # reader, which takes no lock.
+            if process.name == own or (process / "stat").read_text().rsplit(")", 1)[1].split()[1] == own:
+                continue
+            environ = set((process / "environ").read_bytes().split(b"\0"))
+            if environ & pinned or any(os.readlink(fd) == target for fd in (process / "fd").iterdir()):
+                holders.append(int(process.name))
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+    return holders
+
+
+def clear_stale_locks(git_dir: Path) -> tuple[list[str], dict[str, list[int]]]:
+    """Remove the lock files in `git_dir` that no live process may own (left by a git killed mid-work: what it
+    was writing never replaced the index or ref, which stand as before). Returns (cleared, held: lock -> pids)."""
+    cleared, held = [], {}
+    for lock in lock_files(git_dir):
+        holders = lock_holders(lock, git_dir)
+        if holders:
+            held[str(lock)] = holders
+            continue
+        lock.unlink(missing_ok=True)
+        cleared.append(str(lock.relative_to(git_dir)))
+    return cleared, held

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,12 +19,21 @@ from pathlib import Path
 import git
 
 from porter.redaction import redact
+from porter.sandbox import SandboxError
 from porter.sandbox.guard import escaping_links
 from porter.sandbox.trees import safe_git
 
 PORTER_AUTHOR = git.Actor("porter", "porter@localhost")
 # Build products appear in the trees while the engine runs; they are never part of a patch.
 IGNORED = ("__pycache__/", "*.py[cod]", "*.o", "*.so", "*.egg-info/", ".porter-build/")
+# The new content one kept change may commit: sources, configs, tokenizer files, tuned tables. A kept change is
+# reviewed as a patch, exported as one and stored again with every commit; a dump or a build output is not one.
+MAX_COMMIT_MIB = 32
+MAX_COMMIT_BYTES = MAX_COMMIT_MIB << 20
+
+
+class ChangeTooLarge(SandboxError):
+    """A pending change over MAX_COMMIT_BYTES; nothing was staged or committed, the message names the largest files."""
 
 
 @dataclass
@@ -46,16 +56,31 @@ class TrackedRepo:
             self.repo = safe_git.open_repo(self.path)
         except safe_git.UntrustedRepo as exc:
             raise ValueError(f"repo {name!r}: {exc}") from None
+        # A porter killed during git work (kill -9 mid-accept) leaves git's lock files; git is the truth of what
+        # was committed, and a killed git's half-written index or ref never replaced the real one.
+        self.cleared_locks, _ = safe_git.clear_stale_locks(Path(self.repo.git_dir))
         self._ignore_build_products()
 
     def _stage(self, **options) -> None:
-        try:
-            self.repo.git.add(A=True, **options)
-        except git.GitCommandError as exc:
-            raise safe_git.UntrustedRepo(
-                f"repo {self.name!r}: git cannot stage the tree ({exc.stderr.strip()}); a nested repository or an "
-                "unreadable file is in the way: remove it, or revert"
-            ) from None
+        """`git add -A`; a lock a killed git left is cleared once and the add retried."""
+        for attempt in range(2):
+            try:
+                self.repo.git.add(A=True, **options)
+                return
+            except git.GitCommandError as exc:
+                said = exc.stderr.strip()
+                cleared, held = safe_git.clear_stale_locks(Path(self.repo.git_dir)) if ".lock" in said else ([], {})
+                if cleared and attempt == 0:
+                    continue
+                holders = sorted({pid for pids in held.values() for pid in pids})
+                blame = (
+                    f"git's lock {', '.join(held)} is held by process {holders}: let it finish, then retry"
+                    if held
+                    else "a nested repository or an unreadable file is in the way: remove it, or revert"
+                )
+                raise safe_git.UntrustedRepo(
+                    f"repo {self.name!r}: git cannot stage the tree ({said}); {blame}"
+                ) from None
 
     def _new_gitlinks(self) -> list[str]:
         """Paths staged as another repository (mode 160000) that HEAD does not have: a repo planted in the tree."""
@@ -144,6 +169,7 @@ class TrackedRepo:
         clean tree equals its HEAD's tree, so a configuration keeps its fingerprint when it is committed.
         """
         self._check()
+        self.refuse_oversized(self.changed_files())  # hashing writes every changed file into git's object store
         with tempfile.TemporaryDirectory(prefix="porter-index-") as scratch:
             index = Path(scratch) / "index"
             own = Path(self.repo.git_dir) / "index"
@@ -166,6 +192,7 @@ class TrackedRepo:
         if not self.is_dirty():
             raise ValueError(f"repo {self.name!r} has no change to commit")
         files = self.changed_files()
+        self.refuse_oversized(files)
         escaping = escaping_links(self.path, files)
         if escaping:
             raise safe_git.UntrustedRepo(f"repo {self.name!r}: refusing to commit symbolic links out of it: {escaping}")
@@ -178,6 +205,28 @@ class TrackedRepo:
         state.accepted.append(commit.hexsha)
         return commit.hexsha
 
+    def refuse_oversized(self, files: list[str]) -> None:
+        """Raise ChangeTooLarge when the changed files hold more than MAX_COMMIT_BYTES (sizes from lstat: nothing
+        is read or hashed; a sparse file counts its full length, as git would store it)."""
+        sizes = {}
+        for name in files:
+            try:
+                info = (self.path / name).lstat()
+            except FileNotFoundError:
+                continue  # deleted by the change
+            if stat.S_ISREG(info.st_mode):
+                sizes[name] = info.st_size
+        total = sum(sizes.values())
+        if total > MAX_COMMIT_BYTES:
+            biggest = sorted(sizes, key=sizes.__getitem__, reverse=True)
+            shown = [name for name in biggest[:3] if sizes[name] >= 1 << 20] or biggest[:1]  # the ones that weigh
+            largest = ", ".join(f"{name}: {_mib(sizes[name])}" for name in shown)
+            raise ChangeTooLarge(
+                f"repo {self.name!r}: refusing to commit or fingerprint {_mib(total)} of changed files ({largest}), "
+                f"over porter's {MAX_COMMIT_MIB} MiB cap on one change; nothing was committed or hashed. Delete the "
+                "large files from the repo (engine outputs belong in sandbox.build_products) and try again, or revert"
+            )
+
     def revert(self) -> list[str]:
         """Drop the pending change (tracked edits and new files); returns the files it touched."""
         try:
@@ -188,6 +237,10 @@ class TrackedRepo:
         self.repo.git.reset("--hard", "HEAD")
         self.repo.git.clean("-ffd")  # -ff: nested repositories planted in the tree go too
         return touched
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**30:.1f} GiB" if size >= 1 << 30 else f"{size / 2**20:.1f} MiB"
 
 
 def export_series(repo: git.Repo, state: RepoState, out_dir: Path) -> list[Path]:

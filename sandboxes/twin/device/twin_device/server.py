@@ -2,8 +2,11 @@
 
 Protocol: one JSON object per line each way, on a persistent unix-socket connection. Requests carry
 "op" (properties, prefill, decode, kernel, numerics, startup) and its arguments; replies are JSON objects,
-or {"error": "..."} for a bad request. The server exits when the process that started it exits, so a
-killed run never leaves a device behind. Does not cover the numbers (model.py).
+or {"error": "..."} for a bad request. The sandbox is the client and this runs on the host, so what it
+reads is bounded: a request line over MAX_REQUEST_BYTES gets an error and the connection is closed (the
+rest of the line is never read), and at most MAX_CONNECTIONS are served at once. The server exits when the
+process that started it exits, so a killed run never leaves a device behind. Does not cover the numbers
+(model.py).
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from twin_device.model import Device
 
 HERE = Path(__file__).resolve().parents[2]
 SOCKET_NAME = "device.sock"
+# A decode step names each running request by a short hash: a request is a few kB even at a batch of thousands.
+MAX_REQUEST_BYTES = 1 << 20
+MAX_CONNECTIONS = 64  # the engine holds one per process
 
 
 def scenario_overrides(name: str) -> dict:
@@ -53,19 +59,39 @@ def answer(device: Device, request: dict) -> dict:
 def make_handler(device: Device) -> type:
     class Handler(socketserver.StreamRequestHandler):
         def handle(self) -> None:
-            for line in self.rfile:
+            while line := self.rfile.readline(MAX_REQUEST_BYTES + 1):
+                if len(line) > MAX_REQUEST_BYTES:
+                    self.send({"error": f"request line over {MAX_REQUEST_BYTES} bytes; connection closed"})
+                    return
                 try:
                     reply = answer(device, json.loads(line))
-                except (ValueError, KeyError, TypeError) as exc:
+                except (ValueError, KeyError, TypeError, RecursionError) as exc:
                     reply = {"error": f"bad request: {exc}"}
-                self.wfile.write(json.dumps(reply).encode() + b"\n")
-                self.wfile.flush()
+                self.send(reply)
+
+        def send(self, reply: dict) -> None:
+            self.wfile.write(json.dumps(reply).encode() + b"\n")
+            self.wfile.flush()
 
     return Handler
 
 
 class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
+    slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request, client_address) -> None:
+        if not self.slots.acquire(blocking=False):  # a thread per connection: the sandbox must not make thousands
+            request.sendall(json.dumps({"error": f"over {MAX_CONNECTIONS} connections"}).encode() + b"\n")
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
 
 def exit_with_parent(parent: int) -> None:
