@@ -70,7 +70,7 @@ def cached_task(tmp_path: Path, cache: Path) -> Path:
 
 
 def baseline(ctx) -> dict:
-    (sample,) = {s["key"]: s for s in ctx.state.samples if s["config"] == ctx.state.accepted_config}.values()
+    (sample,) = {s.key: s for s in ctx.state.samples if s.config == ctx.state.accepted_config}.values()
     return sample
 
 
@@ -83,11 +83,11 @@ def test_a_sandbox_that_rewrites_its_cache_does_not_change_the_next_baseline(twi
     measured = [call("serve"), call("run_check", kind="single_stream")]
     first = run_with(task_path, ScriptedModel([*measured, call("bash", command=POISON)]), fresh=False)
     second = run_with(task_path, ScriptedModel(measured), fresh=False)
-    figure = baseline(first)["value"]
+    figure = baseline(first).value
     assert figure > 100, figure
-    reused = [s for s in second.state.samples if s["key"] == "single_stream"]
-    assert [s["value"] for s in reused] == [s["value"] for s in first.state.samples if s["key"] == "single_stream"]
-    assert all(s["cached"] for s in reused) and baseline(second)["value"] == figure
+    reused = [s for s in second.state.samples if s.key == "single_stream"]
+    assert [s.value for s in reused] == [s.value for s in first.state.samples if s.key == "single_stream"]
+    assert all(s.cached for s in reused) and baseline(second).value == figure
     assert "rewrote 0 cache files" in tool_results(first.run_dir)[2]["content"]
 
 
@@ -210,7 +210,7 @@ def test_a_kill_during_an_accept_leaves_a_lock_that_resume_clears_and_nothing_is
     state = read_state(run_dir)
     subprocess.run(["docker", "rm", "-f", f"porter-{state['run_id']}"], capture_output=True)
     accepted = [record["content"] for record in tool_results(run_dir) if record["name"] == "accept"][-1]
-    assert accepted.startswith("kept:"), (left, accepted, resumed.stderr[-1500:])
+    assert accepted.startswith("kept by rule"), (left, accepted, resumed.stderr[-1500:])
     assert not list(run_dir.glob("repos/*/.git/*.lock"))
     notes = [record["text"] for record in read_transcript(run_dir / "transcript.jsonl") if record["kind"] == "note"]
     assert any("cleared the git locks a killed porter left" in note for note in notes), notes

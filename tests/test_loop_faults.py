@@ -56,7 +56,7 @@ def test_the_server_that_was_accepted_is_measured_without_a_restart(twin_image, 
     ]
     ctx = run_scripted(fast_twin_task(tmp_path), script)
     results = tool_results(ctx.run_dir)
-    assert results[6]["content"].startswith("kept:"), results[6]["content"]
+    assert results[6]["content"].startswith("kept by rule"), results[6]["content"]
     assert results[7]["ok"] and results[7]["content"].startswith("single stream:"), results[7]["content"]
     assert ctx.state.relaunches == 2
 
