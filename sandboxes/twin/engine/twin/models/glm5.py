@@ -7,8 +7,10 @@ sglang's next-n model does, and `load_weights` renames checkpoint names accordin
 Does not cover reading files (model_loader/) or the quant config format (quantization.py).
 """
 
+from twin.model_loader.weight_utils import default_weight_loader
 from twin.quantization import QuarkConfig
 
+ARCHITECTURES = ("GlmMoeDsaForCausalLM",)
 DENSE_LAYERS = 3
 
 
@@ -54,7 +56,7 @@ def _layer_slots(prefix: str, config: dict, layer_index: int, quant: QuarkConfig
     return slots
 
 
-def target_params(config: dict, quant: QuarkConfig) -> dict[str, tuple[tuple, str]]:
+def target_params(config: dict, quant: QuarkConfig, parallel=None) -> dict[str, tuple[tuple, str]]:
     """Slots of the target model: embeddings, layers 0..N-1, final norm, lm_head."""
     hidden, vocab = config["hidden_size"], config["vocab_size"]
     slots = {"model.embed_tokens.weight": ((vocab, hidden), "BF16"), "model.norm.weight": ((hidden,), "BF16")}
@@ -64,7 +66,7 @@ def target_params(config: dict, quant: QuarkConfig) -> dict[str, tuple[tuple, st
     return slots
 
 
-def draft_params(config: dict, quant: QuarkConfig) -> dict[str, tuple[tuple, str]]:
+def draft_params(config: dict, quant: QuarkConfig, parallel=None) -> dict[str, tuple[tuple, str]]:
     """Slots of the MTP draft model: one decoder layer registered as `model.decoder`, plus its projections."""
     hidden, vocab = config["hidden_size"], config["vocab_size"]
     slots = {
@@ -87,3 +89,18 @@ def draft_name(checkpoint_name: str, nextn_layer: int) -> str | None:
     if rest.split(".", 1)[0] in ("enorm", "hnorm", "eh_proj", "shared_head"):
         return f"model.{rest}"
     return f"model.decoder.{rest}"
+
+
+def load_weights(params: dict, tensors, config: dict, draft: bool) -> int:
+    """Copy checkpoint tensors into slots; the target skips the MTP layer, the draft loads only it."""
+    nextn_layer = config["num_hidden_layers"]
+    loaded = 0
+    for tensor in tensors:
+        mtp_name = draft_name(tensor.name, nextn_layer)
+        if draft != (mtp_name is not None):
+            continue
+        name = mtp_name if draft else tensor.name
+        param = params[name]
+        default_weight_loader(param, tensor)
+        loaded += 1
+    return loaded
