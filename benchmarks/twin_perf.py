@@ -258,12 +258,16 @@ async def measure(name: str, args: argparse.Namespace, port: int) -> dict:
             return await _measure_on(name, args, port, root, tree, flags)
 
 
-async def _measure_on(name: str, args: argparse.Namespace, port: int, root: Path, tree: Path, flags: list) -> dict:
+async def _measure_on(
+    name: str, args: argparse.Namespace, port: int, root: Path, tree: Path, flags: list, start=start_server
+) -> dict:
+    """Start-ups, single stream and the sweep of one configuration; `start` launches its server (another front's
+    command in benchmarks/twin_family_perf.py)."""
     url, log = f"http://127.0.0.1:{port}", root / "server.log"
     starts = []  # on a fresh node, then again: the checkpoint in the page cache, the kernels built
     for _ in range(2):
         started = time.monotonic()
-        server = start_server(root, tree, flags, port, log)
+        server = start(root, tree, flags, port, log)
         try:
             await wait_healthy(url)
         except BaseException:

@@ -3,7 +3,7 @@
 #   sandboxes/twin/build.sh [--scenario NAME] [--front sglang|vllm] [--force]
 #       -> image porter-twin2:NAME (sglang's front, default scenario glm52-day0) or porter-twin2:NAME-vllm
 #   sandboxes/twin/build.sh --local DIR [--scenario NAME] [--front sglang|vllm]
-#       -> DIR/sgl-workspace/twin (or DIR/usr/local/lib/python3.11/dist-packages/vllm), DIR/models/..., DIR/opt/rocm
+#       -> DIR/sgl-workspace/twin (or DIR/usr/local/lib/python3.12/dist-packages/vllm), DIR/models/..., DIR/opt/rocm
 # An image whose label twin.hash matches the sources is reused unless --force is given.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"

@@ -2,10 +2,11 @@
 
 sglang's front (the default):
   ROOT/sgl-workspace/twin     the engine source (the `twin` package) with the scenario's patches applied
-vLLM's front, installed as vLLM is in vllm/vllm-openai-rocm (a package in the Python's dist-packages, a `vllm`
-console script; the facts and their sources: README.md, "The vLLM front"):
-  ROOT/usr/local/lib/python3.11/dist-packages/vllm   the front (fronts/vllm) with the same engine as vllm/twin
-  ROOT/usr/local/lib/python3.11/dist-packages/vllm-0.25.1.dist-info, ROOT/usr/local/bin/vllm
+vLLM's front, installed as vLLM is in vllm/vllm-openai-rocm (a wheel in the system Python 3.12's dist-packages, a
+`vllm` console script; the facts and their sources: README.md, "The vLLM front"):
+  ROOT/usr/local/lib/python3.12/dist-packages/vllm   the front (fronts/vllm) with the same engine as vllm/twin
+  ROOT/usr/local/lib/python3.12/dist-packages/vllm-0.25.1.dist-info, ROOT/usr/local/bin/vllm
+  ROOT/usr/local/lib/python3.11/dist-packages/twin-vllm.pth  puts that directory on porter-base's Python 3.11 path
 Either tree is made a git repo with one commit by "twin upstream" at a fixed date (so the commit id is stable);
 patches name files relative to it (`twin/attention.py`), so a scenario's patches apply under either front.
 ROOT/models/<family dir>    the scenario's family's checkpoint (make_checkpoint.py, families/)
@@ -34,8 +35,11 @@ from families import family  # noqa: E402
 
 DEFAULT_SCENARIO = "glm52-day0"
 FRONTS = ("sglang", "vllm")
-# porter-base is Debian bookworm: python3.11, whose pip installs land in /usr/local/lib/python3.11/dist-packages
-SITE_PACKAGES = "usr/local/lib/python3.11/dist-packages"
+# vLLM's ROCm image installs its wheel into Python 3.12's dist-packages (docker/Dockerfile.rocm, Dockerfile.rocm_base
+# PYTHON_VERSION=3.12); the twin keeps that path, and a .pth file of porter-base's Python (3.11, Debian bookworm)
+# puts the directory on its path
+SITE_PACKAGES = "usr/local/lib/python3.12/dist-packages"
+BASE_SITE_PACKAGES = "usr/local/lib/python3.11/dist-packages"
 VLLM_VERSION = "0.25.1"  # the version whose CLI and wording the front follows
 COMMIT_DATE = "2026-07-14T09:00:00+00:00"
 UPSTREAM = {
@@ -132,6 +136,9 @@ def _copy_engine(root: Path, front: str) -> Path:
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {VLLM_VERSION}\n")
     (info / "entry_points.txt").write_text("[console_scripts]\nvllm = vllm.entrypoints.cli.main:main\n")
     (info / "top_level.txt").write_text("vllm\n")
+    base_site = root / BASE_SITE_PACKAGES
+    base_site.mkdir(parents=True, exist_ok=True)
+    (base_site / "twin-vllm.pth").write_text(f"/{SITE_PACKAGES}\n")
     script = root / "usr" / "local" / "bin" / "vllm"
     script.parent.mkdir(parents=True, exist_ok=True)
     script.write_text(CONSOLE_SCRIPT)

@@ -18,11 +18,16 @@ def _installed_version() -> str:
         return __version__
 
 
-def main() -> None:
+def make_parser() -> FlexibleArgumentParser:
     parser = FlexibleArgumentParser(description="vLLM CLI")
     parser.add_argument("-v", "--version", action="version", version=_installed_version())
     subparsers = parser.add_subparsers(required=False, dest="subparser")
     serve.subparser_init(subparsers).set_defaults(dispatch_function=serve.cmd)
+    return parser
+
+
+def main() -> None:
+    parser = make_parser()
     args = parser.parse_args()
     if hasattr(args, "dispatch_function"):
         sys.exit(args.dispatch_function(args))
