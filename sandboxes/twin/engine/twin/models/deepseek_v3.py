@@ -15,24 +15,13 @@ Does not cover reading files (model_loader/) or the quantization formats (quanti
 import re
 
 from twin.model_loader.weight_utils import default_weight_loader, expert_weight_loader
+from twin.models import mla
 
 ARCHITECTURES = ("DeepseekV3ForCausalLM",)
 EXPERT_WEIGHT = re.compile(r"^(?P<layer>.+\.mlp\.experts)\.(?P<expert>\d+)\.(?P<proj>gate|up|down)_proj\.(?P<kind>.+)$")
 # the MTP layer's own modules (the rest of it is a decoder block); the embedding is shared with the draft's top level
 SPEC_LAYER_WEIGHT_NAMES = ("embed_tokens", "enorm", "hnorm", "eh_proj", "shared_head")
 SHARED_WEIGHT_NAMES = ("embed_tokens",)
-
-
-def _attention_modules(prefix: str, config: dict) -> list[tuple[str, int, int]]:
-    hidden, heads, rope = config["hidden_size"], config["num_attention_heads"], config["qk_rope_head_dim"]
-    q_rank, kv_rank = config["q_lora_rank"], config["kv_lora_rank"]
-    return [
-        (f"{prefix}.self_attn.q_a_proj", q_rank, hidden),
-        (f"{prefix}.self_attn.q_b_proj", heads * (config["qk_nope_head_dim"] + rope), q_rank),
-        (f"{prefix}.self_attn.kv_a_proj_with_mqa", kv_rank + rope, hidden),
-        (f"{prefix}.self_attn.kv_b_proj", heads * (config["qk_nope_head_dim"] + config["v_head_dim"]), kv_rank),
-        (f"{prefix}.self_attn.o_proj", hidden, heads * config["v_head_dim"]),
-    ]
 
 
 def _mlp_modules(prefix: str, hidden: int, inter: int) -> list[tuple[str, int, int]]:
@@ -42,13 +31,8 @@ def _mlp_modules(prefix: str, hidden: int, inter: int) -> list[tuple[str, int, i
 
 def _layer_slots(prefix: str, config: dict, layer_index: int, quant, parallel) -> dict[str, tuple[tuple, str]]:
     hidden = config["hidden_size"]
-    slots: dict[str, tuple[tuple, str]] = {
-        f"{prefix}.input_layernorm.weight": ((hidden,), "BF16"),
-        f"{prefix}.post_attention_layernorm.weight": ((hidden,), "BF16"),
-        f"{prefix}.self_attn.q_a_layernorm.weight": ((config["q_lora_rank"],), "BF16"),
-        f"{prefix}.self_attn.kv_a_layernorm.weight": ((config["kv_lora_rank"],), "BF16"),
-    }
-    modules = _attention_modules(prefix, config)
+    slots = mla.norm_slots(prefix, config)
+    modules = mla.attention_modules(prefix, config)
     if layer_index < config["first_k_dense_replace"]:
         modules += _mlp_modules(f"{prefix}.mlp", hidden, config["intermediate_size"])
     else:

@@ -8,6 +8,7 @@ Does not cover reading files (model_loader/) or the quant config format (quantiz
 """
 
 from twin.model_loader.weight_utils import default_weight_loader
+from twin.models import mla
 from twin.quantization import QuarkConfig
 
 ARCHITECTURES = ("GlmMoeDsaForCausalLM",)
@@ -15,16 +16,8 @@ DENSE_LAYERS = 3
 
 
 def _linear_modules(prefix: str, config: dict, layer_index: int) -> list[tuple[str, int, int]]:
-    hidden, heads = config["hidden_size"], config["num_attention_heads"]
-    q_rank, kv_rank = config["q_lora_rank"], config["kv_lora_rank"]
-    qk_head = config["qk_nope_head_dim"] + config["qk_rope_head_dim"]
-    modules = [
-        (f"{prefix}.self_attn.q_a_proj", q_rank, hidden),
-        (f"{prefix}.self_attn.q_b_proj", heads * qk_head, q_rank),
-        (f"{prefix}.self_attn.kv_a_proj_with_mqa", kv_rank + config["qk_rope_head_dim"], hidden),
-        (f"{prefix}.self_attn.kv_b_proj", heads * (config["qk_nope_head_dim"] + config["v_head_dim"]), kv_rank),
-        (f"{prefix}.self_attn.o_proj", hidden, heads * config["v_head_dim"]),
-    ]
+    hidden = config["hidden_size"]
+    modules = mla.attention_modules(prefix, config)
     if layer_index < DENSE_LAYERS:
         inter = config["intermediate_size"]
         mlp = [("gate_proj", inter, hidden), ("up_proj", inter, hidden), ("down_proj", hidden, inter)]
@@ -36,12 +29,7 @@ def _linear_modules(prefix: str, config: dict, layer_index: int) -> list[tuple[s
 
 def _layer_slots(prefix: str, config: dict, layer_index: int, quant: QuarkConfig) -> dict[str, tuple[tuple, str]]:
     hidden = config["hidden_size"]
-    slots: dict[str, tuple[tuple, str]] = {
-        f"{prefix}.input_layernorm.weight": ((hidden,), "BF16"),
-        f"{prefix}.post_attention_layernorm.weight": ((hidden,), "BF16"),
-        f"{prefix}.self_attn.q_a_layernorm.weight": ((config["q_lora_rank"],), "BF16"),
-        f"{prefix}.self_attn.kv_a_layernorm.weight": ((config["kv_lora_rank"],), "BF16"),
-    }
+    slots = mla.norm_slots(prefix, config)
     for module, out_features, in_features in _linear_modules(prefix, config, layer_index):
         slots.update(quant.weight_slots(module, out_features, in_features))
     if layer_index >= DENSE_LAYERS:
