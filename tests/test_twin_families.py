@@ -103,15 +103,30 @@ def test_the_second_family_has_every_key_a_real_deepseek_v3_fp8_config_has() -> 
     assert set(real["quantization_config"]) <= set(twin["quantization_config"])
 
 
-@pytest.mark.parametrize(("per_rank", "fails"), [(192, True), (384, False), (1536, False)])
-def test_the_moe_weights_need_whole_blocks_per_rank(per_rank: int, fails: bool) -> None:
-    """vLLM's and sglang's check at weight creation: TP8's share of a 1536-wide expert fails, TP4's and a whole
+@pytest.mark.parametrize(("moe_tp", "fails"), [(8, True), (4, False), (1, False)])
+def test_the_moe_weights_need_whole_blocks_per_rank(moe_tp: int, fails: bool) -> None:
+    """vLLM's check at weight creation: TP8's share of a 1536-wide expert (192) fails, TP4's (384) and a whole
     expert (expert parallelism) do not."""
     quant = Fp8Config.from_config(corvid3.config()["quantization_config"], Path("config.json"))
     if fails:
         with pytest.raises(ValueError, match="= 192 is not divisible by weight quantization block_n = 128"):
-            quant.expert_slots("m", 160, 5120, 1536, per_rank)
+            quant.expert_slots("m", 160, 5120, 1536, moe_tp)
     else:
-        slots = quant.expert_slots("m", 160, 5120, 1536, per_rank)
+        slots = quant.expert_slots("m", 160, 5120, 1536, moe_tp)
         assert slots["m.w13_weight"] == ((160, 3072, 5120), "F8_E4M3")
         assert slots["m.w13_weight_scale_inv"] == ((160, 24, 40), "F32")
+        assert quant.moe_padding == 1.0
+
+
+def test_sglangs_aiter_moe_pads_the_share_and_pays_for_it() -> None:
+    """sglang with aiter pads TP8's 192 to 256 (no error): each rank holds a third more, and the device runs the
+    padding too."""
+    quant = Fp8Config.from_config(corvid3.config()["quantization_config"], Path("config.json"))
+    quant.expert_slots("m", 160, 5120, 1536, 8, pad_to=128)
+    assert quant.moe_padding == pytest.approx(256 / 192)
+    device = Device(family="corvid3")
+    padded, whole = {"tp": 8, "moe_tp": 8}, {"tp": 8, "moe_tp": 1}
+    assert device.moe_padding(padded) == pytest.approx(256 / 192) and device.moe_padding(whole) == 1.0
+    assert device.prefill_ms(padded, 8000, 0) > device.prefill_ms(whole, 8000, 0)
+    assert device.decode_ms(padded, 1, 1000) > device.decode_ms(whole, 1, 1000)
+    assert Device().moe_padding({"tp": 8, "moe_tp": 8}) == 1.0  # GLM-5.2: MXFP4, 256 per rank

@@ -1,31 +1,32 @@
 """The device model: step timings, kernel speeds, draft acceptance, numerics and the node's properties.
 
 The device is a node of GPUs running one model family: its work per token comes from the family's checkpoint
-config.json (families/, the same declaration make_checkpoint.py writes into the image; never from the sandbox,
-whose copy the agent may edit), its speed from the node's rates below. From the config: the MLA attention, routed
-and shared expert and dense GEMM work per token (multiply-accumulates), the weight bytes a decode step reads (the
+config.json (families/, the same declaration make_checkpoint.py writes into the image; never from the sandbox, whose
+copy the agent may edit), its speed from the node's rates below. From the config: the MLA attention, routed and
+shared expert and dense GEMM work per token (multiply-accumulates), the weight bytes a decode step reads (the
 attention, the dense layers, the active experts and lm_head, in the checkpoint's weight format), the KV bytes per
-token, the all-reduce bytes per token and the layer count, and what one MTP draft step reads.
-One replica (a TP group) runs one step at a time. Prefill, per uncached prompt token: that GEMM work at the node's
-rate for each kind (the MoE's by weight format: MXFP4 runs twice FP8's matrix rate on MI355X) over the TP group, plus
-an all-reduce cost that grows with TP size; cached prefix tokens cost almost nothing. A decode step: weight reads
-(nearly flat in TP at batch 1), all-reduce latency per layer (which the fused all-reduce shortens, most at TP8), a
-per-sequence cost and a KV-read cost per cached context token (what a narrower KV cache dtype saves: decode reads,
-not prefill compute). The MoE part runs at the tuned speed only when the engine launched a tuned kernel for the
-shape (a kernel name this device knows); the default path is slower. MLA prefill runs slower on the generic
+token, the all-reduce bytes per token and the layer count, and what one MTP draft step reads. One replica (a TP
+group) runs one step at a time. Prefill, per uncached prompt token: that GEMM work at the node's rate for each kind
+(the MoE's by weight format: MXFP4 runs twice FP8's matrix rate on MI355X) over the TP group, plus an all-reduce
+cost that grows with TP size; cached prefix tokens cost almost nothing. A decode step: weight reads (nearly flat in
+TP at batch 1), all-reduce latency per layer (which the fused all-reduce shortens, most at TP8), a per-sequence cost
+and a KV-read cost per cached context token (what a narrower KV cache dtype saves: decode reads, not prefill
+compute). The MoE part runs at the tuned speed only when the engine launched a tuned kernel for the shape (a kernel
+name this device knows); the default path is slower; an expert share padded to whole quantization blocks (sglang's
+aiter MoE at a split that is not) computes and reads the padding too. MLA prefill runs slower on the generic
 attention path than on a head-size kernel (an fmha v3 kernel whose head sizes fit the family's). Speculative
 decoding: each draft step costs a small forward, verifying the draft tokens costs more the larger the batch, and
 each request advances by 1 + the expected number of accepted draft tokens, from the family's acceptance-by-position
-profile scaled by how predictable the request's text is.
-Start-up: each stage takes the node's time (process group, reading the checkpoint at disk speed or from the
-page cache once read, a kernel build, graph capture per batch size); the engine sleeps it, scaled by its clock.
-The rates were fitted once so the flagship's shape (GLM-5.2) gives the story's proportions; parameters can be
-overridden per family (families/*.py DEVICE) and per scenario (scenario.json "device").
-Twin numbers, not MI355X figures. Does not cover the socket protocol (server.py).
+profile scaled by how predictable the request's text is. Start-up: each stage takes the node's time (process group,
+reading the checkpoint at disk speed or from the page cache once read, a kernel build, graph capture per batch
+size); the engine sleeps it, scaled by its clock. The rates were fitted once so the flagship's shape (GLM-5.2) gives
+the story's proportions; parameters can be overridden per family (families/*.py DEVICE) and per scenario
+(scenario.json "device"). Twin numbers, not MI355X figures. Does not cover the socket protocol (server.py).
 """
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 import zlib
@@ -122,6 +123,9 @@ def checkpoint_shape(config: dict) -> dict:
         "draft_step_gb": layer_gb + (2 * hidden * hidden + head) * BF16 / 1e9,  # one layer, eh_proj, the MTP head
         "qk_head": nope + rope,
         "v_head": v_head,
+        "expert_gb": (layers - dense) * experts * per_weight / 1e9,  # the active experts' share of active_gb
+        "moe_inter": config["moe_intermediate_size"],
+        "moe_block": (config["quantization_config"].get("weight_block_size") or [0])[0] if quant == "fp8" else 0,
     }
 
 
@@ -159,12 +163,18 @@ class Device:
         match = PREFILL_KERNEL.match(str(kernel))
         return bool(match) and int(match["qk"]) >= self.shape["qk_head"] and int(match["v"]) == self.shape["v_head"]
 
+    def moe_padding(self, config: dict) -> float:
+        """How much wider each rank's expert share runs than the model's: a share split over `moe_tp` ranks that is
+        not whole quantization blocks runs padded up to whole blocks (the only way such a layout starts)."""
+        block, width = self.shape["moe_block"], self.shape["moe_inter"] / int(config.get("moe_tp") or 1)
+        return math.ceil(width / block) * block / width if block else 1.0
+
     def prefill_ms(self, config: dict, uncached: int, cached: int) -> float:
         p, shape, tp = self.p, self.shape, int(config.get("tp", 8))
         attention = shape["attention_gmac"] * p["prefill_attention_ms_per_gmac"]
         attention *= 1.0 if self.prefill_attention_native(config) else p["prefill_attention_fallback_slowdown"]
         moe = shape["moe_gmac"] * p["prefill_moe_ms_per_gmac"][shape["quant"]]
-        moe *= 1.0 if self.moe_tuned(config) else p["moe_default_slowdown"]
+        moe *= (1.0 if self.moe_tuned(config) else p["moe_default_slowdown"]) * self.moe_padding(config)
         per_token = (attention + moe + shape["dense_gmac"] * p["prefill_dense_ms_per_gmac"]) / tp
         allreduce = self._by_tp("prefill_allreduce_ms_per_mb", tp) * shape["allreduce_mb"]
         allreduce *= self._allreduce_factor(config, "prefill")
@@ -174,7 +184,8 @@ class Device:
 
     def decode_ms(self, config: dict, batch: int, context: int) -> float:
         p, shape, tp = self.p, self.shape, int(config.get("tp", 8))
-        weights = self._by_tp("decode_weights_ms_per_gb", tp) * shape["active_gb"]
+        read_gb = shape["active_gb"] + shape["expert_gb"] * (self.moe_padding(config) - 1)
+        weights = self._by_tp("decode_weights_ms_per_gb", tp) * read_gb
         weights *= 1.0 if self.moe_tuned(config) else p["decode_moe_default_slowdown"]
         allreduce = self._by_tp("decode_allreduce_ms_per_layer", tp) * shape["layers"]
         allreduce *= self._allreduce_factor(config, "decode")

@@ -42,6 +42,7 @@ class ServeOptions:
     dp: int = 1
     ep: int = 1  # expert-parallel ranks: each holds 1/ep of the routed experts, whole
     moe_tp: int = 1  # the ranks one routed expert's width is split over
+    moe_pad_to: int = 0  # the MoE kernels pad each rank's expert width to a multiple of this (0: they do not)
     kv_cache_dtype: str = "auto"  # auto, bf16, fp8_e4m3, fp8_e5m2, fp4_e2m1
     spec_method: str | None = None
     spec_steps: int = 0
@@ -104,9 +105,11 @@ class Engine:
         self._select_kernels(backend, quant)
         self._plan_memory()
 
-    def _per_gpu_gb(self, params: dict) -> float:
-        """The share of the slots one GPU holds: routed experts split over moe_tp x ep ranks, the rest over tp."""
+    def _per_gpu_gb(self, params: dict, quant) -> float:
+        """The share of the slots one GPU holds: routed experts split over moe_tp x ep ranks (padded as the MoE
+        kernels pad them), the rest over tp."""
         experts, other = loader.slot_bytes(params)
+        experts *= getattr(quant, "moe_padding", 1.0)
         return (experts / (self.options.moe_tp * self.options.ep) + other / self.options.tp) / 1e9
 
     def _load_weights(self):
@@ -118,7 +121,7 @@ class Engine:
         started = time.monotonic()
         params = loader.build_params(self.model.target_params(config, quant, options))
         count = self.model.load_weights(params, loader.iterate_checkpoint(self.model_path), config, draft=False)
-        self.weights_gb = self._per_gpu_gb(params)
+        self.weights_gb = self._per_gpu_gb(params, quant)
         available -= self.weights_gb
         kind = config["architectures"][0]
         elapsed = time.monotonic() - started
@@ -131,7 +134,7 @@ class Engine:
             tensors = loader.iterate_checkpoint(self.model_path, loader.shards(self.model_path, layer=nextn))
             count += self.model.load_weights(draft, tensors, config, draft=True)
             params.update({f"draft.{name}": param for name, param in draft.items()})
-            used = self._per_gpu_gb(draft)
+            used = self._per_gpu_gb(draft, quant)
             self.weights_gb += used
             elapsed = time.monotonic() - started
             say("load_end", elapsed=elapsed, kind=f"{kind}NextN", available=available - used, used=used, draft=True)
@@ -192,6 +195,7 @@ class Engine:
         return {
             "tp": options.tp,
             "dp": options.dp,
+            "moe_tp": options.moe_tp,
             "kv_cache_dtype": options.kv_cache_dtype,
             "moe_kernels": self.moe_kernels,
             "kernels": self.kernels,

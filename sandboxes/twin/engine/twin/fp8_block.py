@@ -6,10 +6,12 @@ From the checkpoint's `quantization_config`: `activation_scheme` (block quantiza
 Fp8Config.from_config and get_quant_method; utils/quant_utils.py is_layer_skipped). A quantized linear's slots are
 an e4m3 weight of the module's shape and a float32 `weight_scale_inv` per block_n x block_k block. The fused-MoE
 weights are created per rank: each rank's share of an expert's width must be a whole number of blocks, or weight
-creation fails before anything is loaded (fp8.py Fp8MoEMethod.create_weights). After loading, the weights are
-converted to the platform's fp8 variant (e4m3fnuz on MI300-series gfx942, as vLLM's normalize_e4m3fn_to_e4m3fnuz
-is called when the platform is fnuz) and the block-scale GEMM kernel is picked for it; activations are quantized
-per token in groups of block_k by a JIT kernel (jit.py). Does not cover loading (model_loader/).
+creation fails before anything is loaded (fp8.py Fp8MoEMethod.create_weights), unless the front's MoE kernels pad
+the share (sglang 0.5.20 with SGLANG_USE_AITER pads it to 128s and skips the check when the block is 128x128). After
+loading, the weights are converted to the platform's fp8 variant (e4m3fnuz on MI300-series gfx942, as vLLM's
+normalize_e4m3fn_to_e4m3fnuz is called when the platform is fnuz) and the block-scale GEMM kernel is picked for it;
+activations are quantized per token in groups of block_k by a JIT kernel (jit.py). Does not cover loading
+(model_loader/).
 """
 
 import math
@@ -27,6 +29,7 @@ class Fp8Config:
         self.ignored_layers: list[str] = list(raw.get("ignored_layers") or raw.get("modules_to_not_convert") or [])
         self.exclude = self.ignored_layers
         self.block_n, self.block_k = (int(size) for size in raw["weight_block_size"])
+        self.moe_padding = 1.0  # how much wider each rank's expert share is than its unpadded width
 
     @classmethod
     def from_config(cls, config: dict, source: Path) -> "Fp8Config":
@@ -65,18 +68,25 @@ class Fp8Config:
         }
 
     def expert_slots(
-        self, prefix: str, experts: int, hidden: int, inter: int, inter_per_rank: int
+        self, prefix: str, experts: int, hidden: int, inter: int, moe_tp: int, pad_to: int = 0
     ) -> dict[str, tuple[tuple, str]]:
-        """The fused-MoE slots of one layer (gate and up stacked as w13, down as w2), created as each rank would
-        hold them: a rank's share of the expert width must be whole blocks."""
-        if inter_per_rank % self.block_n != 0:
+        """The fused-MoE slots of one layer (gate and up stacked as w13, down as w2) for experts split over `moe_tp`
+        ranks. A rank's share of the expert width must be whole blocks (vLLM's check), unless the MoE kernels pad it
+        to `pad_to` and that is the block size: then each rank holds its share padded up to whole blocks (sglang
+        with aiter, AITER_PADDING_SIZE 128, moe/utils.py get_moe_weight_sizes), and `moe_padding` says how much
+        more it holds. The slots have the checkpoint's (unpadded) shapes."""
+        per_rank = inter // moe_tp
+        self.moe_padding = 1.0
+        if pad_to and pad_to == self.block_n == self.block_k:
+            self.moe_padding = math.ceil(per_rank / pad_to) * pad_to / per_rank
+        elif per_rank % self.block_n != 0:
             raise ValueError(
-                f"The output_size of gate's and up's weight = {inter_per_rank} is not divisible by "
+                f"The output_size of gate's and up's weight = {per_rank} is not divisible by "
                 f"weight quantization block_n = {self.block_n}."
             )
-        if inter_per_rank != inter and inter_per_rank % self.block_k != 0:
+        elif moe_tp > 1 and per_rank % self.block_k != 0:
             raise ValueError(
-                f"The input_size of down's weight = {inter_per_rank} is not divisible by "
+                f"The input_size of down's weight = {per_rank} is not divisible by "
                 f"weight quantization block_k = {self.block_k}."
             )
         blocks_inter, blocks_hidden = math.ceil(inter / self.block_n), math.ceil(hidden / self.block_k)

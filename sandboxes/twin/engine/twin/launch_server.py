@@ -1,14 +1,16 @@
 """`python3 -m twin.launch_server`: the sglang front, sglang's flags and log wording over the shared engine.
 
 Flags in sglang's names (python/sglang/srt/server_args.py); `--ep-size` splits the routed experts over that many of
-the TP ranks (sglang's moe_tp_size = tp_size // ep_size). Start-up and batch lines are sglang's (`Init torch
-distributed ends. elapsed=...`, `Load weight end. elapsed=...`, `KV Cache is allocated. #tokens: ...`, `Capture
-cuda graph end. Time elapsed: ...`, `The server is fired up and ready to roll!`), repeated per simulated rank; a
-start-up exception is printed per rank the way sglang's scheduler processes print it, and the process exits with
-status 1. Does not cover the engine itself (engine.py).
+the TP ranks (sglang's moe_tp_size = tp_size // ep_size); with SGLANG_USE_AITER (set in sglang's ROCm image) the
+fused MoE pads each rank's expert width to 128s instead of refusing a width that is not whole FP8 blocks. Start-up
+and batch lines are sglang's (`Init torch distributed ends. elapsed=...`, `Load weight end. elapsed=...`, `KV Cache
+is allocated. #tokens: ...`, `Capture cuda graph end. Time elapsed: ...`, `The server is fired up and ready to
+roll!`), repeated per simulated rank; a start-up exception is printed per rank the way sglang's scheduler processes
+print it, and the process exits with status 1. Does not cover the engine itself (engine.py).
 """
 
 import argparse
+import os
 import sys
 
 from twin import __version__, attention, logs
@@ -49,6 +51,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+AITER_PADDING_SIZE = 128  # sglang srt/layers/moe/utils.py: aiter's fused MoE pads each rank's expert width to 128s
+
+
+def use_aiter() -> bool:
+    """sglang's SGLANG_USE_AITER (srt/environ.py, default off; lmsysorg/sglang-rocm's image sets it to 1)."""
+    return os.environ.get("SGLANG_USE_AITER", "").strip().lower() in ("1", "true", "yes")
+
+
 def serve_options(args: argparse.Namespace) -> ServeOptions:
     speculative = bool(args.speculative_algorithm)
     return ServeOptions(
@@ -60,6 +70,7 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
         dp=args.dp,
         ep=args.ep_size,
         moe_tp=args.tp // args.ep_size,
+        moe_pad_to=AITER_PADDING_SIZE if use_aiter() else 0,
         kv_cache_dtype=args.kv_cache_dtype,
         spec_method=args.speculative_algorithm,
         spec_steps=(args.speculative_num_steps or 0) if speculative else 0,

@@ -8,7 +8,8 @@ bias. The checkpoint's layer `num_hidden_layers` is the MTP layer: the target mo
 its names (`model.layers.N.*`), moves the decoder block under `model.layers.N.mtp_block.*` and its own embedding to
 `model.embed_tokens`, as vLLM's deepseek_mtp does (vllm 0.25.1 model_executor/models/deepseek_mtp.py,
 _rewrite_spec_layer_name), so the quantization config's exact names for the MTP head still match.
-Slots are created as each rank holds them (`parallel.moe_tp`: the ranks one expert's width is split over).
+The routed experts' slots are created for the ranks one expert's width is split over (`parallel.moe_tp`), padded
+as the front's MoE kernels pad (`parallel.moe_pad_to`).
 Does not cover reading files (model_loader/) or the quantization formats (quantization.py, fp8_block.py).
 """
 
@@ -40,8 +41,8 @@ def _layer_slots(prefix: str, config: dict, layer_index: int, quant, parallel) -
         modules += _mlp_modules(f"{prefix}.mlp.shared_experts", hidden, inter * config["n_shared_experts"])
         slots[f"{prefix}.mlp.gate.weight"] = ((experts, hidden), "BF16")
         slots[f"{prefix}.mlp.gate.e_score_correction_bias"] = ((experts,), "F32")
-        per_rank = inter // parallel.moe_tp
-        slots.update(quant.expert_slots(f"{prefix}.mlp.experts", experts, hidden, inter, per_rank))
+        experts_prefix = f"{prefix}.mlp.experts"
+        slots.update(quant.expert_slots(experts_prefix, experts, hidden, inter, parallel.moe_tp, parallel.moe_pad_to))
     for module, out_features, in_features in modules:
         slots.update(quant.weight_slots(module, out_features, in_features))
     return slots

@@ -12,7 +12,9 @@ _set_default_max_num_seqs_and_batched_tokens_args), vllm/config/cache.py (CacheD
 count), vllm/v1/attention/backends/registry.py (backend names), vllm/entrypoints/openai/cli_args.py (host None,
 port 8000, served_model_name nargs +). The MoE layers are split over tp x dp ranks without expert parallelism
 and hold whole experts on each of tp x dp ranks with it (model_executor/layers/fused_moe/config.py,
-FusedMoEParallelConfig.make). Does not cover the other hundred flags (argparse refuses them as unknown).
+FusedMoEParallelConfig.make). --trust-remote-code, --dtype, --quantization, --enforce-eager, --block-size and
+--enable-prefix-caching are accepted as vLLM accepts them and change nothing on the twin. Does not cover the other
+hundred flags (argparse refuses them as unknown).
 """
 
 import argparse
