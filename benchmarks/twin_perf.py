@@ -118,8 +118,10 @@ def start_server(root: Path, tree: Path, flags: list[str], port: int, log: Path)
 
 
 def logged_accept_length(log: Path) -> float | None:
-    """The mean of the engine's "accept len: X" figures (its Decode batch lines), None without any."""
-    values = [float(match) for match in re.findall(r"accept len: ([0-9.]+)", log.read_text(errors="replace"))]
+    """The mean of the engine's accept lengths (sglang's "accept len: X" in its Decode batch lines, vLLM's "Mean
+    acceptance length: X" in its SpecDecoding metrics lines), None without any."""
+    pattern = r"(?:accept len|Mean acceptance length): ([0-9.]+)"
+    values = [float(match) for match in re.findall(pattern, log.read_text(errors="replace"))]
     return round(statistics.mean(values), 3) if values else None
 
 
