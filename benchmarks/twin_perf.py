@@ -118,8 +118,10 @@ def start_server(root: Path, tree: Path, flags: list[str], port: int, log: Path)
 
 
 def logged_accept_length(log: Path) -> float | None:
-    """The mean of the engine's "accept len: X" figures (its Decode batch lines), None without any."""
-    values = [float(match) for match in re.findall(r"accept len: ([0-9.]+)", log.read_text(errors="replace"))]
+    """The mean of the engine's accept lengths (sglang's "accept len: X" in its Decode batch lines, vLLM's "Mean
+    acceptance length: X" in its SpecDecoding metrics lines), None without any."""
+    pattern = r"(?:accept len|Mean acceptance length): ([0-9.]+)"
+    values = [float(match) for match in re.findall(pattern, log.read_text(errors="replace"))]
     return round(statistics.mean(values), 3) if values else None
 
 
@@ -258,12 +260,16 @@ async def measure(name: str, args: argparse.Namespace, port: int) -> dict:
             return await _measure_on(name, args, port, root, tree, flags)
 
 
-async def _measure_on(name: str, args: argparse.Namespace, port: int, root: Path, tree: Path, flags: list) -> dict:
+async def _measure_on(
+    name: str, args: argparse.Namespace, port: int, root: Path, tree: Path, flags: list, start=start_server
+) -> dict:
+    """Start-ups, single stream and the sweep of one configuration; `start` launches its server (another front's
+    command in benchmarks/twin_family_perf.py)."""
     url, log = f"http://127.0.0.1:{port}", root / "server.log"
     starts = []  # on a fresh node, then again: the checkpoint in the page cache, the kernels built
     for _ in range(2):
         started = time.monotonic()
-        server = start_server(root, tree, flags, port, log)
+        server = start(root, tree, flags, port, log)
         try:
             await wait_healthy(url)
         except BaseException:

@@ -10,6 +10,7 @@ import base64
 import io
 import json
 import subprocess
+import sys
 import tarfile
 import time
 import urllib.request
@@ -22,6 +23,9 @@ from twin_tasks import FIXES, running_device
 from porter.checks.quality import QualityCheckSpec, run_quality
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "sandboxes" / "twin"))
+from layout import model_dir  # noqa: E402
+
 IMAGE = "porter-twin2:glm52-day0"
 PORTS = (30001, 30002, 30003, 30004)
 SERVE = "python3 -m twin.launch_server --model-path /models/glm-5.2-mxfp4 --host 0.0.0.0 --tp 8"
@@ -256,16 +260,17 @@ SCENARIOS = sorted(p.name for p in (ROOT / "sandboxes/twin/scenarios").iterdir()
 def test_scenario_image_is_a_clean_repo_carrying_its_defect(docker_client, scenario: str) -> None:
     subprocess.run([str(ROOT / "sandboxes/twin/build.sh"), "--scenario", scenario], check=True, capture_output=True)
     spec = json.loads((ROOT / "sandboxes/twin/scenarios" / scenario / "scenario.json").read_text())
-    script = "git status --short | wc -l; git log --format=%an; ls /models/glm-5.2-mxfp4/config.json"
+    checkpoint = model_dir(scenario)
+    script = f"git status --short | wc -l; git log --format=%an; ls {checkpoint}/config.json"
     fix = spec["fix"].get("patch")
     if fix:
         data = (ROOT / "sandboxes/twin/scenarios" / scenario / fix).read_bytes()
-        where = "/models/glm-5.2-mxfp4" if b"a/config.json" in data else "/sgl-workspace/twin"
+        where = checkpoint if b"a/config.json" in data else "/sgl-workspace/twin"
         script += f"; echo {base64.b64encode(data).decode()} | base64 -d > /tmp/fix.patch"
         script += f" && cd {where} && git apply --check /tmp/fix.patch && echo FIX-APPLIES"
     output = docker_client.containers.run(
         f"porter-twin2:{scenario}", ["sh", "-c", script], remove=True, working_dir="/sgl-workspace/twin"
     ).decode()
     assert output.splitlines()[:2] == ["0", "twin upstream"]
-    assert "/models/glm-5.2-mxfp4/config.json" in output
+    assert f"{checkpoint}/config.json" in output
     assert not fix or "FIX-APPLIES" in output

@@ -174,7 +174,7 @@ def test_batches_are_logged_as_sglang_logs_them(server) -> None:
 def test_a_full_kv_pool_queues_the_next_request(layout: Path, device: Path, tmp_path: Path) -> None:
     """A static pool that holds one request at a time: the second waits in the queue until the first ends."""
     log = tmp_path / "server.log"
-    with twin_server(layout, log, "--tp", "8", "--mem-fraction-static", "0.1631") as url:
+    with twin_server(layout, log, "--tp", "8", "--mem-fraction-static", "0.1742") as url:
         pool = int(re.search(r"KV Cache is allocated\. #tokens: (\d+)", log.read_text()).group(1))
         assert 1000 < pool < 20000
         payload = {"prompt": " ".join(["lima"] * (pool // 2)), "max_tokens": 60, "ignore_eos": True, "stream": True}

@@ -1,8 +1,8 @@
 """Every scenario variant of the twin (sandboxes/twin/scenarios/): its defect reproduces with its key log
 line when served with the scenario's flags, and its known fix (a patch, a flag change or a tuning command,
-kept in scenario.json) makes it start clean. Uses the --local layout (no Docker) and the scenario's device
-served from the host, to keep the suite short;
-the flagship's defects are tested in the image by test_twin_docker.py."""
+kept in scenario.json) makes it start clean, on sglang's front and, for the scenarios that say how (their "vllm"
+entry), on vLLM's. Uses the --local layout (no Docker) and the scenario's device served from the host, to keep the
+suite short; the flagship's defects are tested in the image by test_twin_docker.py."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ from porter.task import load_task
 ROOT = Path(__file__).resolve().parents[1]
 TWIN = ROOT / "sandboxes" / "twin"
 sys.path.insert(0, str(TWIN / "device"))
+sys.path.insert(0, str(TWIN))
+import layout  # noqa: E402
 from twin_device.host import running_device  # noqa: E402
 
 SCENARIOS = sorted(path.name for path in (TWIN / "scenarios").iterdir() if (path / "scenario.json").exists())
@@ -32,27 +34,27 @@ SCENARIOS = sorted(path.name for path in (TWIN / "scenarios").iterdir() if (path
 pytestmark = pytest.mark.usefixtures("needs_gxx")
 
 
+# How each front crashes at start-up (sglang's scheduler processes, vLLM's API server after its engine core)
+CRASH_BANNERS = {"sglang": "Received sigquit from a child process", "vllm": "Engine core initialization failed"}
+
+
 class LocalTwin:
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, scenario: str, front: str = "sglang"):
         self.root = root
-        self.tree = root / "sgl-workspace" / "twin"
+        self.front = front
+        self.tree = root / layout.repo_dir(front).lstrip("/")
+        self.model = root / layout.model_dir(scenario).lstrip("/")
         self.environment = {"PATH": "/usr/bin:/bin", "HOME": str(root), "ROCM_PATH": str(root / "opt/rocm")}
         self.environment["TWIN_TIME_SCALE"] = str(QUICK_SCALE)
+        if front == "vllm":
+            self.environment["PYTHONPATH"] = str(self.tree.parent)
 
     def command(self, port: int, flags: str) -> list[str]:
-        model = self.root / "models/glm-5.2-mxfp4"
-        return [
-            sys.executable,
-            "-m",
-            "twin.launch_server",
-            "--model-path",
-            str(model),
-            "--tp",
-            "8",
-            "--port",
-            str(port),
-            *shlex.split(flags),
-        ]
+        if self.front == "vllm":
+            front = ["-m", "vllm.entrypoints.cli.main", "serve", str(self.model), "--tensor-parallel-size", "8"]
+        else:
+            front = ["-m", "twin.launch_server", "--model-path", str(self.model), "--tp", "8"]
+        return [sys.executable, *front, "--port", str(port), *shlex.split(flags)]
 
     def run_to_exit(self, flags: str) -> tuple[int, str]:
         result = subprocess.run(
@@ -91,21 +93,29 @@ class LocalTwin:
 
 @pytest.fixture
 def scenario_twin(request, tmp_path: Path):
-    name = request.param
-    subprocess.run(
-        [str(TWIN / "build.sh"), "--local", str(tmp_path / "root"), "--scenario", name], check=True, capture_output=True
-    )
-    with running_device(tmp_path / "root" / "run" / "twin-device", name):
-        yield LocalTwin(tmp_path / "root"), json.loads((TWIN / "scenarios" / name / "scenario.json").read_text())
+    """(scenario name, front): the scenario laid out for that front, its device running; its spec as that front
+    reproduces and fixes it."""
+    name, front = request.param if isinstance(request.param, tuple) else (request.param, "sglang")
+    root = tmp_path / "root"
+    command = [str(TWIN / "build.sh"), "--local", str(root), "--scenario", name, "--front", front]
+    subprocess.run(command, check=True, capture_output=True)
+    with running_device(root / "run" / "twin-device", name):
+        yield LocalTwin(root, name, front), front_spec(name, front)
 
 
-def apply_fix(twin: LocalTwin, spec: dict, name: str) -> str:
+def front_spec(name: str, front: str) -> dict:
+    """The scenario's spec on a front: its "vllm" entry replaces the flags and fix it gives for sglang's."""
+    spec = _spec(name)
+    return spec | (spec.get("vllm", {}) if front == "vllm" else {}) | {"name": name}
+
+
+def apply_fix(twin: LocalTwin, spec: dict) -> str:
     """The flags to serve with after the scenario's known fix is applied."""
     fix = spec["fix"]
     if "patch" in fix:
-        patch = TWIN / "scenarios" / name / fix["patch"]
+        patch = (TWIN / "scenarios" / spec["name"] / fix["patch"]).resolve()
         checkpoint = "a/config.json" in patch.read_text()
-        twin.sh(f"{'cd ' + str(twin.root / 'models/glm-5.2-mxfp4') + ' && ' if checkpoint else ''}git apply {patch}")
+        twin.sh(f"{'cd ' + str(twin.model) + ' && ' if checkpoint else ''}git apply {patch}")
     if "command" in fix:
         twin.sh(fix["command"])
     return fix.get("flags", spec["reproduce_flags"] if "flags" not in fix else "")
@@ -116,14 +126,14 @@ def _spec(name: str) -> dict:
 
 
 CRASHES = [s for s in SCENARIOS if _spec(s)["key_line"]]
+CRASHES_ON_FRONTS = [(s, "sglang") for s in CRASHES] + [(s, "vllm") for s in CRASHES if "vllm" in _spec(s)]
 QUALITY_TRAPS = [s for s in SCENARIOS if _spec(s)["category"] == "quality_regression"]
 PERF_TRAPS = [s for s in SCENARIOS if _spec(s)["category"] == "perf_trap"]
 
 
-@pytest.mark.parametrize("scenario_twin", CRASHES, indirect=True)
-def test_scenario_defect_reproduces_and_its_fix_starts_clean(scenario_twin, request, tmp_path: Path) -> None:
+@pytest.mark.parametrize("scenario_twin", CRASHES_ON_FRONTS, indirect=True, ids="-".join)
+def test_scenario_defect_reproduces_and_its_fix_starts_clean(scenario_twin, tmp_path: Path) -> None:
     twin, spec = scenario_twin
-    name = request.node.callspec.params["scenario_twin"]
     if spec["category"] == "slow_fallback_perf":
         process, _ = twin.start(spec["reproduce_flags"], tmp_path / "before.log")
         process.terminate()
@@ -132,8 +142,8 @@ def test_scenario_defect_reproduces_and_its_fix_starts_clean(scenario_twin, requ
         code, log = twin.run_to_exit(spec["reproduce_flags"])
         assert code == 1, log[-2000:]
         assert spec["key_line"] in log
-        assert "Received sigquit from a child process" in log
-    flags = apply_fix(twin, spec, name)
+        assert CRASH_BANNERS[twin.front] in log
+    flags = apply_fix(twin, spec)
     process, _ = twin.start(flags, tmp_path / "after.log")
     process.terminate()
     after = (tmp_path / "after.log").read_text()

@@ -46,9 +46,10 @@ __all__ = ["running_device"]
 
 
 def build_twin(scenario: str = "glm52-day0") -> str:
-    subprocess.run(
-        [str(ROOT / "sandboxes" / "twin" / "build.sh"), "--scenario", scenario], check=True, capture_output=True
-    )
+    """The image of a scenario (`NAME`) or of a scenario on vLLM's front (`NAME-vllm`, as build.sh tags it)."""
+    name, front = (scenario.removesuffix("-vllm"), "vllm") if scenario.endswith("-vllm") else (scenario, "sglang")
+    command = [str(ROOT / "sandboxes" / "twin" / "build.sh"), "--scenario", name, "--front", front]
+    subprocess.run(command, check=True, capture_output=True)
     return f"porter-twin2:{scenario}"
 
 

@@ -1,163 +1,63 @@
-"""Generate the twin's GLM-5.2 MXFP4 checkpoint: config.json (with Quark's quantization_config), 4 shards.
+"""Write one model family's twin checkpoint: config.json, safetensors shards, the weight index, a tokenizer config.
 
-Names and shapes follow the published layout (hidden 6144, 78 layers + MTP layer 78, 256 experts, top-8,
-MXFP4 packed two values per byte with e8m0 group-32 scales). Quark kept the modules in EXCLUDE bf16, named
-as the checkpoint names them (`model.layers.78.mlp.shared_experts.*`). Each tensor's payload is a 16-byte
-fingerprint (see engine/twin/model_loader/loader.py). Run at image build: make_checkpoint.py OUT_DIR.
-Does not cover the engine's view of the model (engine/twin/models/glm5.py).
+Each shard has a real safetensors header (8-byte length, JSON with dtype, shape and data_offsets); each tensor's
+payload is a 16-byte fingerprint instead of its data (see engine/twin/model_loader/loader.py), so a 400 GB layout
+fits in a few MB. The index's `metadata.total_size` is the bytes the tensors would take (dtype x shape), as a real
+export writes it. What each family's files hold is declared in families/ (glm52, corvid3).
+Run at image build: make_checkpoint.py OUT_DIR [--family NAME]. Does not cover the engine's view of the model.
 """
 
-import fnmatch
+import argparse
 import hashlib
 import json
+import math
 import struct
 import sys
 from pathlib import Path
 
-CONFIG = {
-    "architectures": ["GlmMoeDsaForCausalLM"],
-    "model_type": "glm_moe_dsa",
-    "hidden_size": 6144,
-    "intermediate_size": 12288,
-    "moe_intermediate_size": 2048,
-    "num_hidden_layers": 78,
-    "num_nextn_predict_layers": 1,
-    "num_attention_heads": 64,
-    "q_lora_rank": 2048,
-    "kv_lora_rank": 512,
-    "qk_nope_head_dim": 192,
-    "qk_rope_head_dim": 64,
-    "v_head_dim": 256,
-    "n_routed_experts": 256,
-    "n_shared_experts": 1,
-    "num_experts_per_tok": 8,
-    "first_k_dense_replace": 3,
-    "vocab_size": 154880,
-    "max_position_embeddings": 202752,
-    "torch_dtype": "bfloat16",
-    "rope_theta": 1000000,
-}
-EXCLUDE = [
-    "lm_head",
-    "model.embed_tokens",
-    "*.mlp.gate",
-    "*eh_proj",
-    "*shared_head*",
-    "model.layers.78.mlp.shared_experts.*",
-]
-SHARDS = 4
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from families import DEFAULT, family  # noqa: E402
+
+# bytes per element of the safetensors dtypes the families use
+DTYPE_BYTES = {"BF16": 2, "F16": 2, "F32": 4, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E8M0": 1}
 
 
-def _linear(name: str, out_features: int, in_features: int, leading: tuple = ()) -> dict:
-    if any(name == pattern or fnmatch.fnmatchcase(name, pattern) for pattern in EXCLUDE):
-        return {f"{name}.weight": ("BF16", (*leading, out_features, in_features))}
-    return {
-        f"{name}.weight": ("U8", (*leading, out_features, in_features // 2)),
-        f"{name}.weight_scale": ("U8", (*leading, out_features, in_features // 32)),
-    }
-
-
-def _layer(index: int) -> dict:
-    c, prefix = CONFIG, f"model.layers.{index}"
-    hidden, heads = c["hidden_size"], c["num_attention_heads"]
-    tensors = {
-        f"{prefix}.input_layernorm.weight": ("BF16", (hidden,)),
-        f"{prefix}.post_attention_layernorm.weight": ("BF16", (hidden,)),
-        f"{prefix}.self_attn.q_a_layernorm.weight": ("BF16", (c["q_lora_rank"],)),
-        f"{prefix}.self_attn.kv_a_layernorm.weight": ("BF16", (c["kv_lora_rank"],)),
-    }
-    tensors |= _linear(f"{prefix}.self_attn.q_a_proj", c["q_lora_rank"], hidden)
-    tensors |= _linear(f"{prefix}.self_attn.q_b_proj", heads * 256, c["q_lora_rank"])
-    tensors |= _linear(f"{prefix}.self_attn.kv_a_proj_with_mqa", c["kv_lora_rank"] + 64, hidden)
-    tensors |= _linear(f"{prefix}.self_attn.kv_b_proj", heads * (192 + 256), c["kv_lora_rank"])
-    tensors |= _linear(f"{prefix}.self_attn.o_proj", hidden, heads * 256)
-    if index < c["first_k_dense_replace"]:
-        inter = c["intermediate_size"]
-        tensors |= _linear(f"{prefix}.mlp.gate_proj", inter, hidden) | _linear(f"{prefix}.mlp.up_proj", inter, hidden)
-        return tensors | _linear(f"{prefix}.mlp.down_proj", hidden, inter)
-    inter, experts = c["moe_intermediate_size"], c["n_routed_experts"]
-    tensors[f"{prefix}.mlp.gate.weight"] = ("BF16", (experts, hidden))
-    tensors[f"{prefix}.mlp.gate.e_score_correction_bias"] = ("F32", (experts,))
-    tensors |= {
-        k.replace(".w13.", ".w13_"): v
-        for k, v in _linear(f"{prefix}.mlp.experts.w13", 2 * inter, hidden, (experts,)).items()
-    }
-    tensors |= {
-        k.replace(".w2.", ".w2_"): v for k, v in _linear(f"{prefix}.mlp.experts.w2", hidden, inter, (experts,)).items()
-    }
-    for name, out_features, in_features in (
-        ("gate_proj", inter, hidden),
-        ("up_proj", inter, hidden),
-        ("down_proj", hidden, inter),
-    ):
-        tensors |= _linear(f"{prefix}.mlp.shared_experts.{name}", out_features, in_features)
-    return tensors
-
-
-def _mtp_extras(index: int) -> dict:
-    hidden, prefix = CONFIG["hidden_size"], f"model.layers.{index}"
-    tensors = {f"{prefix}.{norm}.weight": ("BF16", (hidden,)) for norm in ("enorm", "hnorm", "shared_head.norm")}
-    tensors |= _linear(f"{prefix}.eh_proj", hidden, 2 * hidden)
-    return tensors | _linear(f"{prefix}.shared_head.head", CONFIG["vocab_size"], hidden)
-
-
-def all_tensors() -> dict:
-    hidden, vocab = CONFIG["hidden_size"], CONFIG["vocab_size"]
-    tensors = {"model.embed_tokens.weight": ("BF16", (vocab, hidden))}
-    for index in range(CONFIG["num_hidden_layers"] + 1):
-        tensors |= _layer(index)
-    tensors |= _mtp_extras(CONFIG["num_hidden_layers"])
-    tensors["model.norm.weight"] = ("BF16", (hidden,))
-    return tensors | _linear("lm_head", vocab, hidden)
-
-
-def quark_config() -> dict:
-    """The `quantization_config` Quark exports (fields as sglang's quark loader reads them)."""
-    mxfp4 = {"dtype": "fp4", "qscheme": "per_group", "group_size": 32, "scale_format": "e8m0"}
-    return {
-        "quant_method": "quark",
-        "export": {"kv_cache_group": [], "pack_method": "reorder", "weight_format": "real_quantized"},
-        "global_quant_config": {
-            "weight": {**mxfp4, "is_dynamic": False},
-            "input_tensors": {**mxfp4, "is_dynamic": True},
-            "output_tensors": None,
-            "bias": None,
-        },
-        "layer_quant_config": {},
-        "layer_type_quant_config": {},
-        "exclude": EXCLUDE,
-        "quant_mode": "eager_mode",
-        "version": "0.10",
-    }
+def nominal_bytes(tensors: dict) -> int:
+    """What the tensors would take on disk."""
+    return sum(math.prod(shape) * DTYPE_BYTES[dtype] for dtype, shape in tensors.values())
 
 
 def _write_shard(path: Path, tensors: dict) -> None:
-    header, payload = {"__metadata__": {"format": "pt"}}, b""
+    header, payload = {"__metadata__": {"format": "pt"}}, bytearray()
     for name, (dtype, shape) in tensors.items():
         fingerprint = hashlib.blake2b(f"{name}|{dtype}|{shape}".encode(), digest_size=16).digest()
         header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [len(payload), len(payload) + 16]}
         payload += fingerprint
     encoded = json.dumps(header, separators=(",", ":")).encode()
     encoded += b" " * (-len(encoded) % 8)
-    path.write_bytes(struct.pack("<Q", len(encoded)) + encoded + payload)
+    path.write_bytes(struct.pack("<Q", len(encoded)) + encoded + bytes(payload))
 
 
-def main(out_dir: Path) -> None:
+def main(out_dir: Path, family_name: str = DEFAULT) -> None:
+    declared = family(family_name)
     out_dir.mkdir(parents=True, exist_ok=True)
-    tensors, weight_map = all_tensors(), {}
-    names = list(tensors)
-    for shard in range(SHARDS):
-        file_name = f"model-{shard + 1:05d}-of-{SHARDS:05d}.safetensors"
-        chunk = names[shard * len(names) // SHARDS : (shard + 1) * len(names) // SHARDS]
+    tensors, weight_map = declared.tensors(), {}
+    names, shards = list(tensors), declared.SHARDS
+    for shard in range(shards):
+        file_name = f"model-{shard + 1:05d}-of-{shards:05d}.safetensors"
+        chunk = names[shard * len(names) // shards : (shard + 1) * len(names) // shards]
         _write_shard(out_dir / file_name, {name: tensors[name] for name in chunk})
         weight_map |= {name: file_name for name in chunk}
-    quant = quark_config()
-    (out_dir / "config.json").write_text(json.dumps(CONFIG | {"quantization_config": quant}, indent=2) + "\n")
-    index = {"metadata": {"total_size": 0}, "weight_map": weight_map}
+    (out_dir / "config.json").write_text(json.dumps(declared.config(), indent=2) + "\n")
+    index = {"metadata": {"total_size": nominal_bytes(tensors)}, "weight_map": weight_map}
     (out_dir / "model.safetensors.index.json").write_text(json.dumps(index, indent=1) + "\n")
     (out_dir / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "TwinWordTokenizer"}) + "\n")
-    print(f"wrote {len(tensors)} tensors in {SHARDS} shards to {out_dir}")
+    print(f"wrote {len(tensors)} tensors of {declared.MODEL_ID} in {shards} shards to {out_dir}")
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--family", default=DEFAULT)
+    arguments = parser.parse_args()
+    main(arguments.out_dir, arguments.family)

@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from twin_device.model import Device
+from twin_device.model import Device, families
 
 HERE = Path(__file__).resolve().parents[2]
 SOCKET_NAME = "device.sock"
@@ -28,9 +28,11 @@ MAX_REQUEST_BYTES = 1 << 20
 MAX_CONNECTIONS = 64  # the engine holds one per process
 
 
-def scenario_overrides(name: str) -> dict:
+def scenario_device(name: str) -> Device:
+    """The device a scenario runs on: its model family's and its own overrides of the device's parameters."""
     path = HERE / "scenarios" / name / "scenario.json"
-    return json.loads(path.read_text()).get("device", {}) if path.exists() else {}
+    spec = json.loads(path.read_text()) if path.exists() else {}
+    return Device(spec.get("device", {}), spec.get("family", families.DEFAULT))
 
 
 def answer(device: Device, request: dict) -> dict:
@@ -109,7 +111,7 @@ def main() -> None:
     path = args.dir / SOCKET_NAME
     path.unlink(missing_ok=True)
     os.chdir(args.dir)  # bind by a relative name: a run directory's absolute path can exceed AF_UNIX's 108 bytes
-    server = Server(SOCKET_NAME, make_handler(Device(scenario_overrides(args.scenario))))
+    server = Server(SOCKET_NAME, make_handler(scenario_device(args.scenario)))
     path.chmod(0o777)  # the sandbox's user (root in a container, or anyone locally) must connect
     threading.Thread(target=exit_with_parent, args=(os.getppid(),), daemon=True).start()
     print(f"twin device ({args.scenario}) on {path}", flush=True)

@@ -3,8 +3,9 @@ node's device through a unix socket.
 
 Every timing, kernel launch and memory query goes through here; the engine never decides how fast the
 hardware is. The socket is $TWIN_DEVICE_SOCKET, else /run/twin-device/device.sock, else the same path under
-a --local layout's root. No socket means no GPU, as on a machine without one. Does not cover what is launched
-(scheduler.py, moe.py, tune_moe.py).
+a --local layout's root (the nearest directory above this tree that holds opt/rocm: the engine sits at
+sgl-workspace/twin/twin under sglang's layout and deeper, in site-packages, under vLLM's). No socket means no
+GPU, as on a machine without one. Does not cover what is launched (scheduler.py, moe.py, tune_moe.py).
 """
 
 import functools
@@ -26,9 +27,14 @@ class NoDeviceError(RuntimeError):
     """Raised like torch's RuntimeError when no GPU is visible."""
 
 
+def layout_root() -> Path:
+    """The root this tree was laid out under: / in an image, the --local directory otherwise."""
+    parents = Path(__file__).resolve().parents
+    return next((parent for parent in parents if (parent / "opt" / "rocm").is_dir()), Path("/"))
+
+
 def socket_path() -> Path | None:
-    local_root = Path(__file__).resolve().parents[3]
-    candidates = [DEFAULT_SOCKET, str(local_root / DEFAULT_SOCKET.lstrip("/"))]
+    candidates = [DEFAULT_SOCKET, str(layout_root() / DEFAULT_SOCKET.lstrip("/"))]
     if os.environ.get("TWIN_DEVICE_SOCKET"):
         candidates = [os.environ["TWIN_DEVICE_SOCKET"]]
     for candidate in candidates:

@@ -20,8 +20,8 @@ CSRC = Path(__file__).resolve().parent / "csrc"
 
 
 def rocm_path() -> Path:
-    """ROCM_PATH, else /opt/rocm, else the opt/rocm next to a --local layout (DIR/sgl-workspace/twin)."""
-    candidates = [os.environ.get("ROCM_PATH"), "/opt/rocm", str(Path(__file__).resolve().parents[3] / "opt" / "rocm")]
+    """ROCM_PATH, else /opt/rocm, else the opt/rocm of a --local layout."""
+    candidates = [os.environ.get("ROCM_PATH"), "/opt/rocm", str(device.layout_root() / "opt" / "rocm")]
     for candidate in candidates:
         if candidate and (Path(candidate) / "bin" / "hipcc").exists():
             return Path(candidate)
@@ -79,3 +79,12 @@ def mla_rope_and_cache() -> int:
     positions = (ctypes.c_int32 * tokens)(0, 1, 2, 3)
     cache = (ctypes.c_uint16 * (tokens * rope_dim))()
     return library.twin_mla_rope_and_cache(positions, cache, tokens, rope_dim)
+
+
+def per_token_group_quant_fp8(group: int) -> int:
+    """Build the activation quantization kernel (fp8 e4m3, one scale per `group` values) and run it on one token."""
+    library = build("per_token_group_quant_fp8", "per_token_group_quant_fp8.cpp")
+    hidden = 2 * group
+    values = (ctypes.c_float * hidden)(*[(index % 17 - 8) / 4 for index in range(hidden)])
+    output, scales = (ctypes.c_uint8 * hidden)(), (ctypes.c_float * 2)()
+    return library.twin_per_token_group_quant_fp8(values, output, scales, 1, hidden, group)

@@ -1,30 +1,22 @@
-"""`python3 -m twin.launch_server`: sglang-style flags, start-up (load, kernels, memory), then the HTTP server.
+"""`python3 -m twin.launch_server`: the sglang front, sglang's flags and log wording over the shared engine.
 
-Start-up runs the real code paths that carry the day-0 defects: the Quark exclude lookup while building
-parameter slots, the weight loader's shape check, the JIT build of C++ kernels through hipcc, the MoE
-tuned-config lookup and the memory plan. Any start-up exception is printed per rank the way sglang's
-scheduler processes print it, and the process exits with status 1. Does not cover request handling
-(openai_api.py) or how fast anything runs (the device, device.py).
+Flags in sglang's names (python/sglang/srt/server_args.py); `--ep-size` splits the routed experts over that many of
+the TP ranks (sglang's moe_tp_size = tp_size // ep_size); with SGLANG_USE_AITER (set in sglang's ROCm image) the
+fused MoE pads each rank's expert width to 128s instead of refusing a width that is not whole FP8 blocks. Start-up
+and batch lines are sglang's (`Init torch distributed ends. elapsed=...`, `Load weight end. elapsed=...`, `KV Cache
+is allocated. #tokens: ...`, `Capture cuda graph end. Time elapsed: ...`, `The server is fired up and ready to
+roll!`), repeated per simulated rank; a start-up exception is printed per rank the way sglang's scheduler processes
+print it, and the process exits with status 1. Does not cover the engine itself (engine.py).
 """
 
 import argparse
-import asyncio
-import json
+import os
 import sys
-import time
-import traceback
-from pathlib import Path
 
-from twin import attention, device, jit, logs, memory, moe, solver
-from twin.http_server import make_connection_handler
-from twin.model_loader import loader
-from twin.models import glm5
-from twin.openai_api import Api
-from twin.quantization import QuarkConfig
-from twin.scheduler import Replica, Router
-
-CAPTURE_BATCH_SIZES = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256]
-PREFIX_CACHE_TOKEN_LIMIT = 1_000_000
+from twin import __version__, attention, logs
+from twin.batch_stats import BatchStats
+from twin.engine import ServeOptions, run
+from twin.memory import HipOutOfMemoryError
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -35,6 +27,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=30000)
     parser.add_argument("--tp", "--tp-size", dest="tp", type=int, default=1)
     parser.add_argument("--dp", "--dp-size", dest="dp", type=int, default=1)
+    parser.add_argument("--ep", "--ep-size", "--expert-parallel-size", dest="ep_size", type=int, default=1)
     parser.add_argument(
         "--kv-cache-dtype", default="auto", choices=["auto", "bf16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1"]
     )
@@ -53,191 +46,134 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.speculative_algorithm and args.speculative_num_steps is None:
         args.speculative_num_steps, args.speculative_eagle_topk, args.speculative_num_draft_tokens = 3, 1, 4
+    if args.tp % args.ep_size:
+        parser.error(f"tp_size ({args.tp}) must be divisible by ep_size ({args.ep_size})")
     return args
 
 
-class Engine:
-    """What start-up produces: the model's timing shape, its numerics, and the server info."""
+AITER_PADDING_SIZE = 128  # sglang srt/layers/moe/utils.py: aiter's fused MoE pads each rank's expert width to 128s
 
-    def __init__(self, args: argparse.Namespace):
-        self.args = args
-        self.model_path = Path(args.model_path)
-        self.config = json.loads((self.model_path / "config.json").read_text())
-        self.context_length = args.context_length or self.config["max_position_embeddings"]
-        self.moe_kernels: list[str] = []
-        self.garbage: tuple[str, ...] = ()
-        self.max_total_tokens = 0
 
-    def start(self) -> None:
-        args = self.args
-        gpus = int(device.properties()["count"])
-        if args.tp * args.dp > gpus:
-            raise RuntimeError(f"tp_size * dp_size = {args.tp * args.dp} exceeds the {gpus} visible GPUs")
-        logs.per_rank("Init torch distributed begin.", args.tp, args.dp)
-        elapsed = device.wait("init_distributed")
-        logs.per_rank(f"Init torch distributed ends. elapsed={elapsed:.2f} s, mem usage=0.89 GB", args.tp, args.dp)
-        backend = attention.select_backend(args.attention_backend, use_mla=True)
-        logs.info(f"Attention backend: {backend}, arch={attention.gpu_arch()}, kv_cache_dtype={args.kv_cache_dtype}")
-        attention.check_kv_dtype(backend, attention.kv_torch_dtype(args.kv_cache_dtype))
-        self._load_weights()
-        self._select_kernels(backend)
-        self._plan_memory()
+def use_aiter() -> bool:
+    """sglang's SGLANG_USE_AITER (srt/environ.py, default off; lmsysorg/sglang-rocm's image sets it to 1)."""
+    return os.environ.get("SGLANG_USE_AITER", "").strip().lower() in ("1", "true", "yes")
 
-    def _load_weights(self) -> None:
-        args, config = self.args, self.config
-        quant = QuarkConfig.from_config(config["quantization_config"], self.model_path / "config.json")
-        logs.info(f"Using Quark config from {quant.source} (exclude: {len(quant.exclude)} patterns)")
-        logs.per_rank("Load weight begin. avail mem=286.91 GB", args.tp, args.dp)
-        started = time.monotonic()
-        params = loader.build_params(glm5.target_params(config, quant))
-        count = loader.load_weights(params, loader.iterate_checkpoint(self.model_path), config, draft=False)
-        kind = config["architectures"][0]
-        logs.per_rank(
-            f"Load weight end. elapsed={time.monotonic() - started:.2f} s, type={kind}, dtype=torch.bfloat16, "
-            "avail mem=237.30 GB, mem usage=49.61 GB.",
-            args.tp,
-            args.dp,
+
+def serve_options(args: argparse.Namespace) -> ServeOptions:
+    speculative = bool(args.speculative_algorithm)
+    return ServeOptions(
+        model_path=args.model_path,
+        served_model_name=args.served_model_name,
+        host=args.host,
+        port=args.port,
+        tp=args.tp,
+        dp=args.dp,
+        ep=args.ep_size,
+        moe_tp=args.tp // args.ep_size,
+        moe_pad_to=AITER_PADDING_SIZE if use_aiter() else 0,
+        kv_cache_dtype=args.kv_cache_dtype,
+        spec_method=args.speculative_algorithm,
+        spec_steps=(args.speculative_num_steps or 0) if speculative else 0,
+        spec_topk=(args.speculative_eagle_topk or 1) if speculative else 0,
+        spec_draft_tokens=(args.speculative_num_draft_tokens or 0) if speculative else 0,
+        allreduce_fusion=args.enable_aiter_allreduce_fusion,
+        mem_fraction_static=args.mem_fraction_static,
+        attention_backend=args.attention_backend,
+        context_length=args.context_length,
+        chunked_prefill_size=args.chunked_prefill_size,
+        max_running_requests=args.max_running_requests,
+    )
+
+
+class SglangWording:
+    """sglang's start-up lines, per rank where sglang prints them per rank (engine.Wording)."""
+
+    api_owner = "sglang"
+    sglang_routes = True
+
+    def __init__(self, tp: int, dp: int):
+        self.tp, self.dp = tp, dp
+
+    def _ranks(self, message: str) -> None:
+        logs.per_rank(message, self.tp, self.dp)
+
+    def info(self, message: str) -> None:
+        logs.info(message)
+
+    def stage(self, name: str, **values) -> None:
+        getattr(self, f"_{name}")(**values)
+
+    def _init_begin(self) -> None:
+        self._ranks("Init torch distributed begin.")
+
+    def _init_end(self, elapsed: float) -> None:
+        self._ranks(f"Init torch distributed ends. elapsed={elapsed:.2f} s, mem usage=0.89 GB")
+
+    def _attention_backend(self, backend: str, arch: str, kv_cache_dtype: str) -> None:
+        logs.info(f"Attention backend: {backend}, arch={arch}, kv_cache_dtype={kv_cache_dtype}")
+
+    def _load_begin(self, available: float, draft: bool) -> None:
+        self._ranks(f"Load weight begin. avail mem={available:.2f} GB")
+
+    def _load_end(self, elapsed: float, kind: str, available: float, used: float, draft: bool) -> None:
+        self._ranks(
+            f"Load weight end. elapsed={elapsed:.2f} s, type={kind}, dtype=torch.bfloat16, "
+            f"avail mem={available:.2f} GB, mem usage={used:.2f} GB."
         )
-        if args.speculative_algorithm:
-            nextn = config["num_hidden_layers"]
-            logs.info(f"Loading draft model (MTP layer {nextn}) for {args.speculative_algorithm}")
-            logs.per_rank("Load weight begin. avail mem=237.30 GB", args.tp, args.dp)
-            started = time.monotonic()
-            draft = loader.build_params(glm5.draft_params(config, quant))
-            tensors = loader.iterate_checkpoint(self.model_path, loader.shards(self.model_path, layer=nextn))
-            count += loader.load_weights(draft, tensors, config, draft=True)
-            params.update({f"draft.{name}": param for name, param in draft.items()})
-            logs.per_rank(
-                f"Load weight end. elapsed={time.monotonic() - started:.2f} s, type={kind}NextN, "
-                "dtype=torch.bfloat16, avail mem=235.82 GB, mem usage=1.48 GB.",
-                args.tp,
-                args.dp,
-            )
-        self.garbage = loader.garbage_modules(params)
+
+    def _draft_begin(self, layer: int, method: str, available: float) -> None:
+        logs.info(f"Loading draft model (MTP layer {layer}) for {method}")
+        self._load_begin(available, draft=True)
+
+    def _loaded(self, count: int) -> None:
         logs.info(f"Loaded {count} checkpoint tensors")
 
-    def _select_kernels(self, backend: str) -> None:
-        args, config = self.args, self.config
-        attention.check_backend(backend, config["kv_lora_rank"], config["qk_rope_head_dim"])
-        jit.mla_rope_and_cache()
-        shape = moe.MoeShape(
-            config["hidden_size"],
-            config["moe_intermediate_size"],
-            config["n_routed_experts"],
-            config["num_experts_per_tok"],
+    def _kv_cache(self, tokens: int, gb: float, context: int) -> None:
+        self._ranks(f"KV Cache is allocated. #tokens: {tokens}, KV size: {gb:.2f} GB")
+
+    def _capture_begin(self, available: float, batch_sizes: list[int]) -> None:
+        self._ranks(f"Capture cuda graph begin. This can take up to several minutes. avail mem={available:.2f} GB")
+        logs.info(f"Capture cuda graph bs {batch_sizes}", logs.rank_names(self.tp, self.dp)[0])
+
+    def _draft_capture_begin(self, available: float) -> None:
+        logs.info(f"Capture draft cuda graph begin. This can take up to several minutes. avail mem={available:.2f} GB")
+
+    def _capture_end(self, elapsed: float, used: float, available: float, draft: bool) -> None:
+        what = "draft cuda graph" if draft else "cuda graph"
+        line = f"Capture {what} end. Time elapsed: {elapsed:.2f} s. mem usage={used:.2f} GB. "
+        line += f"avail mem={available:.2f} GB."
+        if draft:
+            logs.info(line)
+        else:
+            self._ranks(line)
+
+    def _ready(self, host: str, port: int) -> None:
+        logs.info(f"Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)")
+        logs.info("The server is fired up and ready to roll!")
+
+    def memory_error(self, weights: float, static: float, fraction: float) -> Exception:
+        return HipOutOfMemoryError(
+            f"Not enough memory for the KV cache: weights take {weights:.2f} GB per GPU but the static pool is "
+            f"{static:.2f} GB (--mem-fraction-static {fraction}). Increase tp or the fraction."
         )
-        self.moe_kernels = moe.select(shape)
-        if args.speculative_algorithm and args.speculative_num_steps >= 4:
-            logs.info(f"Draft depth {args.speculative_num_steps} >= 4: using the fused multi-step metadata kernel")
-            jit.fused_multistep_metadata(args.speculative_num_steps, args.speculative_eagle_topk or 1)
 
-    def _plan_memory(self) -> None:
-        args = self.args
-        layers = self.config["num_hidden_layers"] + (1 if args.speculative_algorithm else 0)
-        memory_plan = memory.plan(args.tp, args.mem_fraction_static, args.kv_cache_dtype, layers, self.context_length)
-        self.max_total_tokens = memory_plan.max_total_tokens
-        logs.per_rank(
-            f"KV Cache is allocated. #tokens: {memory_plan.max_total_tokens}, KV size: {memory_plan.kv_pool_gb:.2f} GB",
-            args.tp,
-            args.dp,
-        )
-        self._capture_graphs(memory_plan)
+    def batch_stats(self, rank: str, max_total_tokens: int, draft_tokens: int) -> BatchStats:
+        return BatchStats(rank, max_total_tokens, draft_tokens)
 
-    def _capture_graphs(self, memory_plan: memory.MemoryPlan) -> None:
-        """Capture the decode graphs (and the draft's, with speculative decoding), as sglang's runners do."""
-        args = self.args
-        free = memory_plan.workspace_free_gb
-        logs.per_rank(
-            f"Capture cuda graph begin. This can take up to several minutes. avail mem={free:.2f} GB", args.tp, args.dp
-        )
-        logs.info(f"Capture cuda graph bs {CAPTURE_BATCH_SIZES}", logs.rank_names(args.tp, args.dp)[0])
-        memory.capture_graphs(memory_plan)
-        elapsed = device.wait("capture", batch_sizes=len(CAPTURE_BATCH_SIZES))
-        used = memory_plan.workspace_needed_gb
-        logs.per_rank(
-            f"Capture cuda graph end. Time elapsed: {elapsed:.2f} s. mem usage={used:.2f} GB. "
-            f"avail mem={free - used:.2f} GB.",
-            args.tp,
-            args.dp,
-        )
-        if args.speculative_algorithm:
-            logs.info(
-                f"Capture draft cuda graph begin. This can take up to several minutes. avail mem={free - used:.2f} GB"
-            )
-            steps = args.speculative_num_steps
-            elapsed = device.wait("capture_draft", batch_sizes=len(CAPTURE_BATCH_SIZES), steps=steps)
-            logs.info(
-                f"Capture draft cuda graph end. Time elapsed: {elapsed:.2f} s. mem usage=0.52 GB. "
-                f"avail mem={free - used - 0.52:.2f} GB."
-            )
+    def replica_ranks(self) -> list[str]:
+        return logs.rank_names(self.tp, self.dp)[:: self.tp]  # each replica's first TP rank logs its batches
 
-    def launch_config(self) -> dict:
-        """What one replica launches on the device: its TP group, KV dtype, kernels and draft shape."""
-        args = self.args
-        speculative = bool(args.speculative_algorithm)
-        return {
-            "tp": args.tp,
-            "dp": args.dp,
-            "kv_cache_dtype": args.kv_cache_dtype,
-            "moe_kernels": self.moe_kernels,
-            "allreduce_fusion": args.enable_aiter_allreduce_fusion,
-            "spec_steps": (args.speculative_num_steps or 0) if speculative else 0,
-            "spec_topk": (args.speculative_eagle_topk or 1) if speculative else 0,
-            "spec_draft_tokens": (args.speculative_num_draft_tokens or 0) if speculative else 0,
-            "max_total_tokens": self.max_total_tokens,
-        }
-
-    def server_info(self) -> dict:
-        info = {key: value for key, value in vars(self.args).items()}
-        return info | {
-            "context_length": self.context_length,
-            "max_total_num_tokens": self.max_total_tokens,
-            "moe_tuned": all(self.moe_kernels),
-            "version": "0.5.6.twin",
-        }
-
-
-def report_crash(args: argparse.Namespace) -> None:
-    text = traceback.format_exc()
-    for rank in logs.rank_names(args.tp, args.dp):
-        logs.info(f"Scheduler hit an exception: {text}", rank)
-    logs.info("Received sigquit from a child process. It usually means the child failed.")
-
-
-async def serve(engine: Engine) -> None:
-    args = engine.args
-    config = engine.launch_config()
-    cache_tokens = min(engine.max_total_tokens, PREFIX_CACHE_TOKEN_LIMIT)
-    ranks = logs.rank_names(args.tp, args.dp)[:: args.tp]  # each replica's first TP rank logs its batches
-    replicas = [
-        Replica(config, cache_tokens, args.chunked_prefill_size, args.max_running_requests, rank) for rank in ranks
-    ]
-    router = Router(replicas)
-    router.start()
-    error_rates = device.call("numerics", kv_cache_dtype=args.kv_cache_dtype, corrupt=bool(engine.garbage))
-    numerics = solver.Numerics(tuple(error_rates["error_rates"]), engine.garbage)
-    api = Api(router, args.served_model_name or args.model_path, engine.server_info(), numerics)
-    server = await asyncio.start_server(make_connection_handler(api.handle), args.host, args.port, limit=2**24)
-    logs.info(f"Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")
-    logs.info("The server is fired up and ready to roll!")
-    async with server:
-        await server.serve_forever()
+    def crash(self, traceback_text: str) -> None:
+        for rank in logs.rank_names(self.tp, self.dp):
+            logs.info(f"Scheduler hit an exception: {traceback_text}", rank)
+        logs.info("Received sigquit from a child process. It usually means the child failed.")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logs.info(f"server_args=ServerArgs({', '.join(f'{k}={v!r}' for k, v in vars(args).items())})")
-    engine = Engine(args)
-    try:
-        engine.start()
-    except Exception:
-        report_crash(args)
-        return 1
-    try:
-        asyncio.run(serve(engine))
-    except KeyboardInterrupt:
-        return 0
-    return 0
+    front_args = vars(args) | {"version": __version__}
+    return run(serve_options(args), SglangWording(args.tp, args.dp), front_args)
 
 
 if __name__ == "__main__":

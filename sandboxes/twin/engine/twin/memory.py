@@ -2,16 +2,15 @@
 
 `--mem-fraction-static` gives the static share; the rest must hold activations and graph buffers, which
 grow with the context length. Too high a fraction for the context fails at graph capture with a HIP OOM,
-as on the real engine. KV bytes per token follow MLA: (kv_lora 512 + rope 64) per layer, 2 bytes in
-bf16, 1 in fp8. Does not cover the prefix cache policy (prefix_cache.py).
+as on the real engine. The weights' share is what the model's slots take on one GPU; KV bytes per token follow MLA:
+(kv_lora + rope) values per layer, 2 bytes in bf16, 1 in fp8. Does not cover the prefix cache policy
+(prefix_cache.py).
 """
 
 from dataclasses import dataclass
 
 from twin import device
 
-WEIGHTS_GB_TOTAL = 372.0
-KV_DIMS_PER_LAYER = 512 + 64
 KV_BYTES = {"auto": 2, "bf16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp4_e2m1": 0.5}
 
 
@@ -28,16 +27,14 @@ class MemoryPlan:
     workspace_free_gb: float
 
 
-def plan(tp: int, mem_fraction_static: float, kv_cache_dtype: str, layers: int, context_length: int) -> MemoryPlan:
-    weights = WEIGHTS_GB_TOTAL / tp
+def plan(
+    weights: float, kv_dims: int, mem_fraction_static: float, kv_cache_dtype: str, layers: int, context_length: int
+) -> MemoryPlan:
+    """The memory of one GPU holding `weights` GB of the model and `kv_dims` KV values per token and layer (the
+    caller has checked that the static pool holds the weights)."""
     static = total_memory_gb() * mem_fraction_static
     kv_pool = static - weights
-    if kv_pool <= 0:
-        raise HipOutOfMemoryError(
-            f"Not enough memory for the KV cache: weights take {weights:.2f} GB per GPU but the static pool is "
-            f"{static:.2f} GB (--mem-fraction-static {mem_fraction_static}). Increase tp or the fraction."
-        )
-    per_token = KV_DIMS_PER_LAYER * layers * KV_BYTES.get(kv_cache_dtype, 2)
+    per_token = kv_dims * layers * KV_BYTES.get(kv_cache_dtype, 2)
     needed = 4.0 + context_length / 16384
     return MemoryPlan(weights, kv_pool, int(kv_pool * 1e9 / per_token), needed, total_memory_gb() - static)
 

@@ -1,9 +1,10 @@
-"""OpenAI-compatible endpoints on top of the scheduler, with sglang's extras.
+"""OpenAI-compatible endpoints on top of the scheduler, with sglang's extras when the front is sglang's.
 
 /v1/completions and /v1/chat/completions (SSE streaming or not, `usage` with
 `prompt_tokens_details.cached_tokens`, `stream_options.include_usage`, `ignore_eos`, `stop`), /health,
-/health_generate, /v1/models, /get_server_info, /flush_cache, /tokenize. Chat messages are rendered with
-a GLM-style template before tokenizing, so chat prompt counts include the template tokens.
+/v1/models, /tokenize; sglang's /health_generate, /get_server_info, /flush_cache, or vLLM's /version. Chat
+messages are rendered with a GLM-style template before tokenizing, so chat prompt counts include the template
+tokens.
 Does not cover tools, logprobs or n > 1 (rejected with 400).
 """
 
@@ -17,8 +18,18 @@ from twin.scheduler import Request, Router
 
 
 class Api:
-    def __init__(self, router: Router, served_model_name: str, server_info: dict, numerics: solver.Numerics):
+    def __init__(
+        self,
+        router: Router,
+        served_model_name: str,
+        server_info: dict,
+        numerics: solver.Numerics,
+        owned_by: str = "sglang",
+        sglang_routes: bool = True,
+    ):
         self.router = router
+        self.owned_by = owned_by
+        self.sglang_routes = sglang_routes
         self.model_name = served_model_name
         self.server_info = server_info
         self.numerics = numerics
@@ -27,14 +38,16 @@ class Api:
     async def handle(self, method: str, path: str, body: bytes) -> tuple[int, object] | AsyncIterator[str]:
         routes = {
             "/health": self._health,
-            "/health_generate": self._health_generate,
             "/v1/models": self._models,
-            "/get_server_info": self._server_info,
-            "/flush_cache": self._flush_cache,
             "/tokenize": self._tokenize,
             "/v1/completions": self._completions,
             "/v1/chat/completions": self._chat,
         }
+        if self.sglang_routes:
+            extras = {"/health_generate": self._health_generate, "/get_server_info": self._server_info}
+            routes |= extras | {"/flush_cache": self._flush_cache}
+        else:
+            routes["/version"] = self._version
         route = routes.get(path)
         if route is None:
             return 404, {"object": "error", "message": f"no route {path}", "type": "NotFoundError", "code": 404}
@@ -58,7 +71,7 @@ class Api:
             "id": self.model_name,
             "object": "model",
             "created": 0,
-            "owned_by": "sglang",
+            "owned_by": self.owned_by,
             "root": self.model_name,
             "max_model_len": self.max_model_len,
         }
@@ -66,6 +79,9 @@ class Api:
 
     async def _server_info(self, payload: dict) -> tuple[int, object]:
         return 200, {**self.server_info, "load": self.router.load()}
+
+    async def _version(self, payload: dict) -> tuple[int, object]:
+        return 200, {"version": self.server_info.get("version")}
 
     async def _flush_cache(self, payload: dict) -> tuple[int, object]:
         self.router.flush_cache()

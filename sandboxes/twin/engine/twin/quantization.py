@@ -1,18 +1,23 @@
-"""Quark quantization config, read from the checkpoint's config.json (`quantization_config`) the way sglang's
-quark loader does (sglang/srt/layers/quantization/quark/quark.py, QuarkConfig.from_config and
-get_quant_method): which modules are 4-bit and which stay bf16.
+"""Quantization configs, read from the checkpoint's config.json (`quantization_config`) by `from_config`.
 
-A module is kept bf16 when its prefix, as the engine registers it, matches an `exclude` pattern (fnmatch, or
-the exact name); otherwise its scheme is the first `layer_quant_config` pattern that matches, else
-`global_quant_config`, and an MXFP4 weight slot is packed: two 4-bit values per byte plus one e8m0 scale per
-group of 32. Does not cover loading (model_loader/).
+Quark (quant_method "quark"), the way sglang's quark loader reads it (sglang/srt/layers/quantization/quark/
+quark.py, QuarkConfig.from_config and get_quant_method): a module is kept bf16 when its prefix, as the engine
+registers it, matches an `exclude` pattern (fnmatch, or the exact name); otherwise its scheme is the first
+`layer_quant_config` pattern that matches, else `global_quant_config`, and an MXFP4 weight slot is packed: two
+4-bit values per byte plus one e8m0 scale per group of 32.
+FP8 block quantization (quant_method "fp8" with `weight_block_size`): fp8_block.py.
+Does not cover loading (model_loader/).
 """
 
 import fnmatch
 from pathlib import Path
 
+from twin.fp8_block import Fp8Config
+
 
 class QuarkConfig:
+    moe_quant = "mxfp4"  # the fused-MoE kernels' quantization (moe.Q_DTYPES)
+
     def __init__(self, raw: dict, source: Path):
         self.raw = raw
         self.source = source
@@ -29,6 +34,9 @@ class QuarkConfig:
         if config.get("export") is None:
             raise ValueError("The export key should be included in the configurations of Quark quantized model")
         return cls(config, source)
+
+    def describe(self) -> str:
+        return f"Using Quark config from {self.source} (exclude: {len(self.exclude)} patterns)"
 
     def is_layer_excluded(self, prefix: str) -> bool:
         return any(prefix == pattern or fnmatch.fnmatchcase(prefix, pattern) for pattern in self.exclude)
@@ -48,3 +56,10 @@ class QuarkConfig:
             f"{prefix}.weight": ((out_features, in_features // 2), "U8"),
             f"{prefix}.weight_scale": ((out_features, in_features // group), "U8"),
         }
+
+
+def from_config(raw: dict, source: Path):
+    """The quantization config of a checkpoint, by its `quant_method`."""
+    if raw.get("quant_method") == "fp8":
+        return Fp8Config.from_config(raw, source)
+    return QuarkConfig.from_config(raw, source)

@@ -14,7 +14,6 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from twin import device
-from twin.batch_stats import BatchStats
 from twin.prefix_cache import PrefixCache, block_keys, content_key
 
 MAX_LAG_S = 0.02
@@ -37,10 +36,10 @@ class Request:
 
 
 class Replica:
-    def __init__(self, config: dict, cache_tokens: int, chunk_tokens: int, max_running: int, rank: str = "TP0"):
+    def __init__(self, config: dict, cache_tokens: int, chunk_tokens: int, max_running: int, stats):
         self.config = config
         self.max_total_tokens = config.get("max_total_tokens") or 10**9
-        self.stats = BatchStats(rank, self.max_total_tokens, config.get("spec_draft_tokens") or 0)
+        self.stats = stats  # the front's batch log lines: prefill(...) and decode(...) as batch_stats.BatchStats
         self.cache = PrefixCache(cache_tokens)
         self.chunk_tokens = chunk_tokens
         self.max_running = max_running

@@ -15,7 +15,14 @@ from pathlib import Path
 from twin import device, moe
 
 BLOCK_MS = (32, 64, 128)
-TILES = ("256x{m}x128x256_1x4_MXFP4_v3", "256x{m}x64x128_1x4_MXFP4_v1", "256x{m}x128x128_2x2_MXFP4_v3")
+TILES = {  # the CK 2-stage tiles each quantization has (aiter names fp8 block-scale tiles MulABScale)
+    "mxfp4": ("256x{m}x128x256_1x4_MXFP4_v3", "256x{m}x64x128_1x4_MXFP4_v1", "256x{m}x128x128_2x2_MXFP4_v3"),
+    "fp8": (
+        "256x{m}x64x128_1x4_MulABScale_v3",
+        "256x{m}x128x128_1x4_MulABScale_v3",
+        "256x{m}x128x128_2x2_MulABScale_v1",
+    ),
+}
 FIELDS = [
     *moe.KEY_FIELDS,
     "block_m", "ksplit", "us1", "kernelName1", "err1", "us2", "kernelName2", "err2", "us", "run_1stage",
@@ -31,7 +38,7 @@ def tune(shape: moe.MoeShape, tokens: tuple[int, ...]) -> list[dict[str, str]]:
     for token in tokens:
         results = []
         for block_m in BLOCK_MS:
-            for tile in TILES:
+            for tile in TILES[shape.quant]:
                 time.sleep(SECONDS_PER_CANDIDATE)
                 us = device.call("kernel", shape=dims, token=token, block_m=block_m, tile=tile)["us"]
                 results.append((us, block_m, tile.format(m=block_m)))

@@ -3,7 +3,8 @@
 The twin's checkpoint files have real safetensors headers (8-byte length, JSON with dtype, shape and
 data_offsets) but each tensor's payload is a 16-byte fingerprint instead of the full data, so the whole
 GLM-5.2 layout fits in a few MB. Loading walks the shards like sglang's DefaultModelLoader (with the same
-progress lines) and hands each tensor to `load_weights`. Does not cover which slots exist (models/glm5.py).
+progress lines) and hands each tensor to the model's `load_weights`. Does not cover which slots exist or how
+checkpoint names map to them (models/).
 """
 
 import json
@@ -13,8 +14,7 @@ import time
 from pathlib import Path
 
 from twin import device
-from twin.model_loader.weight_utils import Parameter, Size, Tensor, default_weight_loader
-from twin.models import glm5
+from twin.model_loader.weight_utils import Parameter, Size, Tensor
 
 
 def read_shard(path: Path) -> list[Tensor]:
@@ -76,23 +76,23 @@ def _clock(seconds: float) -> str:
     return f"{int(seconds) // 60:02d}:{int(seconds) % 60:02d}"
 
 
-def load_weights(params: dict[str, Parameter], tensors, config: dict, draft: bool) -> int:
-    """Copy checkpoint tensors into slots; the target skips the MTP layer, the draft loads only it."""
-    nextn_layer = config["num_hidden_layers"]
-    loaded = 0
-    for tensor in tensors:
-        mtp_name = glm5.draft_name(tensor.name, nextn_layer)
-        if draft != (mtp_name is not None):
-            continue
-        name = mtp_name if draft else tensor.name
-        param = params[name]
-        default_weight_loader(param, tensor)
-        loaded += 1
-    return loaded
-
-
 def build_params(slots: dict[str, tuple[tuple, str]]) -> dict[str, Parameter]:
     return {name: Parameter(name, Size(shape), dtype) for name, (shape, dtype) in slots.items()}
+
+
+def slot_bytes(params: dict[str, Parameter]) -> tuple[int, int]:
+    """Bytes the slots take: (routed experts, everything else); an engine shards the two differently."""
+    experts = other = 0
+    for name, param in params.items():
+        count = 1
+        for dim in param.size():
+            count *= dim
+        size = count * DTYPE_BYTES.get(param.dtype, 1)
+        if ".mlp.experts." in name:
+            experts += size
+        else:
+            other += size
+    return experts, other
 
 
 def garbage_modules(params: dict[str, Parameter]) -> tuple[str, ...]:

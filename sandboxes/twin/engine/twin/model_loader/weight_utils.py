@@ -3,7 +3,8 @@
 A checkpoint tensor carries its dtype and shape from the safetensors header. A Parameter is a slot the
 model registered. `copy_` accepts a tensor of another dtype only as a raw reinterpretation, which is
 what a careless "make the shapes fit" patch does; the slot then holds garbage and the model's answers
-collapse (see solver.Numerics). Does not cover file reading (loader.py).
+collapse (see solver.Numerics). A fused-MoE slot is filled one expert's projection at a time
+(expert_weight_loader). Does not cover file reading (loader.py).
 """
 
 from dataclasses import dataclass
@@ -60,3 +61,17 @@ def default_weight_loader(param: Parameter, loaded_weight: Tensor) -> None:
         f"for {param.name} ({param.dtype} slot, checkpoint tensor {loaded_weight.name} is {loaded_weight.dtype})"
     )
     param.copy_(loaded_weight)
+
+
+def expert_weight_loader(param: Parameter, loaded_weight: Tensor, expert: int, shard: int) -> None:
+    """Load one expert's projection into a fused-MoE slot: w13 holds gate (shard 0) and up (shard 1) stacked on
+    the output dimension, w2 holds down whole."""
+    experts, rows, columns = param.size()
+    halves = 2 if ".w13_" in param.name else 1
+    expected = Size((rows // halves, columns))
+    assert 0 <= expert < experts and loaded_weight.size() == expected, (
+        f"Attempted to load weight ({loaded_weight.size()}) into expert {expert} shard {shard} ({expected}) "
+        f"of parameter {param.name} ({param.size()})"
+    )
+    param.loaded_from = loaded_weight.name
+    param.garbage = param.garbage or loaded_weight.dtype != param.dtype

@@ -7,22 +7,17 @@ sglang's next-n model does, and `load_weights` renames checkpoint names accordin
 Does not cover reading files (model_loader/) or the quant config format (quantization.py).
 """
 
+from twin.model_loader.weight_utils import default_weight_loader
+from twin.models import mla
 from twin.quantization import QuarkConfig
 
+ARCHITECTURES = ("GlmMoeDsaForCausalLM",)
 DENSE_LAYERS = 3
 
 
 def _linear_modules(prefix: str, config: dict, layer_index: int) -> list[tuple[str, int, int]]:
-    hidden, heads = config["hidden_size"], config["num_attention_heads"]
-    q_rank, kv_rank = config["q_lora_rank"], config["kv_lora_rank"]
-    qk_head = config["qk_nope_head_dim"] + config["qk_rope_head_dim"]
-    modules = [
-        (f"{prefix}.self_attn.q_a_proj", q_rank, hidden),
-        (f"{prefix}.self_attn.q_b_proj", heads * qk_head, q_rank),
-        (f"{prefix}.self_attn.kv_a_proj_with_mqa", kv_rank + config["qk_rope_head_dim"], hidden),
-        (f"{prefix}.self_attn.kv_b_proj", heads * (config["qk_nope_head_dim"] + config["v_head_dim"]), kv_rank),
-        (f"{prefix}.self_attn.o_proj", hidden, heads * config["v_head_dim"]),
-    ]
+    hidden = config["hidden_size"]
+    modules = mla.attention_modules(prefix, config)
     if layer_index < DENSE_LAYERS:
         inter = config["intermediate_size"]
         mlp = [("gate_proj", inter, hidden), ("up_proj", inter, hidden), ("down_proj", hidden, inter)]
@@ -34,12 +29,7 @@ def _linear_modules(prefix: str, config: dict, layer_index: int) -> list[tuple[s
 
 def _layer_slots(prefix: str, config: dict, layer_index: int, quant: QuarkConfig) -> dict[str, tuple[tuple, str]]:
     hidden = config["hidden_size"]
-    slots: dict[str, tuple[tuple, str]] = {
-        f"{prefix}.input_layernorm.weight": ((hidden,), "BF16"),
-        f"{prefix}.post_attention_layernorm.weight": ((hidden,), "BF16"),
-        f"{prefix}.self_attn.q_a_layernorm.weight": ((config["q_lora_rank"],), "BF16"),
-        f"{prefix}.self_attn.kv_a_layernorm.weight": ((config["kv_lora_rank"],), "BF16"),
-    }
+    slots = mla.norm_slots(prefix, config)
     for module, out_features, in_features in _linear_modules(prefix, config, layer_index):
         slots.update(quant.weight_slots(module, out_features, in_features))
     if layer_index >= DENSE_LAYERS:
@@ -54,7 +44,7 @@ def _layer_slots(prefix: str, config: dict, layer_index: int, quant: QuarkConfig
     return slots
 
 
-def target_params(config: dict, quant: QuarkConfig) -> dict[str, tuple[tuple, str]]:
+def target_params(config: dict, quant: QuarkConfig, parallel=None) -> dict[str, tuple[tuple, str]]:
     """Slots of the target model: embeddings, layers 0..N-1, final norm, lm_head."""
     hidden, vocab = config["hidden_size"], config["vocab_size"]
     slots = {"model.embed_tokens.weight": ((vocab, hidden), "BF16"), "model.norm.weight": ((hidden,), "BF16")}
@@ -64,7 +54,7 @@ def target_params(config: dict, quant: QuarkConfig) -> dict[str, tuple[tuple, st
     return slots
 
 
-def draft_params(config: dict, quant: QuarkConfig) -> dict[str, tuple[tuple, str]]:
+def draft_params(config: dict, quant: QuarkConfig, parallel=None) -> dict[str, tuple[tuple, str]]:
     """Slots of the MTP draft model: one decoder layer registered as `model.decoder`, plus its projections."""
     hidden, vocab = config["hidden_size"], config["vocab_size"]
     slots = {
@@ -87,3 +77,18 @@ def draft_name(checkpoint_name: str, nextn_layer: int) -> str | None:
     if rest.split(".", 1)[0] in ("enorm", "hnorm", "eh_proj", "shared_head"):
         return f"model.{rest}"
     return f"model.decoder.{rest}"
+
+
+def load_weights(params: dict, tensors, config: dict, draft: bool) -> int:
+    """Copy checkpoint tensors into slots; the target skips the MTP layer, the draft loads only it."""
+    nextn_layer = config["num_hidden_layers"]
+    loaded = 0
+    for tensor in tensors:
+        mtp_name = draft_name(tensor.name, nextn_layer)
+        if draft != (mtp_name is not None):
+            continue
+        name = mtp_name if draft else tensor.name
+        param = params[name]
+        default_weight_loader(param, tensor)
+        loaded += 1
+    return loaded

@@ -1,0 +1,49 @@
+"""The playbook after a kept fix: a model whose first launch crashed has never had its checks measured, so the
+configuration the fix made serve is measured before any candidate (without it every later accept failed: the
+accepted configuration had no figures to compare with, seen on the second family's day 0). A fix kept on a run
+already measured goes straight on to the next candidate, as before. Pure: conversations as the loop keeps them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from porter.models.base import Message, ToolCall
+from porter.models.playbook import Playbook, parse_history
+from porter.task import load_task
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def conversation(accepted_checks: list[str], kept: bool) -> list[Message]:
+    """serve (crash), edit, serve (healthy), accept: the tool results with the facts and status the loop gives."""
+    status = {"server": "healthy", "phase": "optimisation", "accepted_checks": accepted_checks, "targets": []}
+    steps = [
+        ("serve", {}, {"ok": True, "healthy": False, "crash_class": "missing_rocm_guard"}),
+        ("edit_file", {"path": "/x.cpp", "old": "a", "new": "b"}, {"ok": True}),
+        ("serve", {}, {"ok": True, "healthy": True}),
+        ("accept", {"summary": "Guard"}, {"ok": True, "kept": kept, "status": status}),
+    ]
+    messages = [Message("user", "task")]
+    for index, (name, arguments, facts) in enumerate(steps):
+        call = ToolCall(f"c{index}", name, arguments)
+        messages += [
+            Message("assistant", "", [call]),
+            Message("tool", name, tool_call_id=call.id, name=name, facts=facts),
+        ]
+    return messages
+
+
+def decide(messages: list[Message]):
+    task = load_task(ROOT / "tests" / "data" / "twin_corvid3.yaml")
+    return Playbook(task, parse_history(messages)).decide()
+
+
+def test_a_kept_fix_on_a_run_never_measured_is_measured_first() -> None:
+    action = decide(conversation(["quality:gsm8k", "quality:gpqa"], kept=True))
+    assert (action.tool, action.arguments) == ("run_check", {"kind": "single_stream"})
+
+
+def test_a_kept_fix_on_a_measured_run_goes_on_to_the_next_candidate() -> None:
+    measured = ["quality:gsm8k", "quality:gpqa", "single_stream", "throughput"]
+    action = decide(conversation(measured, kept=True))
+    assert action.tool != "run_check"
