@@ -7,6 +7,7 @@ compose them into a `Task`. Covers nothing that reads a file.
 from __future__ import annotations
 
 import posixpath
+import re
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -45,12 +46,29 @@ def reject_duplicates(names: list[str], what: str) -> None:
 
 
 def render_flags(flags: dict[str, FlagValue]) -> list[str]:
-    """Flags as argv words: `--name value`; true -> `--name`; false/None -> left out."""
+    """Flags as argv words: `--name value`; true -> `--name`; false/None -> left out. `$NAME` entries are the serve
+    process's environment (serve_env), not argv words."""
     words: list[str] = []
     for name, value in flags.items():
-        if value is None or value is False:
+        if value is None or value is False or is_env(name):
             continue
         words.append(f"--{name}")
         if value is not True:
             words.append(str(value))
     return words
+
+
+ENV_NAME = re.compile(r"^\$[A-Za-z_][A-Za-z0-9_]*$")  # a serve setting that is an environment variable: $NAME
+
+
+def is_env(name: str) -> bool:
+    return name.startswith("$")
+
+
+def serve_env(flags: dict[str, FlagValue]) -> dict[str, str]:
+    """The `$NAME` entries of a flag set as the serve process's environment (null: unset; booleans as true/false)."""
+    return {
+        name[1:]: (str(value).lower() if isinstance(value, bool) else str(value))
+        for name, value in flags.items()
+        if is_env(name) and value is not None
+    }

@@ -17,7 +17,7 @@ import pytest
 from local_tasks import open_local_run
 
 from porter import redaction
-from porter.loop import agent, tools
+from porter.loop import agent, serve_tools, tools
 from porter.models import ScriptedModel
 from porter.redaction import RedactingWriter, Secrets, redact
 from porter.sandbox import DockerSandbox
@@ -136,7 +136,7 @@ def test_server_log_lines_reach_the_model_redacted_and_bounded(ctx):
     tracemalloc.start()
     try:
         found = tools.dispatch(ctx, "read_log", {"grep": "auth failed"})
-        mentions = tools.flag_mentions(logs / "serve-001.log", ["attention-backend"])
+        mentions = serve_tools.flag_mentions(logs / "serve-001.log", ["attention-backend"])
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

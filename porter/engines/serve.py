@@ -25,6 +25,7 @@ from pathlib import Path
 
 from porter.engines.engine import Engine
 from porter.sandbox import Process, Sandbox, SandboxError
+from porter.schema import serve_env
 from porter.task import FlagValue, Task, render_flags
 from porter.triage import Triage, triage_file
 
@@ -172,7 +173,7 @@ def launch(
     base_url = sandbox.endpoint(task.serve.port)
     wait_port_free(base_url)
     started = time.monotonic()
-    process = sandbox.spawn(command, log_path)
+    process = sandbox.spawn(command, log_path, env=serve_env(flags))  # the $NAME entries of the flags
     if on_spawn:
         on_spawn(process)
     health_url = base_url + task.serve.health_path

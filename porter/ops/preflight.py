@@ -3,7 +3,7 @@
 Covers, without loading weights: the image is present; the devices are visible inside a container of it
 and as many as `hardware.count` (amd-smi or rocm-smi inside); the checkpoint's config.json is readable
 where the sandbox will see it; every serve flag and every tunable value is accepted by the engine's own
-argument parser (asked inside the sandbox through engine_args_probe.py); each `tune` command's script
+argument parser (asked inside the sandbox: engines/parser_check.py); each `tune` command's script
 or module exists; each quality dataset exists (its sha256 is shown); the serve port is free where it
 would clash; the disk holds the repo copies; the agent's API key variable is set (its value is never
 shown). The checks run in a throwaway container of the task's image with the task's devices, env and
@@ -13,10 +13,8 @@ copy repos or build anything but the local root: a run does that.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import hashlib
-import json
 import shlex
 import shutil
 import socket
@@ -27,8 +25,7 @@ from pathlib import Path
 
 from porter.checks.loadgen import CheckError
 from porter.checks.quality import resolve_dataset
-from porter.engines import args_probe as engine_args_probe
-from porter.engines.serve import render_command
+from porter.engines.parser_check import ask_parser
 from porter.models import DEFAULT_KEY_ENV, ModelError, api_key
 from porter.ops.runs import prepare_local_root
 from porter.sandbox import DockerSandbox, LocalSandbox, Sandbox, SandboxError
@@ -36,7 +33,6 @@ from porter.sandbox.image_build import build_task_image
 from porter.sandbox.trees.overlay import WEIGHTS_MOUNT
 from porter.task import FlagValue, Task
 
-PROBE_TIMEOUT_S = 90
 FIND_MODULE = "import importlib.util, sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)"
 
 
@@ -193,57 +189,26 @@ def _serve_flags(task: Task, probe) -> list[Finding]:
         for value in values:
             if value is not None and value is not False and value != task.serve.flags.get(flag):
                 variants.append((f"tunable {flag}={value}", {**task.serve.flags, flag: value}))
-    launcher, words = _launcher(_command_words(task, task.serve.flags))
-    if launcher is None:
-        return [Finding("serve flags", None, f"skipped: `{words[0]}` is not a Python launcher porter can ask")]
-    argvs = [_command_words(task, flags)[len(words) :] for _, flags in variants]
-    request = {"variants": argvs, "names": sorted(task.serve.flags)}
-    payload = base64.b64encode(json.dumps(request).encode()).decode()
-    source = base64.b64encode(Path(engine_args_probe.__file__).read_bytes()).decode()
-    command = launcher.format(code=shlex.quote(f"import base64;exec(base64.b64decode('{source}'))"), data=payload)
-    output = probe.exec(command, PROBE_TIMEOUT_S).output
-    answer = next((line for line in output.splitlines() if line.startswith(engine_args_probe.MARKER)), None)
-    if answer is None:
-        tail = " | ".join(output.strip().splitlines()[-3:])[-400:]
-        return [
-            Finding("serve flags", False, f"the launcher failed before parsing its arguments: {tail}", "see the output")
-        ]
-    report = json.loads(answer[len(engine_args_probe.MARKER) :])
-    if "error" in report:
-        return [Finding("serve flags", False, report["error"], "check serve.command")]
+    answer = ask_parser(probe, task, [flags for _, flags in variants])
+    if answer.problem and "is not a Python launcher" in answer.problem:
+        return [Finding("serve flags", None, f"skipped: {answer.problem}")]
+    if answer.problem:
+        return [Finding("serve flags", False, answer.problem, "see the output, or check serve.command")]
     findings = []
-    baseline_error = report["results"][0]
-    for index, ((label, _), error) in enumerate(zip(variants, report["results"], strict=True)):
+    baseline_error = answer.verdicts[0]
+    for index, ((label, _), error) in enumerate(zip(variants, answer.verdicts, strict=True)):
         if error and (index == 0 or error != baseline_error):  # a bad baseline fails every variant: say it once
             findings.append(
                 Finding("serve flags", False, f"{label}: {error}", "fix the flag name or value in the task")
             )
-    unknown = set() if baseline_error else set(task.serve.flags) - set(report["known"])  # abbreviations
+    parser_flags = {name for name in task.serve.flags if not name.startswith("$")}
+    unknown = set() if baseline_error else parser_flags - set(answer.known)  # abbreviations
     for name in sorted(unknown):
         fix = "write the option's full name (argparse would take a prefix, which breaks when a new option appears)"
         findings.append(Finding("serve flags", False, f"--{name} is not one of the engine's option names", fix))
     if not findings:
         findings.append(Finding("serve flags", True, f"{len(variants)} flag sets accepted by the engine's parser"))
     return findings
-
-
-def _command_words(task: Task, flags: dict[str, FlagValue]) -> list[str]:
-    """The serve command's words without a leading `exec` or VAR=value (the shell's business, not the engine's)."""
-    words = shlex.split(render_command(task, flags))
-    while words and (words[0] == "exec" or ("=" in words[0] and not words[0].startswith("-"))):
-        words.pop(0)
-    return words
-
-
-def _launcher(words: list[str]) -> tuple[str | None, list[str]]:
-    """A shell template running the probe in place of the serve command's launcher, and the launcher's words."""
-    if len(words) >= 3 and Path(words[0]).name.startswith("python") and words[1] == "-m":
-        return f"{shlex.quote(words[0])} -c {{code}} {{data}} -m {shlex.quote(words[2])}", words[:3]
-    if words and "/" not in words[0]:
-        script = f'"$(command -v {shlex.quote(words[0])})"'
-        interpreter = f"$(sed -n '1s/^#! *//p' {script})"
-        return f"{interpreter} -c {{code}} {{data}} --script {script}", words[:1]
-    return None, words[:1]
 
 
 def _tune(task: Task, spec, probe) -> Finding:

@@ -15,7 +15,17 @@ from pydantic import Field, field_validator, model_validator
 
 from porter.checks.registry import ChecksSpec
 from porter.engines.engine import ENGINES, Engine, engine_named, guess_engine
-from porter.schema import OVERLAY_REPO, SIZE, FlagValue, PositiveFloat, Spec, normal_sandbox_path, reject_duplicates
+from porter.redaction import looks_secret
+from porter.schema import (
+    ENV_NAME,
+    OVERLAY_REPO,
+    SIZE,
+    FlagValue,
+    PositiveFloat,
+    Spec,
+    normal_sandbox_path,
+    reject_duplicates,
+)
 
 
 class ModelSpec(Spec):
@@ -209,10 +219,14 @@ class ServeSpec(Spec):
     startup_timeout_s: PositiveFloat = Field(1800, description="A server not healthy by then is a startup_timeout.")
     flags: dict[str, FlagValue] = Field(
         default_factory=dict,
-        description="Baseline flags, name -> value, rendered `--name value`; true -> `--name`; false/null -> absent.",
+        description="Baseline flags, name -> value, rendered `--name value`; true -> `--name`; false/null -> absent. "
+        "`$NAME: value` is an environment variable of the serve process (never a secret).",
     )
     tunables: dict[str, list[FlagValue]] = Field(
-        default_factory=dict, description="Flag name -> values the agent may try; each must be a flag in `flags`."
+        default_factory=dict,
+        description="Flag name -> values: the search space the playbook walks and the prompt shows, not a fence: "
+        "the agent may set any flag the engine's own parser accepts and any environment variable ($NAME) of the "
+        "serve process. Each must be a flag in `flags`.",
     )
 
     @field_validator("command")
@@ -241,8 +255,15 @@ class ServeSpec(Spec):
     @classmethod
     def _bare_names(cls, value: dict[str, Any]) -> dict[str, Any]:
         for name in value:
+            if ENV_NAME.fullmatch(name):
+                if looks_secret(name[1:]):
+                    raise ValueError(f"{name} names a secret; a secret never enters the serve process's environment")
+                continue
             if name.startswith("-") or not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
-                raise ValueError(f"flag names are bare kebab-case (tp, kv-cache-dtype), got {name!r}")
+                raise ValueError(
+                    f"flag names are bare kebab-case (tp, kv-cache-dtype), or $NAME for an environment variable of the "
+                    f"serve process, got {name!r}"
+                )
         return value
 
     @model_validator(mode="after")
