@@ -414,6 +414,24 @@ def test_stage_lines_the_change_prints_itself_are_no_progress(ctx):
     assert ctx.state.repos["engine"].accepted == [] and not ctx.repos["engine"].is_dirty()
 
 
+def test_a_crash_fix_that_breaks_quality_is_no_fix(ctx):
+    """The careless patch that makes the shapes fit starts the server, and answers wrongly: nothing is committed."""
+    fixed_and_kept(ctx)
+    ctx.state.accepted = Side(serve=served(ctx))
+    measured(ctx, "quality:gsm8k", [0.95], accepted=True)
+    head = ctx.repos["engine"].repo.head.commit.hexsha
+    ctx.state.flags["tp"] = 4
+    assert serve(ctx).crash_class
+    (ctx.repos["engine"].path / "guard.h").write_text("#ifdef USE_ROCM\n#endif\n")
+    assert serve(ctx).healthy
+    measured(ctx, "quality:gsm8k", [0.4])
+    outcome = accepting.accept(ctx, "Guard the CUDA header", "")
+    assert not outcome["kept"] and outcome["rule"] == "quality_failed" and "crash fix" not in outcome["reason"]
+    assert ctx.repos["engine"].repo.head.commit.hexsha == head and [a.rule for a in ctx.state.attempts] == [
+        "quality_failed"
+    ]
+
+
 def test_a_crash_fix_is_its_own_commit_when_the_flags_it_unblocked_bring_no_gain(ctx):
     """TP4 crashes on the accepted tree (cuda_runtime.h); the guard makes it start. The guard is committed with
     the crash and the healthy start as its evidence, then TP4 is judged on speed and reverted: the fix stays."""

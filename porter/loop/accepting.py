@@ -93,7 +93,11 @@ def accept(ctx: RunContext, summary: str, why: str) -> dict:
             "left as it is: fix the crash and serve, or revert."
         )
     baseline = ctx.state.accepted_config
-    fix = _commit_crash_fix(ctx, summary, why, served) if served.healthy else None
+    fix = None
+    if served.healthy:
+        _ensure_quality(ctx, current)  # a crash fix is kept only if the start it gives answers correctly
+        if not decision.failed_quality(_quality(ctx, current)):
+            fix = _commit_crash_fix(ctx, summary, why, served)
     verdict = _decide(ctx, served, current, baseline)
     if fix and not verdict.keep:
         verdict.reason += f". The crash fix stays kept, as its own commit ({fix})"
