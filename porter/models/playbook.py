@@ -160,7 +160,16 @@ class Playbook:
         return self._next_candidate()
 
     def _after_revert(self) -> Action:
+        if self._accepted_unmeasured():  # a crash fix committed before its flags were reverted: a new configuration
+            return self._measure()
         return self._next_candidate()
+
+    def _accepted_unmeasured(self) -> bool:
+        """A target with no sample on the accepted configuration (measured only on another, or never)."""
+        measured = set(self.status.get("accepted_checks") or [])
+        if self.status.get("phase") == "bring-up":
+            return False
+        return any(row["key"] not in measured for row in self.status.get("targets") or [])
 
     def _serve_or_measure(self) -> Action:
         if self.last.name in ("set_flags", "edit_file", "apply_patch", "tune"):
