@@ -27,6 +27,14 @@ from porter.ops.run_reading import RunRecord  # noqa: E402
 LEGEND_WIDTH = 70  # characters of a legend label before it wraps
 
 
+SWEEP_PLOT, OBJECTIVE_PLOT = "throughput_ttft_vs_rps.png", "objective.png"  # in the order the report shows them
+
+
+def drawn(run_dir: Path) -> list[Path]:
+    """The plots already in the run directory, in the report's order."""
+    return [path for name in (SWEEP_PLOT, OBJECTIVE_PLOT) if (path := run_dir / "plots" / name).is_file()]
+
+
 def write_plots(record: RunRecord) -> list[Path]:
     plots_dir = record.run_dir / "plots"
     plots_dir.mkdir(exist_ok=True)
@@ -120,7 +128,7 @@ def _sweep_plot(record: RunRecord, plots_dir: Path, sweeps: list[dict]) -> Path:
     for axis in (left, right):
         axis.grid(alpha=0.3)
     _legend(figure, record, order)
-    return _save(figure, plots_dir / "throughput_ttft_vs_rps.png")
+    return _save(figure, plots_dir / SWEEP_PLOT)
 
 
 def _rate_line(axis, sweeps: list[dict], value, style: dict) -> None:
@@ -163,7 +171,7 @@ def _objective_plot(record: RunRecord, plots_dir: Path) -> Path:
         axis.grid(alpha=0.3)
         axis.set_ylim(bottom=0)
     _legend(figure, record, [c for c in record.configurations() if c in shown], accepted_line=True)
-    return _save(figure, plots_dir / "objective.png")
+    return _save(figure, plots_dir / OBJECTIVE_PLOT)
 
 
 def _accepted_line(record: RunRecord, key: str, field: str) -> list[tuple[int, float]]:

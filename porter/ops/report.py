@@ -45,7 +45,7 @@ def write_report(run_dir: str | Path, live: bool = False) -> Path:
 
 def _current_plots(record: RunRecord) -> list[Path] | None:
     """The plots as drawn, when no measurement is newer than them (None: draw them again)."""
-    drawn = sorted((record.run_dir / "plots").glob("*.png"))
+    drawn = plots.drawn(record.run_dir)
     metrics = record.run_dir / "metrics.jsonl"
     if not metrics.exists():
         return drawn
