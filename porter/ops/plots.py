@@ -101,19 +101,8 @@ def _sweep_plot(record: RunRecord, plots_dir: Path, sweeps: list[dict]) -> Path:
                 axis.axvline(statistics.median(knees), color=style["color"], linestyle=":", linewidth=1.5)
     left.set_ylim(0, max(left.get_ylim()[1], spec.target_tok_s_per_node * 1.12))
     right.set_ylim(0, max(right.get_ylim()[1], slo.ttft_s * 1.25))
-    left.axhline(spec.target_tok_s_per_node, color="black", linestyle="--", linewidth=1)
-    left.annotate(
-        f"target {spec.target_tok_s_per_node:g} tok/s",
-        (0.01, spec.target_tok_s_per_node),
-        xycoords=("axes fraction", "data"),
-        va="bottom",
-        fontsize=8,
-    )
-    right.axhline(slo.ttft_s, color="black", linestyle="--", linewidth=1)
-    right.annotate(
-        f"SLO p{slo.percentile:g} TTFT {slo.ttft_s:g} s", (0.01, slo.ttft_s), xycoords=("axes fraction", "data"),
-        va="bottom", fontsize=8,
-    )  # fmt: skip
+    _limit_line(left, spec.target_tok_s_per_node, f"target {spec.target_tok_s_per_node:g} tok/s")
+    _limit_line(right, slo.ttft_s, f"SLO p{slo.percentile:g} TTFT {slo.ttft_s:g} s")
     metric = spec.metric.removesuffix("_throughput")
     left.set(
         xlabel="offered load (requests/s)",
@@ -129,6 +118,12 @@ def _sweep_plot(record: RunRecord, plots_dir: Path, sweeps: list[dict]) -> Path:
         axis.grid(alpha=0.3)
     _legend(figure, record, order)
     return _save(figure, plots_dir / SWEEP_PLOT)
+
+
+def _limit_line(axis, value: float, text: str) -> None:
+    """A target or an SLO: a dashed line across the panel, named at its left end."""
+    axis.axhline(value, color="black", linestyle="--", linewidth=1)
+    axis.annotate(text, (0.01, value), xycoords=("axes fraction", "data"), va="bottom", fontsize=8)
 
 
 def _rate_line(axis, sweeps: list[dict], value, style: dict) -> None:
@@ -165,8 +160,7 @@ def _objective_plot(record: RunRecord, plots_dir: Path) -> Path:
             axis.step(*zip(*accepted, strict=True), where="post", color="black", linewidth=1, alpha=0.6)
         goal = item.kind.goal(item.spec)
         if isinstance(goal, int | float):
-            axis.axhline(goal, color="black", linestyle="--", linewidth=1)
-            axis.annotate(f"target {goal:g}", (0.01, goal), xycoords=("axes fraction", "data"), va="bottom", fontsize=8)
+            _limit_line(axis, goal, f"target {goal:g}")
         axis.set(xlabel="step", ylabel=item.kind.label(item.spec), title=f"{item.kind.label(item.spec)} over the run")
         axis.grid(alpha=0.3)
         axis.set_ylim(bottom=0)

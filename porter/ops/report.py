@@ -85,42 +85,9 @@ def _figure(performance: bool, value: float | None, result: dict) -> str:
 
 
 def render(record: RunRecord, figures: list[Path]) -> str:
-    task, state = record.task, record.state
-    twin = "twin" in task.name or "twin" in str(record.environment.get("sandbox", {}).get("image", ""))
-    where = "the twin engine (twin figures, not hardware results)" if twin else f"{task.hardware.gpu}"
-    cost = f"${state.cost_usd:.2f}" if state.cost_known else "unknown (no price for this model)"
-    lines = [
-        f"# porter run {state.run_id}",
-        "",
-        f"{task.model.id} on {task.hardware.count}x {task.hardware.gpu} ({task.hardware.nodes} node), "
-        f"served by {task.engine.name}; figures measured on {where}.",
-        f"**{'Solved' if state.solved else 'Not solved'}** ({state.finished or 'running'}): {state.step} steps, "
-        f"{len(state.kept_attempts())} changes kept, {len(state.attempts) - len(state.kept_attempts())} reverted, "
-        f"{state.relaunches} launches, "
-        + (f"wall {state.wall_s / 60:.1f} min, " if state.finished else "")
-        + f"cost {cost}.",
-        "",
-        "## Baseline -> final",
-        "",
-        "| target | baseline | final | change | goal | met |",
-        "|---|---|---|---|---|---|",
-    ]
-    rows = baseline_rows(record)
-    for row in rows:
-        goal = f">= {row['goal']:g}" if isinstance(row["goal"], int | float) else str(row["goal"])
-        final = row["value_text"] + (" (stale)" if row["stale"] else "")
-        met = "yes" if row["met"] else "no"
-        lines.append(
-            f"| {row['target']} | {row['baseline_text']} | {final} | {percent(row['change'])} | {goal} | {met} |"
-        )
+    state = record.state
+    lines = [*_head(record), *_baseline_table(record)]
     lines += [
-        "",
-        "Medians of each configuration's samples. Baseline: the configuration the run started from (`"
-        + " ".join(render_flags(record.flags_of(record.baseline)))
-        + "`, the image's trees); final: the accepted configuration (`"
-        + (record.label(state.accepted_config) if state.accepted_config else "-")
-        + "`).",
-        "",
         "## Timeline",
         "",
         "| step | tried | why | result | outcome | rule | why reverted |",
@@ -132,15 +99,52 @@ def render(record: RunRecord, figures: list[Path]) -> str:
         "## Final serve command",
         "",
         "```",
-        render_command(task, state.accepted_flags),
+        render_command(record.task, state.accepted_flags),
         "```",
         "",
         *_outputs(record),
     ]
     if figures:
         lines += ["## Plots", "", *(f"![{p.stem}]({p.relative_to(record.run_dir)})" for p in figures), ""]
-    lines += _details(record)
-    return "\n".join(lines)
+    return "\n".join([*lines, *_details(record)])
+
+
+def _head(record: RunRecord) -> list[str]:
+    task, state = record.task, record.state
+    twin = "twin" in task.name or "twin" in str(record.environment.get("sandbox", {}).get("image", ""))
+    where = "the twin engine (twin figures, not hardware results)" if twin else f"{task.hardware.gpu}"
+    cost = f"${state.cost_usd:.2f}" if state.cost_known else "unknown (no price for this model)"
+    kept = len(state.kept_attempts())
+    wall = f"wall {state.wall_s / 60:.1f} min, " if state.finished else ""
+    return [
+        f"# porter run {state.run_id}",
+        "",
+        f"{task.model.id} on {task.hardware.count}x {task.hardware.gpu} ({task.hardware.nodes} node), "
+        f"served by {task.engine.name}; figures measured on {where}.",
+        f"**{'Solved' if state.solved else 'Not solved'}** ({state.finished or 'running'}): {state.step} steps, "
+        f"{kept} changes kept, {len(state.attempts) - kept} reverted, {state.relaunches} launches, {wall}cost {cost}.",
+        "",
+    ]
+
+
+def _baseline_table(record: RunRecord) -> list[str]:
+    lines = ["## Baseline -> final", "", "| target | baseline | final | change | goal | met |", "|---" * 6 + "|"]
+    for row in baseline_rows(record):
+        goal = f">= {row['goal']:g}" if isinstance(row["goal"], int | float) else str(row["goal"])
+        final = row["value_text"] + (" (stale)" if row["stale"] else "")
+        met = "yes" if row["met"] else "no"
+        lines.append(
+            f"| {row['target']} | {row['baseline_text']} | {final} | {percent(row['change'])} | {goal} | {met} |"
+        )
+    baseline = " ".join(render_flags(record.flags_of(record.baseline)))
+    final = record.label(record.state.accepted_config) if record.state.accepted_config else "-"
+    return [
+        *lines,
+        "",
+        f"Medians of each configuration's samples. Baseline: the configuration the run started from (`{baseline}`, "
+        f"the image's trees); final: the accepted configuration (`{final}`).",
+        "",
+    ]
 
 
 def _rules_used(attempts: list[Attempt]) -> list[str]:
