@@ -60,7 +60,7 @@ def test_report_opens_with_baseline_to_final_then_timeline_command_and_plots(pla
         data = (playbook_run.run_dir / "plots" / plot).read_bytes()
         assert data.startswith(b"\x89PNG") and len(data) > 10_000
     page = (playbook_run.run_dir / "report.html").read_text()  # written with report.md, finished: no reload
-    assert "Baseline -&gt; final" in page and "http-equiv" not in page and page.count("data:image/png") == 2
+    assert "Baseline -&gt; final" in page and 'http-equiv="refresh"' not in page and page.count("data:image/png") == 2
 
 
 def test_report_json_holds_every_target_on_the_accepted_configuration(playbook_run):

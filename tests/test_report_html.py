@@ -67,7 +67,7 @@ def test_the_html_report_loads_in_a_browser_and_follows_the_run(tmp_path):
     run.finish()
     write_report(run.run_dir)
     last = browse(page)
-    assert "http-equiv" not in last and "Finished: not solved" in last
+    assert 'http-equiv="refresh"' not in last and "Finished: not solved" in last
 
 
 def browse(page, screenshot=None) -> str:
@@ -80,3 +80,18 @@ def browse(page, screenshot=None) -> str:
         )
     dom = subprocess.run([CHROMIUM, *flags, "--dump-dom", url], check=True, capture_output=True, text=True, timeout=120)
     return dom.stdout
+
+
+def test_what_an_agent_wrote_never_becomes_markup_or_a_fetch(tmp_path):
+    run = PreparedRun(tmp_path).build()
+    run.say(
+        9,
+        "<script>alert(1)</script> ![x](http://example.org/pixel.png) [y](javascript:alert(2))",
+        "set_flags",
+        flags={"speculative-num-steps": 5},
+    )
+    write_report(run.run_dir)
+    page = (run.run_dir / "report.html").read_text()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script" not in page
+    assert 'src="http' not in page and 'href="javascript' not in page
+    assert "default-src 'none'; img-src data:" in page

@@ -2,9 +2,10 @@
 
 Covers rendering report.md (the baseline -> final table, the timeline, the plots inlined as data URIs) and
 every PR draft (prs/*.md, folded) into one HTML file with its own stylesheet and nothing fetched from
-anywhere; while the run goes (state.json not finished) the page reloads itself every REFRESH_S seconds, so an
-overnight run can be watched from a browser (report.py rewrites it after every step). Markdown is rendered
-with raw HTML off, so nothing an agent or a server wrote becomes markup. Writes only report.html.
+anywhere (a Content-Security-Policy forbids it, and links with a scheme are not made links); while the run
+goes (state.json not finished) the page reloads itself every REFRESH_S seconds, so an overnight run can be
+watched from a browser (report.py rewrites it after every step). Markdown is rendered with raw HTML off, so
+nothing an agent or a server wrote becomes markup. Writes only report.html.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from markdown_it import MarkdownIt
 from porter.ops.run_reading import RunRecord
 
 REFRESH_S = 30
+# the page loads nothing: its images are data URIs, its style inline, and it runs no script
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 MAX_IMAGE_BYTES = 8 << 20  # a plot is ~150 kB; anything bigger in plots/ is not porter's
 
 STYLE = """
@@ -40,6 +43,7 @@ summary { cursor: pointer; font-weight: 600; }
 def write_html(record: RunRecord, report_markdown: str) -> Path:
     running = record.state.finished is None
     markdown = MarkdownIt("commonmark", {"html": False}).enable("table")
+    markdown.validateLink = _local_link  # an agent's `![](http://...)` must not make the page fetch anything
     body = markdown.render(_inline_images(record.run_dir, report_markdown))
     drafts = []
     for draft in sorted((record.run_dir / "prs").glob("*.md")):
@@ -54,6 +58,7 @@ def write_html(record: RunRecord, report_markdown: str) -> Path:
         [
             "<!DOCTYPE html>",
             '<html lang="en"><head><meta charset="utf-8">',
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
             f'<meta http-equiv="refresh" content="{REFRESH_S}">' if running else "",
             f"<title>porter: {html.escape(record.state.run_id)}</title>",
             f"<style>{STYLE}</style></head><body>",
@@ -82,6 +87,11 @@ def _status(record: RunRecord, running: bool) -> str:
     else:
         text = f"Finished: {'solved' if state.solved else 'not solved'} ({state.finished}). Written {now}."
     return f'<p class="status{"" if running else " done"}">{html.escape(text)}</p>'
+
+
+def _local_link(url: str) -> bool:
+    """A link or image the page may hold: the plots' data URIs and paths inside the run directory, no scheme."""
+    return url.startswith("data:image/png;base64,") or not re.match(r"^\s*([a-z][a-z0-9+.-]*:|//)", url, re.I)
 
 
 def _inline_images(run_dir: Path, markdown: str) -> str:
