@@ -60,15 +60,19 @@ def test_the_reproduction_applies_to_upstream_plus_the_image_state(tmp_path):
     run = PreparedRun(tmp_path).build()
     guard = drafts(run.run_dir)["engine-2.md"]
     block = guard.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
-    assert block[0].startswith('docker run -it --rm --network host -v "$PWD/patches:/patches:ro" --device /dev/kfd')
-    assert block[1] == "cd /sgl-workspace/engine"
+    assert block[0].startswith("MODEL=/path/to/Model-MXFP4   # the checkpoint: hf download org/Model-MXFP4")
+    assert block[1].startswith('docker run -it --rm --network host -v "$PWD/patches:/patches:ro" -v "$MODEL:/models/')
+    assert block[2] == "cd /sgl-workspace/engine"
+    assert "--model-path /models/Model-MXFP4 " in guard  # where the container has the checkpoint
     fresh = tmp_path / "fresh"
     git.Repo.clone_from(run.tree, fresh).git.checkout(run.upstream)
-    environment = "GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@e GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@e"
-    for line in block[2:]:
-        if line.startswith(("git apply", "git am")):  # what runs in the container's tree, /patches mounted
+    assert "uncommitted changes of its own" in block[3]
+    shipped = subprocess.run(["git", "apply", str(run.run_dir / "patches/engine/image-state.diff")], cwd=fresh)
+    assert shipped.returncode == 0  # the image's tree: upstream and its own changes
+    for line in block[4:]:
+        if line.startswith("git apply"):  # what runs in the container's tree, /patches mounted
             command = line.replace("/patches/", f"{run.run_dir}/patches/")
-            subprocess.run(f"{environment} {command}", shell=True, cwd=fresh, check=True, capture_output=True)
+            subprocess.run(command, shell=True, cwd=fresh, check=True, capture_output=True)
     assert "USE_ROCM" in (fresh / "csrc/metadata.cpp").read_text() and (fresh / "build.cfg").exists()
     assert "6144" not in (fresh / "configs/tuned_fmoe.csv").read_text()  # the other PR's change is not in this one
 
@@ -108,8 +112,8 @@ def test_a_vllm_pr_reads_as_vllm_asks(tmp_path):
     for heading in ("## Purpose", "## Test Plan", "## Test Result"):
         assert heading in table
     assert (
-        "vllm bench serve --backend vllm --host 127.0.0.1 --port 8000 --model org/Model-MXFP4 --dataset-name random "
-        "--random-prefix-len 1200 --random-input-len 800 --random-output-len 64 --ignore-eos --request-rate 14.5"
+        "vllm bench serve --backend vllm --host 127.0.0.1 --port 8000 --model /models/Model-MXFP4 --dataset-name "
+        "random --random-prefix-len 1200 --random-input-len 800 --random-output-len 64 --ignore-eos --request-rate 14.5"
     ) in table
 
 

@@ -351,7 +351,7 @@ def _reproduce(draft: Draft) -> list[str]:
     for name, shas in needs.items():
         held = ", ".join(f"{sha[:7]} (`prs/{draft.where.get(sha, name + '.md')}`)" for sha in shas)
         lines += [f"The configuration measured here also held {name}'s {held}: apply it the same way.", ""]
-    lines += ["From the run directory:", "", "```bash", pr_reproduce.docker_run(task)]
+    lines += ["From the run directory:", "", "```bash", *pr_reproduce.docker_run(task)]
     lines += _apply(draft, spec.path, patches)
     lines += [pr_reproduce.serve_command(task, record.flags_of(config))]
     if startup is not None:
@@ -366,20 +366,21 @@ def _reproduce(draft: Draft) -> list[str]:
 
 
 def _apply(draft: Draft, path: str, patches: list[str]) -> list[str]:
-    """Copy the patches in and apply them to the tree the image ships (upstream's commit plus, when the image had
-    uncommitted changes, those first: the image's state, not upstream's)."""
+    """Apply the patches (mounted at /patches) to the tree the image ships, with `git apply` (a throwaway container
+    has no git identity to commit with): to a checkpoint, or to an engine tree at upstream's commit, after the
+    image's own uncommitted changes when it had some (the image's state, not upstream's)."""
+    if draft.style is STYLES["hub"]:
+        return [f"cd {pr_reproduce.model_dir(draft.record.task)}", *(f"git apply /{patch}" for patch in patches)]
     upstream, image_commits = upstream_of(draft.repo, draft.repo_state.base_commit)
-    patches_dir = f"patches/{draft.repo_state.name}"
     lines = [f"cd {path}"]
     if image_commits and upstream is not None:
         diff = draft.record.run_dir / "patches" / draft.repo_state.name / "image-state.diff"
         diff.write_text(draft.repo.git.diff(upstream.hexsha, draft.repo_state.base_commit) + "\n", encoding="utf-8")
         lines += [
             f"# the image's tree is upstream {upstream.hexsha[:12]} plus uncommitted changes of its own (the image's "
-            "state, not upstream's): commit them first",
-            f'git apply /{patches_dir}/image-state.diff && git add -A && git commit -qm "image state"',
+            "state, not upstream's); the patches apply on top of them",
         ]
-    return [*lines, *(f"git am /{patch}" for patch in patches)]
+    return [*lines, *(f"git apply /{patch}" for patch in patches)]
 
 
 def upstream_of(repo: git.Repo, base_commit: str) -> tuple[git.Commit | None, list[git.Commit]]:

@@ -50,10 +50,22 @@ def environment_rows(record: RunRecord, upstream: str | None) -> list[tuple[str,
     ]
 
 
-def docker_run(task: Task) -> str:
-    """`docker run` of the task's image with its devices and options (what the engine needs on ROCm)."""
+def model_dir(task: Task) -> str:
+    """Where the checkpoint is in the container: the image's own path when it ships there, else a mount of the
+    maintainer's copy (docker_run's -v)."""
+    return task.model.path.rstrip("/") if task.model.in_image else f"/models/{task.model.id.split('/')[-1]}"
+
+
+def docker_run(task: Task) -> list[str]:
+    """`docker run` of the task's image with its devices and options (what the engine needs on ROCm), the patches
+    and the checkpoint mounted."""
     sandbox = task.sandbox
     words = ["docker", "run", "-it", "--rm", "--network", "host", "-v", '"$PWD/patches:/patches:ro"']
+    lines = []
+    if not task.model.in_image:
+        name = task.model.id.split("/")[-1]
+        lines.append(f"MODEL=/path/to/{name}   # the checkpoint: hf download {task.model.id} --local-dir $MODEL")
+        words += ["-v", f'"$MODEL:{model_dir(task)}"']
     for device in sandbox.devices:
         words += ["--device", device]
     for group in sandbox.group_add:
@@ -68,16 +80,13 @@ def docker_run(task: Task) -> str:
         words += ["--cap-add", capability]
     for name, value in sandbox.env.items():
         words += ["-e", f"{name}={value}"]
-    if not task.model.in_image:
-        words += ["-v", '"$HOME/.cache/huggingface:/root/.cache/huggingface"']  # the engine downloads the checkpoint
-    return " ".join([*words, sandbox.image or "IMAGE", "bash"])
+    return [*lines, " ".join([*words, sandbox.image or "IMAGE", "bash"])]
 
 
 def serve_command(task: Task, flags: dict[str, FlagValue]) -> str:
-    """The serve command with these flags, the checkpoint named as a maintainer has it: the image's own path when
-    it ships in the image, else its hub id (the engines download it)."""
-    model = task.model.path if task.model.in_image else task.model.id
-    text = render_command(task, flags).replace(shlex.quote(task.model.container_path), shlex.quote(model))
+    """The serve command with these flags, the checkpoint where the container has it (model_dir), never porter's
+    own overlay path."""
+    text = render_command(task, flags).replace(shlex.quote(task.model.container_path), shlex.quote(model_dir(task)))
     for root in ("${PORTER_SANDBOX_ROOT}", "$PORTER_SANDBOX_ROOT"):  # the local sandbox's root: empty in an image
         text = text.replace(root, "")
     return text
@@ -86,7 +95,7 @@ def serve_command(task: Task, flags: dict[str, FlagValue]) -> str:
 def bench_commands(record: RunRecord, key: str, result: dict) -> list[str]:
     """The engine's own benchmark client for a check's workload, at the rate the figure was read at."""
     task = record.task
-    engine, port, model = task.engine.name, task.serve.port, serve_model(task)
+    engine, port, model = task.engine.name, task.serve.port, model_dir(task)
     if key == "single_stream" and task.checks.single_stream:
         spec = task.checks.single_stream
         lengths = _lengths(engine, spec.input_tokens, 0, spec.output_tokens)
@@ -109,10 +118,6 @@ def bench_commands(record: RunRecord, key: str, result: dict) -> list[str]:
             )
         return commands
     return []
-
-
-def serve_model(task: Task) -> str:
-    return task.model.path if task.model.in_image else task.model.id
 
 
 def _client(engine: str, port: int, model: str) -> str:
