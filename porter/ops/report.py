@@ -87,6 +87,7 @@ def _figure(performance: bool, value: float | None, result: dict) -> str:
 def render(record: RunRecord, figures: list[Path]) -> str:
     state = record.state
     lines = [*_head(record), *_baseline_table(record)]
+    rules = "; ".join(f"`{rule}`: {RULES[rule]}" for rule in _rules_used(state.attempts))
     lines += [
         "## Timeline",
         "",
@@ -94,7 +95,7 @@ def render(record: RunRecord, figures: list[Path]) -> str:
         "|---|---|---|---|---|---|---|",
         *(_timeline_row(record, attempt) for attempt in state.attempts),
         "",
-        "Rules: " + "; ".join(f"`{rule}`: {RULES[rule]}" for rule in _rules_used(state.attempts)) + ".",
+        f"Rules: {rules}." if rules else "No change has been decided yet.",
         "",
         "## Final serve command",
         "",
