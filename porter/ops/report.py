@@ -174,8 +174,9 @@ def reverted_reason(record: RunRecord, attempt: Attempt) -> str:
         earlier = [a.step for a in record.state.attempts if a.step < attempt.step]
         since = max(earlier, default=0)
         refused = [f for f in record.facts if f["tool"] == "accept" and since < f["step"] <= attempt.step]
-        refused = [f["said"] for f in refused if f.get("ok") is False and f.get("said")]
-        reason += f" after: {refused[-1]}" if refused else ""
+        refused = [f["said"].removeprefix("accept failed: ") for f in refused if f.get("ok") is False and f.get("said")]
+        # the refusal, not the advice after it
+        reason += f" after accept refused: {refused[-1].split(': ')[0]}" if refused else ""
     reason = reason if len(reason) <= REASON_WIDTH else reason[:REASON_WIDTH] + "..."
     fix = any(a.rule == "crash_fix" and a.step == attempt.step for a in record.state.attempts)
     return reason + ("; the crash fix it needed stays kept (its own commit)" if fix else "")

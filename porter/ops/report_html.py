@@ -27,8 +27,10 @@ MAX_IMAGE_BYTES = 8 << 20  # a plot is ~150 kB; anything bigger in plots/ is not
 
 STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 1400px; margin: 1.5em auto; padding: 0 1em; color: #222; }
-table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.92em; }
+table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.92em; max-width: 100%; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; vertical-align: top; }
+td { overflow-wrap: anywhere; }
+td code { white-space: normal; overflow-wrap: normal; }
 th { background: #f0f0f0; }
 code, pre { font-family: ui-monospace, monospace; font-size: 0.9em; }
 pre { background: #f6f6f6; padding: 0.8em; overflow-x: auto; }

@@ -103,7 +103,7 @@ class RunRecord:
             named = [f"{sha[:7]} ({', '.join(Path(f).name for f in _commit_files(path, sha))})" for sha in shas]
             parts += [f"{repo} {', '.join(named)}"] if named else []
         if fingerprint in self.state.configs and not any(commits.values()) and self._edited(fingerprint):
-            parts.append("uncommitted edit")
+            parts.append(self._edit_label(fingerprint))
         return " + ".join(parts) or "baseline"
 
     def tried_on(self, fingerprint: str) -> str | None:
@@ -142,6 +142,14 @@ class RunRecord:
             if separator and repo in self.state.repos and repo not in files:
                 files[repo] = names.split(", ")
         return {name: names for name, names in files.items() if names}
+
+    def _edit_label(self, fingerprint: str) -> str:
+        """An edit that never became a commit, by the files the change that measured it named."""
+        first = next((m["step"] for m in self.metrics if _config_of(m) == fingerprint), 0)
+        attempt = self.attempt_of(first, pending=True)
+        files = self.files_of(attempt) if attempt else {}
+        named = [f"{repo} edit ({', '.join(Path(name).name for name in names)})" for repo, names in files.items()]
+        return " + ".join(named) or "uncommitted edit"
 
     def _edited(self, fingerprint: str) -> bool:
         baseline = self.state.configs.get(self.baseline or "")
