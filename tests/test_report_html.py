@@ -14,9 +14,10 @@ import subprocess
 import pytest
 from helpers import in_ci
 from PIL import Image, ImageStat
-from prepared_run import PreparedRun
+from prepared_run import DRAFT_3, PreparedRun
 
 from porter.ops.report import write_report
+from porter.ops.run_reading import cli_change, read_run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -95,3 +96,22 @@ def test_what_an_agent_wrote_never_becomes_markup_or_a_fetch(tmp_path):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script" not in page
     assert 'src="http' not in page and 'href="javascript' not in page
     assert "default-src 'none'; img-src data:" in page
+
+
+def test_flags_read_as_a_command_line_environment_included(tmp_path):
+    run = PreparedRun(tmp_path).build()
+    task = read_run(run.run_dir).task
+    before = {"tp-size": 8, "dp-size": 2, "$SGLANG_USE_AITER": "1", "chunked-prefill-size": 0}
+    after = {
+        "tp-size": 4,
+        "dp-size": None,
+        "$SGLANG_USE_AITER": None,
+        "$HIP_FORCE_DEV_KERNARG": "1",
+        "chunked-prefill-size": 0,
+        **DRAFT_3,
+    }
+    assert cli_change(task, before, after) == (
+        "HIP_FORCE_DEV_KERNARG=1 --tp-size 4 --speculative-algorithm EAGLE --speculative-num-steps 3 "
+        "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4 no --dp-size unset SGLANG_USE_AITER"
+    )
+    assert cli_change(task, {"chunked-prefill-size": 0}, {"chunked-prefill-size": None}) == "no --chunked-prefill-size"

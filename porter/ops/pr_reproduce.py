@@ -24,7 +24,7 @@ from __future__ import annotations
 import shlex
 
 from porter.engines.serve import render_command
-from porter.ops.run_reading import RunRecord
+from porter.ops.run_reading import RunRecord, env_prefix
 from porter.schema import FlagValue
 from porter.task import Task
 
@@ -89,7 +89,7 @@ def serve_command(task: Task, flags: dict[str, FlagValue]) -> str:
     text = render_command(task, flags).replace(shlex.quote(task.model.container_path), shlex.quote(model_dir(task)))
     for root in ("${PORTER_SANDBOX_ROOT}", "$PORTER_SANDBOX_ROOT"):  # the local sandbox's root: empty in an image
         text = text.replace(root, "")
-    return text
+    return f"{env_prefix(flags)} {text}".strip()  # the `$NAME` settings are the server's environment
 
 
 def bench_commands(record: RunRecord, key: str, result: dict) -> list[str]:

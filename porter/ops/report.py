@@ -22,7 +22,7 @@ from porter.engines.serve import render_command
 from porter.ledger.records import RULES, Attempt
 from porter.ledger.state import target_report
 from porter.ops import plots, report_html
-from porter.ops.run_reading import RunRecord, cli_change, percent, read_run, score_text, significant
+from porter.ops.run_reading import RunRecord, cli_change, env_prefix, percent, read_run, score_text, significant
 from porter.schema import render_flags
 
 REASON_WIDTH = 220  # characters of a reverted change's reason in the timeline (report.json keeps it whole)
@@ -100,7 +100,7 @@ def render(record: RunRecord, figures: list[Path]) -> str:
         "## Final serve command",
         "",
         "```",
-        render_command(record.task, state.accepted_flags),
+        f"{env_prefix(state.accepted_flags)} {render_command(record.task, state.accepted_flags)}".strip(),
         "```",
         "",
         *_outputs(record),
@@ -184,10 +184,8 @@ def reverted_reason(record: RunRecord, attempt: Attempt) -> str:
 
 def tried_text(record: RunRecord, attempt: Attempt) -> str:
     """The change in CLI form and the files it edited: `--tp 4 --dp 2`, `twin: configs/tuned_fmoe.csv`."""
-    flags = cli_change(record.task, {}, attempt.flags) + "".join(
-        f" no --{k}" for k, v in attempt.flags.items() if v is None or v is False
-    )
-    flags = flags.strip()
+    dropped = {k: True for k, v in attempt.flags.items() if v is None or v is False}  # what the change turned off
+    flags = cli_change(record.task, dropped, attempt.flags)
     files = [f"{repo}: {', '.join(names)}" for repo, names in record.files_of(attempt).items()]
     return "; ".join(part for part in [f"`{flags}`" if flags else "", *files] if part) or attempt.summary
 

@@ -15,6 +15,7 @@ import ast
 import json
 import math
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from porter.ledger.records import Attempt
 from porter.ledger.state import RunState
 from porter.ledger.transcript import iter_records
 from porter.sandbox.trees import safe_git
-from porter.schema import FlagValue, render_flags
+from porter.schema import FlagValue, is_env, render_flags, serve_env
 from porter.task import Task, load_task
 from porter.terminal import printable
 
@@ -263,18 +264,28 @@ def _commit_files(path: str, sha: str) -> list[str]:
 
 
 def cli_change(task: Task, before: dict[str, FlagValue], after: dict[str, FlagValue]) -> str:
-    """The flags that differ, as a command line reads them (`--tp 4 --dp 2`; a flag turned off: `no --dp`). A
-    draft reads whole: when one speculative flag moved, every speculative flag is shown."""
+    """The flags that differ, as a command line reads them (`--tp 4 --dp 2`; a flag turned off: `no --dp`; a serve
+    environment variable as `NAME=value`, or `unset NAME`). A draft reads whole: when one speculative flag moved,
+    every speculative flag is shown."""
     changed = {k: v for k, v in after.items() if before.get(k) != v}
     speculative = task.engine.speculative_flags
     if any(k in speculative for k in changed):
         changed.update({k: after.get(k) for k in speculative if k in after})
     changed = {k: after.get(k) for k in after if k in changed}  # in the command's order
-    set_now = {k: v for k, v in changed.items() if v is not None and v is not False}
-    words = render_flags(set_now)
-    off = [k for k, v in changed.items() if v is None or v is False]
-    words += [f"no --{k}" for k in off if before.get(k) is not None and before.get(k) is not False]
-    return " ".join(words)
+    set_now = {k: v for k, v in changed.items() if not _off(v)}
+    words = [env_prefix(set_now), *render_flags(set_now)]
+    off = [k for k, v in changed.items() if _off(v) and not _off(before.get(k))]
+    words += [f"unset {k[1:]}" if is_env(k) else f"no --{k}" for k in off]
+    return " ".join(word for word in words if word)
+
+
+def _off(value: FlagValue) -> bool:
+    return value is None or value is False  # not `in (None, False)`: 0 == False
+
+
+def env_prefix(flags: dict[str, FlagValue]) -> str:
+    """The serve process's environment entries of a flag set (`$NAME`), as a shell command's prefix."""
+    return " ".join(f"{name}={shlex.quote(value)}" for name, value in serve_env(flags).items())
 
 
 def readable(task: Task, text: str) -> str:
