@@ -5,8 +5,9 @@ groups them) and `patches/<repo>/000N-*.patch`. Each draft reads in the project'
 titles, Motivation / Modifications / Accuracy Tests / Speed Tests and Profiling, as its pull request template
 asks; vLLM: `[ROCm]` titles, Purpose / Test Plan / Test Result; the model overlay: a Hugging Face Hub PR with
 the commands that open it): a title from the records (the crash class and the file fixed, or the tuned file
-and the model), the problem with the engine's own log lines around the crash's key line, the root cause in the
-agent's first sentence, the fix, a before -> after table of this change set's own commits only (the figures
+and the model), the problem with the engine's own log lines around the crash's key line, the root cause (the
+key line and the code the log names, or the agent's explanation), the fix in the agent's words from when it made
+the edit, the files changed, a before -> after table of this change set's own commits only (the figures
 of the configuration before and after each, with n and the noise bar, or the crash and the healthy start),
 the accuracy, how it was tested, the environment and a reproduction in upstream's tools (pr_reproduce.py),
 and `Signed-off-by` when the task asks. With `--push REMOTE` the exported series is pushed. Reads the run's
