@@ -28,6 +28,7 @@ command -v docker >/dev/null && command -v dockerd >/dev/null || missing+=(docke
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v g++ >/dev/null || missing+=(g++)  # the twin compiles its kernels on the host when run without Docker
 command -v git >/dev/null || missing+=(git)
+command -v chromium >/dev/null || missing+=(chromium)  # loads report.html headless in tests/test_report_html.py
 if ((${#missing[@]})); then
   log "apt-get install ${missing[*]}"
   apt-get update -qq

@@ -47,17 +47,20 @@ def test_the_playbook_solves_the_default_twin_scenario(playbook_run):
     assert state.tokens["input"] == 0 and state.cost_usd == 0  # no model was called
 
 
-def test_report_has_targets_timeline_command_and_plots(playbook_run):
+def test_report_opens_with_baseline_to_final_then_timeline_command_and_plots(playbook_run):
     path = write_report(playbook_run.run_dir)
     text = path.read_text()
-    for heading in ("## Targets", "## Timeline", "## Final serve command", "## Plots"):
-        assert heading in text
-    assert "twin figures, not hardware results" in text
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    assert headings[:4] == ["## Baseline -> final", "## Timeline", "## Final serve command", "## Patches and PR drafts"]
+    assert "twin figures, not hardware results" in text and "{'" not in text
     assert "--tp 4 --dp 2" in text and "--kv-cache-dtype fp8_e4m3" in text
     assert text.count("| kept |") == len([a for a in playbook_run.state.attempts if a.outcome == "kept"])
+    assert "| `crash_fix` |" in text  # the guard, kept as its own commit
     for plot in ("throughput_ttft_vs_rps.png", "objective.png"):
         data = (playbook_run.run_dir / "plots" / plot).read_bytes()
         assert data.startswith(b"\x89PNG") and len(data) > 10_000
+    page = (playbook_run.run_dir / "report.html").read_text()  # written with report.md, finished: no reload
+    assert "Baseline -&gt; final" in page and 'http-equiv="refresh"' not in page and page.count("data:image/png") == 2
 
 
 def test_report_json_holds_every_target_on_the_accepted_configuration(playbook_run):
@@ -83,14 +86,18 @@ def test_pr_describes_each_fix_and_pushes_the_branch(playbook_run, tmp_path):
         text=True,
     )
     assert result.returncode == 0, result.stderr
-    text = (playbook_run.run_dir / "prs" / "twin.md").read_text()
-    for heading in ("## Problem", "## Root cause and fix", "## Evidence", "## How to reproduce"):
-        assert heading in text
-    assert "moe-fp4" in text and "git am" in text  # the twin's one kept commit: the tuned MoE config
-    assert "95% CI" in text
-    assert "shape_mismatch" in (playbook_run.run_dir / "prs" / "model.md").read_text()  # the checkpoint's fix
-    problem = text.split("## Problem", 1)[1].split("## Root cause", 1)[0]
-    assert "shape_mismatch" not in problem  # fixed in the model repo, not by the twin's commit
+    drafts = {path.name: path.read_text() for path in (playbook_run.run_dir / "prs").glob("*.md")}
+    titles = sorted(text.split("\n", 1)[0] for text in drafts.values())
+    assert len(titles) == 3, titles  # the tuned table and the ROCm guard are separate PRs; the checkpoint's to the hub
+    assert titles[0] == "# Fix shape mismatch in loading GLM-5.2-MXFP4 with sglang (config.json)"
+    assert titles[1].startswith("# [AMD] Add tuned_fmoe.csv entries for GLM-5.2-MXFP4 on MI355X (+")
+    assert titles[2] == "# [AMD] Fix missing ROCm guard in fused_multistep_metadata.cpp"
+    guard = next(text for text in drafts.values() if "ROCm guard" in text.split("\n", 1)[0])
+    for heading in ("## Motivation", "## Modifications", "## Accuracy Tests", "## Speed Tests and Profiling"):
+        assert heading in guard
+    assert "fatal error: cuda_runtime.h" in guard and "git apply /patches/twin/" in guard
+    assert "shape_mismatch" not in guard  # fixed in the model repo: the other PR's crash
+    assert "hf upload zai-org/GLM-5.2-MXFP4 config.json config.json --create-pr" in drafts["model.md"]
     for repo in ("twin", "model"):  # one remote for both repos: each branch under the repo's name
         pushed = git.Repo(bare).commit(f"{repo}/{playbook_run.state.repos[repo].branch}")
         assert pushed.hexsha == playbook_run.state.repos[repo].accepted[-1]

@@ -1,98 +1,130 @@
-"""PR drafts a maintainer can act on: the image's own state named as such, reproduction from the run
-directory, figures rounded to what they support, the root cause in a sentence; the steps really work.
+"""PR drafts a maintainer can merge as they are: one per change set, in the project's style, with only their own
+evidence, the engine's own log lines, an environment block, a reproduction in upstream's tools, and the author
+and sign-off the task asks for; the steps really apply.
 
-Built on a real git tree shaped like an image's: upstream history, then the uncommitted changes the image
-shipped (committed by porter before the run), then the run's accepted fix.
+Built on a prepared run (tests/prepared_run.py): a real git tree shaped like an image's, porter's TrackedRepo
+commits (a tuned table kept for a throughput gain; a ROCm guard kept as a crash fix whose deeper draft was
+reverted), the records and logs a run writes.
 """
 
 from __future__ import annotations
 
-import shlex
 import subprocess
 
 import git
-import yaml
+import pytest
+from prepared_run import KEY_LINE, PreparedRun, task_data
+from pydantic import ValidationError
 
-from porter.ledger.records import Attempt, Sample
-from porter.ledger.state import RunState
-from porter.ledger.transcript import write_state
-from porter.ops.pr_draft import round_figures, write_prs
-from porter.sandbox.trees.tracked import TrackedRepo, commit_message
+from porter.ops.pr_draft import write_prs
 from porter.task import Task
 
-UPSTREAM = git.Actor("upstream", "dev@example.org")
-WHY = (
-    "The fused kernel includes <cuda_runtime.h> with no ROCm guard, so hipcc cannot find it. I first grepped "
-    "for the header, then looked at three other files, then tried a different include path before this."
-)
+
+def drafts(run_dir) -> dict[str, str]:
+    return {path.name: path.read_text() for path in write_prs(run_dir)}
 
 
-def image_tree(path) -> git.Repo:
-    path.mkdir()
-    repo = git.Repo.init(path)
-    (path / "kernel.cpp").write_text("#include <cuda_runtime.h>\nint main() { return 0; }\n")
-    repo.index.add(["kernel.cpp"])
-    repo.index.commit("upstream: the kernel", author=UPSTREAM, committer=UPSTREAM)
-    (path / "build.cfg").write_text("arch = gfx950\n")  # the image's own, uncommitted change
-    return repo
-
-
-def make_run(tmp_path) -> tuple:
-    tree, run_dir = tmp_path / "tree", tmp_path / "runs" / "demo-run"
-    upstream = image_tree(tree).head.commit.hexsha
-    run_dir.mkdir(parents=True)
-    tracked = TrackedRepo("engine", tree, "demo-run")
-    repo_state = tracked.begin()  # commits the image's uncommitted change as porter's WIP commit
-    (tree / "kernel.cpp").write_text(
-        "#ifdef USE_ROCM\n#include <hip/hip_runtime.h>\n#else\n#include <cuda_runtime.h>\n#endif\n"
-        "int main() { return 0; }\n"
+def test_each_change_set_is_a_pr_of_its_own_with_only_its_evidence(tmp_path):
+    run = PreparedRun(tmp_path).build()
+    texts = drafts(run.run_dir)
+    assert sorted(texts) == ["engine-1.md", "engine-2.md"]  # the table and the guard touch no common file
+    table, guard = texts["engine-1.md"], texts["engine-2.md"]
+    assert table.startswith("# [AMD] Add tuned_fmoe.csv entries for Model-MXFP4 on MI355X (+18% throughput)\n")
+    assert guard.startswith("# [AMD] Fix missing ROCm guard in metadata.cpp\n")
+    for text in texts.values():  # sglang's pull request template, and nothing of porter's machinery
+        for heading in ("## Motivation", "## Modifications", "## Accuracy Tests", "## Speed Tests and Profiling"):
+            assert heading in text
+        assert "moe-fp4" not in text and "{'" not in text and "omitted" not in text and "== triage" not in text
+        assert str(tmp_path) not in text and "PORTER_SANDBOX_ROOT" not in text
+        assert "sha256:" + "ab" * 32 in text and "| ROCm | 7.2.0-43 |" in text and "c16d44b93a52" in text
+    # the table's PR: its own throughput figures, n and bar; not the guard's, not the reverted draft's
+    assert "| throughput (output tok/s/node at knee) | 410 | 484 | +18% | 13.6% | 2/2 |" in table
+    assert "missing_rocm_guard" not in table and "single stream" not in table and "reverted" not in table
+    assert "python3 -m engine.tune_moe --experts 256 --topk 8" in table  # the tuner, named by its command
+    bench = (
+        "python3 -m sglang.bench_serving --backend sglang --host 127.0.0.1 --port 30000 --dataset-name random "
+        "--random-input-len 2000 --random-output-len 64 --random-range-ratio 1 --request-rate 14.5 --num-prompts 58"
     )
-    evidence = "single stream: 0.9361057075454807 -> 213.42857142857142 output tok/s"
-    tracked.accept(repo_state, commit_message("Guard the CUDA header for ROCm", "build failed", WHY, "guard", evidence))
-    task = {
-        "name": "demo",
-        "model": {"id": "org/model", "path": "/m", "in_image": True, "overlay": False},
-        "hardware": {"gpu": "MI355X", "count": 8},
-        "sandbox": {"kind": "local"},
-        "repos": [{"name": "engine", "path": str(tree), "upstream": "https://example.org/engine.git"}],
-        "serve": {"command": "serve --model {model_path} {flags}", "flags": {"tp-size": 8}},
-    }
-    (run_dir / "task.yaml").write_text(yaml.safe_dump(Task.model_validate(task).model_dump(mode="json")))
-    state = RunState("demo-run", "task.yaml", {"tp-size": 8}, {"tp-size": 8}, repos={"engine": repo_state})
-    state.attempts.append(Attempt(step=3, summary="guard", outcome="kept", evidence=evidence))
-    state.accepted_config = "c0ffee"  # the fingerprint the accepted configuration's samples carry
-    result = {"score": 0.9512345678, "ci_low": 0.93987654, "ci_high": 0.96234, "n": 1319, "passed": True}
-    state.samples.append(Sample("quality:gsm8k", "c0ffee", "h", 3, result["score"], result))
-    write_state(run_dir, state.to_dict(), lambda text: text)
-    return run_dir, upstream, repo_state
+    assert bench in table
+    # the guard's PR: the engine's log around the key line, as printed, and a start-up before/after
+    excerpt = guard.split("```\n", 2)[1]
+    assert excerpt.splitlines() == (run.run_dir / "logs" / "serve-002.log").read_text().splitlines()
+    assert f"**Root cause:** `{KEY_LINE}`" in guard
+    assert "| `logs/serve-002.log` | fails: missing_rocm_guard at stage 2 | starts, healthy in 40 s |" in guard
+    assert "throughput" not in guard.split("## Reproduction")[0] and "Signed-off-by" not in guard
+    assert "--speculative-num-steps 5" in guard  # the flags that crash, in CLI form
+    assert "engine's 798" not in guard  # another commit of the same repo is no dependency to announce
 
 
-def test_the_draft_names_the_image_state_and_reproduces_from_the_run_dir(tmp_path):
-    run_dir, upstream, repo_state = make_run(tmp_path)
-    (path,) = write_prs(run_dir)
-    text = path.read_text()
-    assert f"git checkout {upstream}" in text and f"git checkout {repo_state.base_commit}" not in text
-    assert "uncommitted changes of its own (the image's state, not upstream's" in text
-    assert "git apply patches/engine/image-state.diff" in text and "git am patches/engine/0001-" in text
-    assert str(tmp_path) not in text  # nothing of this machine's paths
-    assert "0.936 -> 213 output tok/s" in text and "0.9361057" not in text
-    assert "gsm8k: 0.951 (95% CI 0.940-0.962, n=1319" in text
-    assert "**Why:** The fused kernel includes <cuda_runtime.h> with no ROCm guard, so hipcc cannot find it." in text
-    assert "grepped" not in text  # the agent's search trail stays in the commit, not in the PR's root cause
-    # the steps work: a fresh checkout of upstream + the image's state + the series
+def test_the_reproduction_applies_to_upstream_plus_the_image_state(tmp_path):
+    run = PreparedRun(tmp_path).build()
+    guard = drafts(run.run_dir)["engine-2.md"]
+    block = guard.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
+    assert block[0].startswith("MODEL=/path/to/Model-MXFP4   # the checkpoint: hf download org/Model-MXFP4")
+    assert block[1].startswith('docker run -it --rm --network host -v "$PWD/patches:/patches:ro" -v "$MODEL:/models/')
+    assert block[2] == "cd /sgl-workspace/engine"
+    assert "--model-path /models/Model-MXFP4 " in guard  # where the container has the checkpoint
     fresh = tmp_path / "fresh"
-    git.Repo.clone_from(tmp_path / "tree", fresh).git.checkout(upstream)
-    block = text.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
-    environment = "GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@e GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@e"
-    for line in block[1:-1]:  # checkout done above; the last line is the serve command
-        command = line.replace("patches/", shlex.quote(str(run_dir)) + "/patches/")
-        subprocess.run(f"{environment} {command}", shell=True, cwd=fresh, check=True, capture_output=True)
-    assert "USE_ROCM" in (fresh / "kernel.cpp").read_text() and (fresh / "build.cfg").exists()
+    git.Repo.clone_from(run.tree, fresh).git.checkout(run.upstream)
+    assert "uncommitted changes of its own" in block[3]
+    shipped = subprocess.run(["git", "apply", str(run.run_dir / "patches/engine/image-state.diff")], cwd=fresh)
+    assert shipped.returncode == 0  # the image's tree: upstream and its own changes
+    for line in block[4:]:
+        if line.startswith("git apply"):  # what runs in the container's tree, /patches mounted
+            command = line.replace("/patches/", f"{run.run_dir}/patches/")
+            subprocess.run(command, shell=True, cwd=fresh, check=True, capture_output=True)
+    assert "USE_ROCM" in (fresh / "csrc/metadata.cpp").read_text() and (fresh / "build.cfg").exists()
+    assert "6144" not in (fresh / "configs/tuned_fmoe.csv").read_text()  # the other PR's change is not in this one
 
 
-def test_round_figures_keeps_what_is_meaningful():
-    assert (
-        round_figures("knee 2.4 RPS, 2626.3333333 tok/s, score 0.93610, p=0.05")
-        == "knee 2.4 RPS, 2626 tok/s, score 0.936, p=0.05"
+def test_author_and_signoff_reach_the_series_and_the_draft_not_the_run_branch(tmp_path):
+    run = PreparedRun(tmp_path, author="Jane Doe <jane@example.org>", signoff=True).build()
+    guard = drafts(run.run_dir)["engine-2.md"]
+    assert guard.rstrip().endswith("Signed-off-by: Jane Doe <jane@example.org>")
+    patch = next((run.run_dir / "patches" / "engine").glob("0002-*.patch")).read_text()
+    assert "From: Jane Doe <jane@example.org>" in patch and "\nSigned-off-by: Jane Doe <jane@example.org>\n" in patch
+    branch = git.Repo(run.tree).commit(run.repo_state.branch)
+    assert branch.author.email == "porter@localhost" and "Signed-off-by" not in branch.message  # resume reads it
+    fresh = tmp_path / "fresh"
+    git.Repo.clone_from(run.tree, fresh).git.checkout(run.repo_state.base_commit)
+    subprocess.run(
+        ["git", "am", str(patch_path(run, "0002"))],
+        cwd=fresh,
+        check=True,
+        capture_output=True,
+        env={"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e", "HOME": str(tmp_path)},
     )
-    assert round_figures("sha256 cda190a65d1e61d1 and v0.5.20") == "sha256 cda190a65d1e61d1 and v0.5.20"
+    applied = git.Repo(fresh).head.commit
+    assert applied.author.name == "Jane Doe" and applied.message.rstrip().endswith(
+        "Signed-off-by: Jane Doe <jane@example.org>"
+    )
+    assert drafts(run.run_dir)["engine-2.md"] == guard  # a second export writes the same commits and text
+
+
+def patch_path(run: PreparedRun, number: str):
+    return next((run.run_dir / "patches" / "engine").glob(f"{number}-*.patch"))
+
+
+def test_a_vllm_pr_reads_as_vllm_asks(tmp_path):
+    run = PreparedRun(tmp_path, engine="vllm").build()
+    table = drafts(run.run_dir)["engine-1.md"]
+    assert table.startswith("# [ROCm] Add tuned_fmoe.csv entries")
+    for heading in ("## Purpose", "## Test Plan", "## Test Result"):
+        assert heading in table
+    assert (
+        "vllm bench serve --backend vllm --host 127.0.0.1 --port 8000 --model /models/Model-MXFP4 --dataset-name "
+        "random --random-prefix-len 1200 --random-input-len 800 --random-output-len 64 --ignore-eos --request-rate 14.5"
+    ) in table
+
+
+@pytest.mark.parametrize(
+    ("outputs", "expected"),
+    [
+        ({"signoff": True}, "signoff needs author"),
+        ({"author": "jane"}, "must read `Name <email>`"),
+        ({"author": "Jane <jane@example.org>\nSigned-off-by: x"}, "must read `Name <email>`"),
+    ],
+)
+def test_outputs_refuse_a_signoff_without_a_person(outputs, expected):
+    with pytest.raises(ValidationError, match=expected):
+        Task.model_validate(task_data(**outputs))

@@ -7,15 +7,17 @@ or fails (a gate, not a figure to improve: one sample decides).
 
 from __future__ import annotations
 
-from typing import Any
-
 from porter.checks.kind import CheckKind
 from porter.checks.quality import QualityCheckSpec, run_quality
 from porter.checks.render import number
 
 
-def goal(spec: QualityCheckSpec) -> Any:
-    return spec.minimum if spec.minimum is not None else f"{spec.reference} - {spec.tolerance}"
+def goal(spec: QualityCheckSpec) -> float:
+    """The score to reach, as a number: the reference less its tolerance, or the minimum (the higher when both)."""
+    floors = [spec.minimum] if spec.minimum is not None else []
+    if spec.reference is not None and spec.tolerance is not None:
+        floors.append(round(spec.reference - spec.tolerance, 6))  # 0.96 - 0.03 is 0.9299999999999999 in binary
+    return max(floors)
 
 
 def render(key: str, result: dict) -> str:

@@ -1,131 +1,390 @@
-"""`porter pr RUN`: per repo, the patch series and a PR description a maintainer can review.
+"""`porter pr RUN`: one PR draft per change set of each repo, written for that project's maintainer.
 
-Covers `patches/<repo>/000N-*.patch` (git format-patch of the run's commits), `prs/<repo>.md` (title,
-problem with the crash excerpt, root cause in a sentence, fix, evidence rounded to what it supports, how
-to reproduce with paths relative to the run directory, from upstream's commit plus the image's own
-uncommitted changes when the image's tree had some, `patches/<repo>/image-state.diff`; the model
-overlay's draft is addressed to the checkpoint's hub repository) and, with `--push REMOTE`, pushing the
-run's branch with real git. Reads the repos' host trees; writes only under the run directory.
+Covers `prs/<repo>.md` (or `prs/<repo>-<n>.md` when a repo's commits make several change sets: pr_series.py
+groups them) and `patches/<repo>/000N-*.patch`. Each draft reads in the project's own shape (sglang: `[AMD]`
+titles, Motivation / Modifications / Accuracy Tests / Speed Tests and Profiling, as its pull request template
+asks; vLLM: `[ROCm]` titles, Purpose / Test Plan / Test Result; the model overlay: a Hugging Face Hub PR with
+the commands that open it): a title from the records (the crash class and the file fixed, or the tuned file
+and the model), the problem with the engine's own log lines around the crash's key line, the root cause (the
+key line and the code the log names, or the agent's explanation), the fix in the agent's words from when it made
+the edit, the files changed, a before -> after table of this change set's own commits only (the figures
+of the configuration before and after each, with n and the noise bar, or the crash and the healthy start),
+the accuracy, how it was tested, the environment and a reproduction in upstream's tools (pr_reproduce.py),
+and `Signed-off-by` when the task asks. With `--push REMOTE` the exported series is pushed. Reads the run's
+records and the repos' host trees; writes only under the run directory.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import git
 
-from porter.engines.serve import render_command
-from porter.ledger.state import RunState
+from porter.checks import registry
+from porter.ledger.records import RULES, Attempt
+from porter.ops import pr_reproduce, pr_series
+from porter.ops.pr_series import ChangeSet
+from porter.ops.run_reading import RunRecord, cli_change, log_excerpt, percent, read_run, score_text, significant
 from porter.sandbox.trees import safe_git
-from porter.sandbox.trees.tracked import PORTER_AUTHOR, RepoState, export_series
-from porter.task import OVERLAY_REPO, Task, load_task
-from porter.triage import triage_file
+from porter.sandbox.trees.tracked import PORTER_AUTHOR, RepoState
+from porter.task import OVERLAY_REPO
+
+CRASH_RULES = ("crash_fix", "crash_gone", "crash_progress")
+WORDS = {"rocm": "ROCm", "cuda": "CUDA", "gpu": "GPU", "perf": "performance", "moe": "MoE", "kv": "KV"}
+
+
+@dataclass(frozen=True)
+class PrStyle:
+    prefix: str  # the title's tag, as the project's merged PRs spell it
+    sections: tuple[tuple[str, tuple[str, ...]], ...]  # heading -> the parts it holds
+
+
+STYLES = {
+    "sglang": PrStyle(
+        "[AMD] ",
+        (
+            ("Motivation", ("problem", "cause")),
+            ("Modifications", ("fix",)),
+            ("Accuracy Tests", ("accuracy",)),
+            ("Speed Tests and Profiling", ("speed", "tested")),
+            ("Reproduction", ("environment", "reproduce")),
+        ),
+    ),
+    "vllm": PrStyle(
+        "[ROCm] ",
+        (
+            ("Purpose", ("problem", "cause", "fix")),
+            ("Test Plan", ("tested", "environment", "reproduce")),
+            ("Test Result", ("speed", "accuracy")),
+        ),
+    ),
+    "hub": PrStyle(
+        "",
+        (
+            ("What this fixes", ("problem", "cause")),
+            ("The change", ("fix",)),
+            ("Evidence", ("speed", "accuracy", "tested")),
+            ("Reproduction", ("environment", "reproduce")),
+            ("How to open this PR on the Hub", ("hub",)),
+        ),
+    ),
+}
+
+
+@dataclass
+class Draft:
+    """What one PR's parts read: the run, the repo, the change set and the attempts that kept its commits."""
+
+    record: RunRecord
+    repo: git.Repo
+    repo_state: RepoState
+    change: ChangeSet
+    attempts: list[Attempt]
+    style: PrStyle
+    file_name: str
+    where: dict[str, str] = field(default_factory=dict)  # every run commit -> the draft that holds it
+
+    @property
+    def crash(self) -> Attempt | None:
+        return next((a for a in self.attempts if a.rule in CRASH_RULES and a.crash_class), None)
 
 
 def write_prs(run_dir: str | Path, push_remote: str | None = None) -> list[Path]:
-    run_dir = Path(run_dir)
-    state = RunState.read(run_dir)  # first: an empty or foreign directory is named as such
-    task = load_task(run_dir / "task.yaml")
-    written = []
-    changed = [name for name, repo_state in state.repos.items() if repo_state.accepted]
-    for name, repo_state in state.repos.items():
-        if not repo_state.accepted:
-            continue
+    record = read_run(run_dir)
+    prs_dir = record.run_dir / "prs"
+    prs_dir.mkdir(exist_ok=True)
+    for old in prs_dir.glob("*.md"):
+        old.unlink()  # a change set that is gone (a rerun of `porter pr`) must not leave its draft behind
+    changed = [name for name, repo_state in record.state.repos.items() if repo_state.accepted]
+    drafts, tips = [], {}
+    for name in changed:
+        repo_state = record.state.repos[name]
         repo = safe_git.open_repo(repo_state.path)
-        patches = export_series(repo, repo_state, run_dir / "patches" / name)
-        text = describe(task, state, repo, repo_state, patches, run_dir)
-        path = run_dir / "prs" / f"{name}.md"
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        written.append(path)
-        if push_remote:
-            push(repo, repo_state, push_remote, f"{name}/{repo_state.branch}" if len(changed) > 1 else None)
-    return written
+        sets, tips[name] = pr_series.export(repo, repo_state, record.task.outputs, record.run_dir / "patches" / name)
+        for index, change in enumerate(sets, start=1):
+            file_name = f"{name}.md" if len(sets) == 1 else f"{name}-{index}.md"
+            drafts.append(_draft(record, repo, repo_state, change, file_name))
+    where = {c.hexsha: d.file_name for d in drafts for c in d.change.commits}  # a commit -> its PR's draft
+    for draft in drafts:
+        draft.where = where
+        (prs_dir / draft.file_name).write_text(describe(draft), encoding="utf-8")
+    if push_remote:
+        for name in changed:
+            branch = record.state.repos[name].branch
+            repo = safe_git.open_repo(record.state.repos[name].path)
+            pr_series.push(repo, tips[name], push_remote, f"{name}/{branch}" if len(changed) > 1 else branch)
+    return [prs_dir / draft.file_name for draft in drafts]
 
 
-def push(repo: git.Repo, state: RepoState, remote: str, remote_branch: str | None = None) -> None:
-    """Push the run branch; `remote` is a configured remote's name, a URL or a path. Several repos of one run
-    (the engine and the model overlay) pushed to one remote go to `<repo>/<branch>`, so neither rejects the other."""
-    repo.git.push(remote, f"{state.branch}:{remote_branch or state.branch}")
+def _draft(record: RunRecord, repo: git.Repo, repo_state: RepoState, change: ChangeSet, file_name: str) -> Draft:
+    shas = {c.hexsha for c in change.commits}
+    attempts = [a for a in record.state.attempts if a.kept and a.commits.get(repo_state.name) in shas]
+    is_model = repo_state.name == OVERLAY_REPO and record.task.model.overlay
+    style = STYLES["hub" if is_model else record.task.engine.name if record.task.engine.name in STYLES else "sglang"]
+    return Draft(record, repo, repo_state, change, attempts, style, file_name)
 
 
-def describe(
-    task: Task, state: RunState, repo: git.Repo, repo_state: RepoState, patches: list[Path], run_dir: Path
-) -> str:
-    commits = [repo.commit(sha) for sha in repo_state.accepted]
-    spec = task.repo(repo_state.name)
-    is_model = repo_state.name == OVERLAY_REPO and task.model.overlay
-    title = (
-        commits[0].summary
-        if len(commits) == 1
-        else (f"[ROCm] {task.model.id} on {task.hardware.gpu}: {len(commits)} fixes for day-0 serving")
-    )
+def describe(draft: Draft) -> str:
+    title = pr_title(draft)
+    parts = {
+        "problem": _problem,
+        "cause": _cause,
+        "fix": _fix,
+        "speed": _speed,
+        "accuracy": _accuracy,
+        "tested": _tested,
+        "environment": _environment,
+        "reproduce": _reproduce,
+        "hub": lambda d: pr_reproduce.hub_instructions(
+            d.record.task,
+            title,
+            d.change.files,
+            [f"../patches/{d.repo_state.name}/{p.name}" for p in d.change.patches],
+            d.file_name,
+        ),
+    }
     lines = [f"# {title}", ""]
-    if is_model:
-        lines += [
-            f"For the Hugging Face Hub repository [{task.model.id}]({task.model.hub_url}): open it there as a pull "
-            "request (Community, New pull request) with these file changes.",
-            "",
-        ]
-    lines += [
-        f"Found and fixed by porter while serving {task.model.id} on "
-        f"{task.hardware.count}x {task.hardware.gpu} (run `{state.run_id}`).",
-    ]
-    lines += ["", "## Problem", ""]
-    lines += _problem(state, run_dir, repo_state.name)
-    lines += ["", "## Root cause and fix", ""]
-    for commit in commits:
-        lines += [f"### {commit.summary}", "", *_commit_sections(commit.message), ""]
-    lines += ["## Evidence", ""]
-    lines += _evidence(state)
-    base = _base(repo, repo_state, run_dir, is_model, task)
-    lines += ["", "## How to reproduce", "", *base["text"], "", "```bash", *base["commands"]]
-    lines += [f"git am {_relative(run_dir, run_dir / 'patches' / repo_state.name / p.name)}" for p in patches]
-    lines += [render_command(task, state.accepted_flags), "```", ""]
-    lines += [
-        f"Paths are relative to the run directory; the patches apply to {base['onto']} "
-        f"of {spec.upstream or 'the image tree'}.",
-        "",
-    ]
+    for heading, names in draft.style.sections:
+        lines += [f"## {heading}", ""]
+        for name in names:
+            lines += [*parts[name](draft), ""]
+    if "twin" in (draft.record.task.sandbox.image or ""):
+        lines += ["Figures are the twin engine's (porter's test bed), not measurements on hardware.", ""]
+    outputs = draft.record.task.outputs
+    if outputs.signoff and outputs.author:
+        lines += [f"Signed-off-by: {outputs.author}", ""]
     return "\n".join(lines)
 
 
-def _base(repo: git.Repo, repo_state: RepoState, run_dir: Path, is_model: bool, task: Task) -> dict:
-    """What the patches apply to: upstream's commit, plus the image's own changes when the tree had them."""
-    upstream, image_commits = _upstream_of(repo, repo_state.base_commit)
-    if is_model:
-        clone = f"GIT_LFS_SKIP_SMUDGE=1 git clone {task.model.hub_url} && cd {task.model.id.split('/')[-1]}"
-        return {
-            "text": ["In a clone of the hub repository (the weights are not needed):"],
-            "commands": [clone],
-            "onto": "the checkpoint's files as published",
-        }
-    if upstream is None:
-        return {
-            "text": ["The image ships this tree without its git history; start from the tree as shipped in the image."],
-            "commands": [],
-            "onto": "the tree as shipped in the image",
-        }
-    commands = [f"git checkout {upstream.hexsha}"]
-    text = [f"In a checkout of upstream at {upstream.hexsha[:12]} ({_first_line(upstream.summary)}):"]
-    if image_commits:
-        diff = run_dir / "patches" / repo_state.name / "image-state.diff"
-        diff.write_text(repo.git.diff(upstream.hexsha, repo_state.base_commit) + "\n", encoding="utf-8")
-        text = [
-            f"The image's tree is upstream {upstream.hexsha[:12]} plus uncommitted changes of its own (the image's "
-            f"state, not upstream's: {_relative(run_dir, diff)}). In a checkout of upstream:"
+def pr_title(draft: Draft) -> str:
+    """In the project's style, from the records: the crash fixed and where, or the tuned file and the model."""
+    task, files = draft.record.task, [Path(f).name for f in draft.change.files]
+    named = ", ".join(files[:2]) + (f" and {len(files) - 2} more" if len(files) > 2 else "")
+    model = task.model.id.split("/")[-1]
+    crash = draft.crash
+    if crash:
+        where = f"loading {model} with {task.engine.name}" if draft.style.prefix == "" else named
+        return f"{draft.style.prefix}Fix {phrase(crash.crash_class)} in {where}" + (
+            f" ({named})" if draft.style.prefix == "" else ""
+        )
+    gains = [c for a in draft.attempts for c in a.comparisons if c.get("better")]
+    gain = f" ({percent(gains[0]['change'])} {_short_label(draft, gains[0]['key'])})" if gains else ""
+    made_by = "tuned " if _tune_of(draft) and "tuned" not in named else ""
+    return f"{draft.style.prefix}Add {made_by}{named} entries for {model} on {task.hardware.gpu}{gain}"
+
+
+def phrase(category: str) -> str:
+    return " ".join(WORDS.get(word, word) for word in category.split("_"))
+
+
+def _short_label(draft: Draft, key: str) -> str:
+    item = registry.by_key(draft.record.task, key)
+    return item.kind.label(item.spec).split(" (")[0]
+
+
+def _tune_of(draft: Draft) -> dict | None:
+    """The tune call whose changed files are this change set's (the tuner wrote them), with its task entry."""
+    for fact in draft.record.facts:
+        changed = (fact.get("changed") or {}).get(draft.repo_state.name) or []
+        if fact.get("tool") == "tune" and changed and set(changed) <= set(draft.change.files):
+            spec = next((t for t in draft.record.task.tune if t.name == fact.get("name")), None)
+            return {"fact": fact, "spec": spec}
+    return None
+
+
+def _crash_startup(draft: Draft) -> dict | None:
+    crash = draft.crash
+    if crash is None:
+        return None
+    starts = [s for s in draft.record.startups() if s.get("crash_class") == crash.crash_class]
+    starts = [s for s in starts if s["step"] <= crash.step]
+    return starts[-1] if starts else None
+
+
+def _problem(draft: Draft) -> list[str]:
+    task, record = draft.record.task, draft.record
+    serving = f"Serving {task.model.id} on {task.hardware.count}x {task.hardware.gpu} with {task.engine.name}"
+    startup = _crash_startup(draft)
+    if startup is not None:
+        flags = cli_change(task, task.serve.flags, record.flags_of(startup.get("fingerprint")))
+        lines = [f"{serving}{f' and `{flags}`' if flags else ''}, the server fails to start (`{startup['log']}`):"]
+        return [*lines, "", "```", *log_excerpt(record.run_dir, startup["log"], startup.get("key_line")), "```"]
+    lines = []
+    for attempt in draft.attempts:
+        for comparison in attempt.comparisons:
+            item = registry.by_key(task, comparison["key"])
+            lines.append(
+                f"{serving}, {item.kind.label(item.spec)} is {significant(comparison['accepted_median'])} "
+                f"(target {item.kind.goal(item.spec):g})."
+            )
+    warning = _warning_before(draft)
+    if warning:
+        lines += ["", f"The engine's log warns at start-up (`{warning['log']}`):", "", "```"]
+        lines += [*log_excerpt(record.run_dir, warning["log"], warning["key_line"], before=2, after=0), "```"]
+    return lines or [f"{serving}: see the evidence below."]
+
+
+def _warning_before(draft: Draft) -> dict | None:
+    """The last healthy start-up before the change set that logged a finding (a slow fallback, say)."""
+    first = min((a.step for a in draft.attempts), default=0)
+    warned = [s for s in draft.record.startups() if s.get("healthy") and s.get("key_line") and s["step"] < first]
+    return warned[-1] if warned else None
+
+
+def _cause(draft: Draft) -> list[str]:
+    startup = _crash_startup(draft)
+    found = next((f for f in (startup or {}).get("findings") or [] if f.get("implicated")), None)
+    why = _sentences(draft.record.explanation(draft.attempts[0])) if draft.attempts else ""
+    why = f"{why[0].upper()}{why[1:]}" if why else ""
+    if found is None:
+        return [f"**Root cause:** {why}"] if why else []
+    key_line = found.get("key_line") or startup.get("key_line") or ""
+    where = "" if found["implicated"].split(" ")[0] in key_line else f" (in `{found['implicated']}`)"
+    lines = [f"**Root cause:** `{key_line}`{where}"]
+    return [*lines, "", f"**Fix:** {why}"] if why else lines
+
+
+def _sentences(text: str, limit: int = 2) -> str:
+    """The first sentences of an agent's explanation (a reasoning trail past them stays in the commit)."""
+    flat = re.sub(r"\s+", " ", text).strip()
+    found = re.findall(r".+?[.!?](?=\s|$)", flat)
+    shown = " ".join(found[:limit]) if found else flat
+    return shown if shown.endswith((".", "!", "?")) else shown + "."
+
+
+def _fix(draft: Draft) -> list[str]:
+    lines = []
+    summaries = {sha: a.step for a in draft.attempts for sha in a.commits.values()}
+    for commit in draft.change.commits:
+        step = summaries.get(commit.hexsha)
+        said = (draft.record.summary(step) if step is not None else None) or draft.record.readable(commit.summary)
+        stats = commit.stats.files
+        for path in sorted(stats):
+            lines.append(f"- `{path}` (+{stats[path]['insertions']} -{stats[path]['deletions']}): {said}")
+    tune = _tune_of(draft)
+    if tune and tune["spec"] is not None:
+        lines += ["", "Written by the tuner, run in the image:", "", "```bash", tune["spec"].command, "```"]
+    return lines
+
+
+def _speed(draft: Draft) -> list[str]:
+    """Before -> after for this change set's commits only."""
+    startup, crash = _crash_startup(draft), draft.crash
+    if crash is not None and startup is not None:
+        after = next((s for s in draft.record.startups() if s.get("fingerprint") == crash.fingerprint), {})
+        healthy = f"starts, healthy in {after['seconds']:.0f} s" if after.get("healthy") else "starts healthy"
+        stage = f" at stage {startup.get('stage')}" if startup.get("stage") is not None else ""
+        return [
+            "| start-up, same image and flags | before | after |",
+            "|---|---|---|",
+            f"| `{startup['log']}` | fails: {crash.crash_class}{stage} | {healthy} |",
         ]
-        image_state = _relative(run_dir, diff)
-        commands.append(f'git apply {image_state} && git add -A && git commit -qm "the image\'s own changes"')
-    return {
-        "text": text,
-        "commands": commands,
-        "onto": f"upstream {upstream.hexsha[:12]}" + (" + the image's changes" if image_commits else ""),
-    }
+    lines = ["| figure | before | after | change | noise bar | n (before/after) |", "|---|---|---|---|---|---|"]
+    for attempt in draft.attempts:
+        for c in attempt.comparisons:
+            item = registry.by_key(draft.record.task, c["key"])
+            lines.append(
+                f"| {item.kind.label(item.spec)} | {significant(c['accepted_median'])} | "
+                f"{significant(c['pending_median'])} | {percent(c['change'])} | {c['threshold']:.1%} | "
+                f"{len(c['accepted'])}/{len(c['pending'])} |"
+            )
+        if attempt.flags:
+            flags = cli_change(draft.record.task, {}, attempt.flags)
+            lines += ["", f"The serve flags changed in the same step: `{flags}`."]
+    return lines if len(lines) > 2 else ["No speed figure was compared for this change."]
 
 
-def _upstream_of(repo: git.Repo, base_commit: str) -> tuple[git.Commit | None, list[git.Commit]]:
+def _accuracy(draft: Draft) -> list[str]:
+    state = draft.record.state
+    lines = []
+    for attempt in draft.attempts:
+        quality = {k: v for k, v in state.checks_on(attempt.fingerprint).items() if k.startswith("quality:")}
+        for key, result in quality.items():
+            verdict = "passes" if result.get("passed") else "FAILS"
+            goal = registry.by_key(draft.record.task, key)
+            lines.append(
+                f"- {key.split(':', 1)[1]}: {score_text(result)}, {verdict} the bar "
+                f"{goal.kind.goal(goal.spec):g} (reference {result.get('reference')})"
+            )
+    return lines or ["Not measured on the configuration with this change (it changes no model output)."]
+
+
+def _tested(draft: Draft) -> list[str]:
+    rules = list(dict.fromkeys(a.rule for a in draft.attempts if a.rule))
+    if draft.crash is not None:
+        return [
+            "The server was started from the same image with the same flags before and after the change: the crash "
+            "(classified from the engine's log) is gone and the server answers on its port. "
+            + "; ".join(f"Kept by rule `{r}`: {RULES[r]}" for r in rules if r in RULES)
+            + "."
+        ]
+    keys = {c["key"] for a in draft.attempts for c in a.comparisons}
+    declared = registry.declared(draft.record.task)
+    workloads = [f"- {item.kind.workload(item.spec)}" for item in declared if item.key in keys]
+    return [
+        "porter's checks, run from the host against the server on the same image and flags before and after:",
+        "",
+        *workloads,
+        "",
+        "A figure is the median of n samples of one configuration. The change was kept because the median after "
+        "beats the median before by more than the noise bar: the larger of the task's minimum and a one-sided 95% "
+        "Student-t bound from the samples' own spread, plus 1.5 times the knee's bracket for a figure read at a "
+        "sweep's knee. " + "; ".join(f"Rule `{r}`: {RULES[r]}" for r in rules if r in RULES) + ".",
+    ]
+
+
+def _environment(draft: Draft) -> list[str]:
+    upstream, _ = upstream_of(draft.repo, draft.repo_state.base_commit)
+    rows = pr_reproduce.environment_rows(draft.record, upstream.hexsha[:12] if upstream else None)
+    return ["| | |", "|---|---|", *(f"| {what} | {value} |" for what, value in rows)]
+
+
+def _reproduce(draft: Draft) -> list[str]:
+    record, task = draft.record, draft.record.task
+    spec = task.repo(draft.repo_state.name)
+    patches = [f"patches/{draft.repo_state.name}/{p.name}" for p in draft.change.patches]
+    startup = _crash_startup(draft)
+    config = startup.get("fingerprint") if startup else (draft.attempts[-1].fingerprint if draft.attempts else None)
+    lines = []
+    needs = {name: shas for name, shas in record.commits_in(config or "").items() if name != draft.repo_state.name}
+    for name, shas in needs.items():
+        held = ", ".join(f"{sha[:7]} (`prs/{draft.where.get(sha, name + '.md')}`)" for sha in shas)
+        lines += [f"The configuration measured here also held {name}'s {held}: apply it the same way.", ""]
+    lines += ["From the run directory:", "", "```bash", *pr_reproduce.docker_run(task)]
+    lines += _apply(draft, spec.path, patches)
+    lines += [pr_reproduce.serve_command(task, record.flags_of(config))]
+    if startup is not None:
+        lines += [f"# without the patches: {startup.get('key_line')}", "# with them: the server starts"]
+    else:
+        keys = {c["key"] for a in draft.attempts for c in a.comparisons}
+        results = record.state.checks_on(config)
+        for key in sorted(keys):
+            lines += ["# in a second shell of the container, once the server is up; then again without the patches"]
+            lines += pr_reproduce.bench_commands(record, key, results.get(key, {}))
+    return [*lines, "```"]
+
+
+def _apply(draft: Draft, path: str, patches: list[str]) -> list[str]:
+    """Apply the patches (mounted at /patches) to the tree the image ships, with `git apply` (a throwaway container
+    has no git identity to commit with): to a checkpoint, or to an engine tree at upstream's commit, after the
+    image's own uncommitted changes when it had some (the image's state, not upstream's)."""
+    if draft.style is STYLES["hub"]:
+        return [f"cd {pr_reproduce.model_dir(draft.record.task)}", *(f"git apply /{patch}" for patch in patches)]
+    upstream, image_commits = upstream_of(draft.repo, draft.repo_state.base_commit)
+    lines = [f"cd {path}"]
+    if image_commits and upstream is not None:
+        diff = draft.record.run_dir / "patches" / draft.repo_state.name / "image-state.diff"
+        diff.write_text(draft.repo.git.diff(upstream.hexsha, draft.repo_state.base_commit) + "\n", encoding="utf-8")
+        lines += [
+            f"# the image's tree is upstream {upstream.hexsha[:12]} plus uncommitted changes of its own (the image's "
+            "state, not upstream's); the patches apply on top of them",
+        ]
+    return [*lines, *(f"git apply /{patch}" for patch in patches)]
+
+
+def upstream_of(repo: git.Repo, base_commit: str) -> tuple[git.Commit | None, list[git.Commit]]:
     """The newest commit not made by porter at or below the run's base, and porter's commits above it."""
     mine = []
     commit = repo.commit(base_commit)
@@ -135,92 +394,3 @@ def _upstream_of(repo: git.Repo, base_commit: str) -> tuple[git.Commit | None, l
             return None, mine
         commit = commit.parents[0]
     return commit, mine
-
-
-def _commit_sections(message: str) -> list[str]:
-    """The commit's sections for a reader: what failed, the root cause in one sentence, what changed, evidence."""
-    body = message.split("\n", 1)[1] if "\n" in message else ""
-    sections: dict[str, str] = {}
-    for block in re.split(r"\n\s*\n(?=[A-Z][a-z ]+:\n)", body.replace("Generated by porter.", "").strip()):
-        title, _, text = block.partition(":\n")
-        sections[title.strip()] = text.strip()
-    if not sections.keys() & {"What failed", "Why", "What changed", "Evidence"}:
-        return [round_figures(body.replace("Generated by porter.", "").strip())]
-    lines = []
-    for title in ("What failed", "Why", "What changed", "Evidence"):
-        text = sections.get(title)
-        if not text:
-            continue
-        if title == "Why":
-            text = _first_sentence(text)
-        lines += [f"**{title}:** {round_figures(text)}", ""]
-    return lines[:-1]
-
-
-def _first_sentence(text: str) -> str:
-    flat = re.sub(r"\s+", " ", text).strip()
-    match = re.match(r"(.+?[.!?])(\s|$)", flat)
-    return match.group(1) if match else flat
-
-
-def _first_line(text: str) -> str:
-    return text.splitlines()[0] if text else ""
-
-
-def round_figures(text: str) -> str:
-    """Numbers as precise as a benchmark or a few hundred questions support: 0.9361057 -> 0.936, 1944.37 -> 1944."""
-
-    def rounded(match: re.Match) -> str:
-        value = float(match.group(0))
-        digits = 0 if abs(value) >= 100 else 1 if abs(value) >= 10 else 3
-        return f"{value:.{digits}f}"
-
-    return re.sub(r"(?<![\w.])\d+\.\d{4,}(?![\w.])", rounded, text)
-
-
-def _relative(run_dir: Path, path: Path) -> str:
-    try:
-        return str(Path(path).resolve().relative_to(Path(run_dir).resolve()))
-    except ValueError:
-        return str(path)
-
-
-def _problem(state: RunState, run_dir: Path, repo_name: str) -> list[str]:
-    """The crashes this repo's commits fixed (a crash fixed in another repo belongs to that repo's PR)."""
-    lines = []
-    crashes = [a for a in state.kept_attempts() if a.crash_class and repo_name in a.commits]
-    for attempt in crashes:
-        lines.append(f"- `{attempt.crash_class}`, fixed at step {attempt.step}: {attempt.summary}")
-    logs = sorted((run_dir / "logs").glob("serve-*.log"))
-    for log in logs:
-        triage = triage_file(log)
-        if triage.category in {a.crash_class for a in crashes}:
-            lines += [
-                "",
-                f"Crash excerpt ({log.name}, triaged as `{triage.category}`):",
-                "",
-                "```",
-                triage.excerpt.strip()[:3000],
-                "```",
-            ]
-            break
-    return lines or ["- The engine ran below target on this hardware; see the evidence."]
-
-
-def _evidence(state: RunState) -> list[str]:
-    lines = ["| change | outcome | evidence |", "|---|---|---|"]
-    for attempt in state.attempts:
-        row = f"| {attempt.summary} | {attempt.outcome} | {round_figures(attempt.evidence)} |"
-        lines.append(row.replace("\n", " "))
-    quality = {k: v for k, v in state.checks_on(state.accepted_config).items() if k.startswith("quality:")}
-    if quality:
-        lines += ["", "Quality of the final configuration:", ""]
-        for key, result in quality.items():
-            lines.append(
-                round_figures(
-                    f"- {key.split(':', 1)[1]}: {result.get('score')} (95% CI {result.get('ci_low')}"
-                    f"-{result.get('ci_high')}, n={result.get('n')}, dataset sha256 "
-                    f"{str(result.get('dataset_sha256'))[:12]}), passed: {result.get('passed')}"
-                )
-            )
-    return lines

@@ -1,72 +1,268 @@
-"""`report.md`, `report.json` and the plots for a run directory, written from what the run recorded.
+"""`report.md` and `report.json` for a run directory, written from what the run recorded.
 
-Covers the task and targets (each target's median on the accepted configuration with its samples; a
-figure from another configuration is marked stale; figures reused from the measurement cache are
-counted), the timeline of attempts (kept or reverted, with the crash class or the metrics, tokens and
-dollars), the final serve command, the plots (throughput and TTFT against offered RPS per kept
-configuration with the SLO line and the knee, and the objective over the steps), and report.json:
-outcome, accepted configuration, targets with metric, value, samples and the configuration they were
-measured on, relaunches, server hours, tokens, cost. Reads state.json and metrics.jsonl only; never
-reruns anything. Figures from the twin engine are twin figures: the report says which engine produced them.
+Covers, in the order a person reads them: the baseline -> final table (every target on the configuration the
+run started from and on the accepted one: value, change in %, goal, met), the timeline (each kept or reverted
+change: what was tried in CLI form, why the agent tried it, the result, kept or not, the rule that decided,
+and a reverted change's reason in its own column), the final serve command, the patches and PR drafts, the
+plots (plots.py draws them) and the targets in detail (every sample, the configuration it was measured on,
+stale and cached marks); report.json (outcome, the accepted configuration, each target with its baseline,
+value, samples and configuration, relaunches, server hours, tokens, cost). Figures are rounded to what the
+measurement supports (tok/s to 3 significant figures, scores with their 95% interval). Reads the run's
+records (run_reading.py) and never reruns anything; figures from the twin engine are labelled twin figures.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
-import matplotlib
+from porter.checks import registry
+from porter.engines.serve import render_command
+from porter.ledger.records import RULES, Attempt
+from porter.ledger.state import target_report
+from porter.ops import plots, report_html
+from porter.ops.run_reading import RunRecord, cli_change, env_prefix, percent, read_run, score_text, significant
+from porter.schema import render_flags
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
-
-from porter.checks import registry  # noqa: E402
-from porter.engines.serve import render_command  # noqa: E402
-from porter.errors import RunDirError
-from porter.ledger.state import RunState, target_report  # noqa: E402
-from porter.ledger.transcript import iter_records  # noqa: E402
-from porter.task import Task, load_task  # noqa: E402
+REASON_WIDTH = 220  # characters of a reverted change's reason in the timeline (report.json keeps it whole)
 
 
-def read_metrics(run_dir: Path) -> list[dict]:
-    """metrics.jsonl (torn last line skipped); a record without its step, check or result is a RunDirError."""
-    path = run_dir / "metrics.jsonl"
-    if not path.exists():
-        return []
-    records = list(iter_records(path))
-    for number, record in enumerate(records, start=1):
-        shape = (record.get("step"), record.get("check"), record.get("result"))
-        if not (isinstance(shape[0], int) and isinstance(shape[1], str) and isinstance(shape[2], dict)):
-            raise RunDirError(f"{path}: record {number} lacks its step, check or result; not a porter measurement")
-    return records
-
-
-def kept_measurements(state: RunState, metrics: list[dict]) -> list[dict]:
-    """Measurements of configurations that were kept: the baseline and every accepted change."""
-    kept = {attempt.fingerprint for attempt in state.kept_attempts()}
-    return [m for m in metrics if not m.get("pending") or m["result"].get("fingerprint") in kept]
-
-
-def write_report(run_dir: str | Path) -> Path:
-    run_dir = Path(run_dir)
-    state = RunState.read(run_dir)  # first: an empty or foreign directory is named as such
-    task = load_task(run_dir / "task.yaml")
-    metrics = read_metrics(run_dir)
-    plots = write_plots(run_dir, task, state, metrics)
-    text = render(task, state, metrics, plots, run_dir)
-    path = run_dir / "report.md"
+def write_report(run_dir: str | Path, live: bool = False) -> Path:
+    """report.md, report.json and report.html (and the plots). `live` (after a step of a running run): the plots
+    are redrawn only when a measurement came in since they were drawn."""
+    record = read_run(run_dir)
+    figures = _current_plots(record) if live else None
+    if figures is None:
+        figures = plots.write_plots(record)
+    path = record.run_dir / "report.md"
+    text = render(record, figures)
     path.write_text(text, encoding="utf-8")
-    (run_dir / "report.json").write_text(json.dumps(report_document(task, state), indent=1, default=str) + "\n")
+    (record.run_dir / "report.json").write_text(json.dumps(report_document(record), indent=1, default=str) + "\n")
+    report_html.write_html(record, text)
     return path
 
 
-def report_document(task: Task, state: RunState) -> dict:
-    """What a program needs from a run: every target on the configuration it was measured on."""
+def _current_plots(record: RunRecord) -> list[Path] | None:
+    """The plots as drawn, when no measurement is newer than them (None: draw them again)."""
+    drawn = plots.drawn(record.run_dir)
+    metrics = record.run_dir / "metrics.jsonl"
+    if not metrics.exists():
+        return drawn
+    newest = metrics.stat().st_mtime
+    return drawn if drawn and all(p.stat().st_mtime >= newest for p in drawn) else None
+
+
+def baseline_rows(record: RunRecord) -> list[dict]:
+    """One row per target: its figure on the baseline and on the accepted configuration, the change, goal, met."""
+    rows = []
+    for row in target_report(record.task, record.state):
+        item = registry.by_key(record.task, row["key"])
+        before = record.state.samples_on(record.baseline, row["key"])
+        before_values = [s.value for s in before if s.value is not None]
+        baseline = statistics.median(before_values) if before_values else None
+        value = row["value"]
+        change = value / baseline - 1 if value is not None and baseline else None
+        latest = record.state.checks_on(row["measured_on"]).get(row["key"], {})
+        first = before[-1].result if before else {}
+        rows.append(
+            {
+                **row,
+                "performance": item.kind.performance,
+                "baseline": baseline,
+                "change": change,
+                "baseline_text": _figure(item.kind.performance, baseline, first),
+                "value_text": _figure(item.kind.performance, value, latest),
+            }
+        )
+    return rows
+
+
+def _figure(performance: bool, value: float | None, result: dict) -> str:
+    if value is None:
+        return "-"
+    return significant(value) if performance else score_text(result)
+
+
+def render(record: RunRecord, figures: list[Path]) -> str:
+    state = record.state
+    lines = [*_head(record), *_baseline_table(record)]
+    rules = "; ".join(f"`{rule}`: {RULES[rule]}" for rule in _rules_used(state.attempts))
+    lines += [
+        "## Timeline",
+        "",
+        "| step | tried | why | result | outcome | rule | why reverted |",
+        "|---|---|---|---|---|---|---|",
+        *(_timeline_row(record, attempt) for attempt in state.attempts),
+        "",
+        f"Rules: {rules}." if rules else "No change has been decided yet.",
+        "",
+        "## Final serve command",
+        "",
+        "```",
+        f"{env_prefix(state.accepted_flags)} {render_command(record.task, state.accepted_flags)}".strip(),
+        "```",
+        "",
+        *_outputs(record),
+    ]
+    if figures:
+        lines += ["## Plots", "", *(f"![{p.stem}]({p.relative_to(record.run_dir)})" for p in figures), ""]
+    return "\n".join([*lines, *_details(record)])
+
+
+def _head(record: RunRecord) -> list[str]:
+    task, state = record.task, record.state
+    twin = "twin" in task.name or "twin" in str(record.environment.get("sandbox", {}).get("image", ""))
+    where = "the twin engine (twin figures, not hardware results)" if twin else f"{task.hardware.gpu}"
+    cost = f"${state.cost_usd:.2f}" if state.cost_known else "unknown (no price for this model)"
+    kept = len(state.kept_attempts())
+    wall = f"wall {state.wall_s / 60:.1f} min, " if state.finished else ""
+    return [
+        f"# porter run {state.run_id}",
+        "",
+        f"{task.model.id} on {task.hardware.count}x {task.hardware.gpu} ({task.hardware.nodes} node), "
+        f"served by {task.engine.name}; figures measured on {where}.",
+        f"**{'Solved' if state.solved else 'Not solved'}** ({state.finished or 'running'}): {state.step} steps, "
+        f"{kept} changes kept, {len(state.attempts) - kept} reverted, {state.relaunches} launches, {wall}cost {cost}.",
+        "",
+    ]
+
+
+def _baseline_table(record: RunRecord) -> list[str]:
+    lines = ["## Baseline -> final", "", "| target | baseline | final | change | goal | met |", "|---" * 6 + "|"]
+    for row in baseline_rows(record):
+        goal = f">= {row['goal']:g}" if isinstance(row["goal"], int | float) else str(row["goal"])
+        final = row["value_text"] + (" (stale)" if row["stale"] else "")
+        met = "yes" if row["met"] else "no"
+        lines.append(
+            f"| {row['target']} | {row['baseline_text']} | {final} | {percent(row['change'])} | {goal} | {met} |"
+        )
+    baseline = " ".join(render_flags(record.flags_of(record.baseline)))
+    final = record.label(record.state.accepted_config) if record.state.accepted_config else "-"
+    return [
+        *lines,
+        "",
+        f"Medians of each configuration's samples. Baseline: the configuration the run started from (`{baseline}`, "
+        f"the image's trees); final: the accepted configuration (`{final}`).",
+        "",
+    ]
+
+
+def _rules_used(attempts: list[Attempt]) -> list[str]:
+    return list(dict.fromkeys(a.rule for a in attempts if a.rule in RULES))
+
+
+def _cell(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "/")
+
+
+def _timeline_row(record: RunRecord, attempt: Attempt) -> str:
+    tried = tried_text(record, attempt)
+    why = record.explanation(attempt)
+    why = why if len(why) <= REASON_WIDTH else why[:REASON_WIDTH] + "..."
+    result = result_text(record, attempt)
+    reason = "" if attempt.kept else reverted_reason(record, attempt)
+    cells = [str(attempt.step), tried, why, result, attempt.outcome, f"`{attempt.rule or '-'}`", reason]
+    return "| " + " | ".join(_cell(cell) or "-" for cell in cells) + " |"
+
+
+def reverted_reason(record: RunRecord, attempt: Attempt) -> str:
+    """Why a change was reverted, short: the verdict (its figures are in the result column), and the crash fix
+    that was kept from it."""
+    reason = attempt.evidence.split(":", 1)[0] if attempt.comparisons else attempt.evidence
+    if attempt.rule == "asked":  # the agent reverts after a refused accept: the refusal is the reason
+        earlier = [a.step for a in record.state.attempts if a.step < attempt.step]
+        since = max(earlier, default=0)
+        refused = [f for f in record.facts if f["tool"] == "accept" and since < f["step"] <= attempt.step]
+        refused = [f["said"].removeprefix("accept failed: ") for f in refused if f.get("ok") is False and f.get("said")]
+        # the refusal, not the advice after it
+        reason += f" after accept refused: {refused[-1].split(': ')[0]}" if refused else ""
+    reason = reason if len(reason) <= REASON_WIDTH else reason[:REASON_WIDTH] + "..."
+    fix = any(a.rule == "crash_fix" and a.step == attempt.step for a in record.state.attempts)
+    return reason + ("; the crash fix it needed stays kept (its own commit)" if fix else "")
+
+
+def tried_text(record: RunRecord, attempt: Attempt) -> str:
+    """The change in CLI form and the files it edited: `--tp 4 --dp 2`, `twin: configs/tuned_fmoe.csv`."""
+    dropped = {k: True for k, v in attempt.flags.items() if v is None or v is False}  # what the change turned off
+    flags = cli_change(record.task, dropped, attempt.flags)
+    files = [f"{repo}: {', '.join(names)}" for repo, names in record.files_of(attempt).items()]
+    return "; ".join(part for part in [f"`{flags}`" if flags else "", *files] if part) or attempt.summary
+
+
+def result_text(record: RunRecord, attempt: Attempt) -> str:
+    """What the decision compared: a crash gone, or each figure before -> after with its change."""
+    if attempt.rule in ("crash_fix", "crash_gone"):
+        return f"starts healthy (was {attempt.crash_class})"
+    if attempt.crash_class and not attempt.kept and not attempt.comparisons:
+        return f"crashed: {attempt.crash_class}"
+    parts = [comparison_text(record, c) for c in attempt.comparisons]
+    return "; ".join(parts) or (attempt.crash_class or "-")
+
+
+def comparison_text(record: RunRecord, comparison: dict) -> str:
+    item = registry.by_key(record.task, comparison["key"])
+    return (
+        f"{item.kind.label(item.spec)} {significant(comparison['accepted_median'])} -> "
+        f"{significant(comparison['pending_median'])} ({percent(comparison['change'])}; noise bar "
+        f"{comparison['threshold']:.1%}, n={len(comparison['accepted'])}/{len(comparison['pending'])})"
+    )
+
+
+def _outputs(record: RunRecord) -> list[str]:
+    lines = ["## Patches and PR drafts", ""]
+    for name, repo in record.state.repos.items():
+        if repo.accepted:
+            lines.append(f"- {name}: {len(repo.accepted)} commit(s), `patches/{name}/`")
+    for draft in sorted((record.run_dir / "prs").glob("*.md")):
+        title = draft.read_text(encoding="utf-8").split("\n", 1)[0].removeprefix("# ")
+        lines.append(f"- PR draft `prs/{draft.name}`: {title}")
+    for attempt in record.state.attempts:
+        for name, path in attempt.reverted_diffs.items():
+            lines.append(f"- {name}: the edit reverted at step {attempt.step} (not a commit; `git apply` it), `{path}`")
+    if len(lines) == 2:
+        lines.append("- no change was kept")
+    return [*lines, ""]
+
+
+def _details(record: RunRecord) -> list[str]:
+    lines = [
+        "## Targets in detail",
+        "",
+        "| target | metric | final (median) | samples | goal | measured on |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in baseline_rows(record):
+        samples = ", ".join(significant(v) if row["performance"] else f"{v:.3f}" for v in row["samples"]) or "-"
+        if row["cached"]:
+            samples += f" ({row['cached']} cached)"
+        where = row["measured_on"] or "-"
+        if row["stale"]:
+            where += " (stale: not the accepted configuration)"
+        elif row["measured_on"] and row["measured_on"] == record.state.accepted_config:
+            where += " (accepted)"
+        goal = f"{row['goal']:g}" if isinstance(row["goal"], int | float) else str(row["goal"])
+        lines.append(f"| {row['target']} | {row['metric']} | {row['value_text']} | {samples} | {goal} | {where} |")
+    if any(row["cached"] for row in baseline_rows(record)):
+        lines += [
+            "",
+            "Figures marked *cached* were measured by an earlier run on the identical configuration "
+            "(same image, trees, flags and check) and reused from the measurement cache (`--fresh` bypasses it).",
+        ]
+    lines.append(f"\n{len(record.metrics)} measurements in `metrics.jsonl`; every server log is in `logs/`.\n")
+    return lines
+
+
+def report_document(record: RunRecord) -> dict:
+    """What a program needs from a run: every target on the configuration it was measured on, and its baseline."""
+    state = record.state
     targets = [
         {
             "name": row["target"],
             "metric": row["metric"],
+            "baseline": row["baseline"],
             "value": row["value"],
+            "change": row["change"],
             "goal": row["goal"],
             "met": row["met"],
             "measured_on": row["measured_on"],
@@ -74,166 +270,28 @@ def report_document(task: Task, state: RunState) -> dict:
             "samples": row["samples"],
             "cached_samples": row["cached"],
         }
-        for row in target_report(task, state)
+        for row in baseline_rows(record)
     ]
     accepted = state.accepted_config
     return {
         "run_id": state.run_id,
         "outcome": "solved" if state.solved else "not solved",
         "finished": state.finished,
+        "baseline_config": record.baseline,
         "accepted_config": {
             "fingerprint": accepted,
             **(config.to_dict() if (config := state.configs.get(accepted)) else {}),
         },
         "targets": targets,
         "all_measured_on_accepted": all(t["measured_on"] == accepted for t in targets),
+        "timeline": [
+            {**a.to_dict(), "tried": tried_text(record, a), "result": result_text(record, a)}
+            | {"why": record.explanation(a)}
+            for a in state.attempts
+        ],
         "relaunches": state.relaunches,
         "server_hours": round(state.server_s / 3600, 4),
         "tokens": state.tokens,
         "cost_usd": round(state.cost_usd, 4) if state.cost_known else None,
         "steps": state.step,
     }
-
-
-def render(task: Task, state: RunState, metrics: list[dict], plots: list[Path], run_dir: Path) -> str:
-    cost = f"${state.cost_usd:.2f}" if state.cost_known else "unknown (no price for this model)"
-    engine = "the twin engine (twin figures, not hardware results)" if "twin" in task.name else task.hardware.gpu
-    lines = [
-        f"# porter run {state.run_id}",
-        "",
-        f"Task `{task.name}`: {task.description.strip()}",
-        "",
-        f"- Model: {task.model.id} on {task.hardware.count}x {task.hardware.gpu} x {task.hardware.nodes} node(s)",
-        f"- Figures measured on: {engine}",
-        f"- Outcome: {'solved' if state.solved else 'not solved'} ({state.finished})",
-        f"- Steps {state.step}, relaunches {state.relaunches}, tokens in/out "
-        f"{state.tokens['input']}/{state.tokens['output']}, cost {cost}, wall {state.wall_s / 60:.1f} min",
-        "",
-        "## Targets",
-        "",
-        "| target | metric | final (median) | samples | goal | met | measured on |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for row in target_report(task, state):
-        lines.append(_target_line(row, state.accepted_config))
-    if any(row["cached"] for row in target_report(task, state)):
-        lines += [
-            "",
-            "Figures marked *cached* were measured by an earlier run on the identical configuration "
-            "(same image, trees, flags and check) and reused from the measurement cache (`--fresh` bypasses it).",
-        ]
-    lines += [
-        "",
-        "## Timeline",
-        "",
-        "| step | attempt | crash / metrics | outcome | tokens | $ |",
-        "|---|---|---|---|---|---|",
-    ]
-    for attempt in state.attempts:
-        measured = attempt.crash_class or ", ".join(f"{k} {_fmt(v)}" for k, v in attempt.metrics.items())
-        summary = attempt.summary.replace("|", "/")
-        cost_cell = f"{attempt.cost_usd:.2f}" if state.cost_known else "?"
-        lines.append(
-            f"| {attempt.step} | {summary} | {measured or '-'} | {attempt.outcome} | {attempt.tokens} | {cost_cell} |"
-        )
-    lines += ["", "## Final serve command", "", "```", render_command(task, state.accepted_flags), "```", ""]
-    commits = {name: len(repo.accepted) for name, repo in state.repos.items()}
-    lines += ["## Patches", "", *(f"- {name}: {count} commit(s), `patches/{name}/`" for name, count in commits.items())]
-    for attempt in state.attempts:
-        for name, path in attempt.reverted_diffs.items():
-            step = attempt.step
-            lines.append(f"- {name}: the edit reverted at step {step} (not a commit; `git apply` it), `{path}`")
-    if plots:
-        lines += ["", "## Plots", "", *(f"![{p.stem}]({p.relative_to(run_dir)})" for p in plots)]
-    lines.append(f"\n{len(metrics)} measurements in `metrics.jsonl`; every server log is in `logs/`.\n")
-    return "\n".join(lines)
-
-
-def _target_line(row: dict, accepted: str | None) -> str:
-    samples = ", ".join(_fmt(v) for v in row["samples"]) or "-"
-    if row["cached"]:
-        samples += f" ({row['cached']} cached)"
-    where = row["measured_on"] or "-"
-    if row["stale"]:
-        where += " (stale: not the accepted configuration)"
-    elif row["measured_on"] == accepted and accepted:
-        where += " (accepted)"
-    met = "yes" if row["met"] else "no"
-    return f"| {row['target']} | {row['metric']} | {_fmt(row['value'])} | {samples} | {row['goal']} | {met} | {where} |"
-
-
-def _fmt(value) -> str:
-    return f"{value:.3f}".rstrip("0").rstrip(".") if isinstance(value, float) else str(value)
-
-
-def write_plots(run_dir: Path, task: Task, state: RunState, metrics: list[dict]) -> list[Path]:
-    plots_dir = run_dir / "plots"
-    plots_dir.mkdir(exist_ok=True)
-    written = []
-    sweeps = [m for m in kept_measurements(state, metrics) if m["check"] == "throughput"]
-    if sweeps and task.checks.throughput:
-        written.append(_sweep_plot(plots_dir, task, sweeps))
-    if any(m["check"] in ("throughput", "single_stream") for m in metrics):
-        written.append(_objective_plot(plots_dir, task, metrics))
-    return written
-
-
-def _sweep_plot(plots_dir: Path, task: Task, sweeps: list[dict]) -> Path:
-    slo = task.checks.throughput.slo
-    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for measurement in sweeps:
-        result = measurement["result"]
-        levels = result.get("levels") or []
-        label = f"step {measurement['step']}: {_flags_label(task, measurement['flags'])}"
-        rps = [level["rps"] for level in levels]
-        left.plot(rps, [level.get(task.checks.throughput.metric) for level in levels], marker="o", label=label)
-        ttft_key = f"p{slo.percentile:g}_ttft_ms"
-        right.plot(rps, [(level.get(ttft_key) or 0) / 1000 for level in levels], marker="o", label=label)
-        if result.get("knee_rps"):
-            right.axvline(result["knee_rps"], linestyle=":", alpha=0.5)
-    right.axhline(slo.ttft_s, color="red", linestyle="--", label=f"SLO p{slo.percentile:g} TTFT {slo.ttft_s:g} s")
-    metric = task.checks.throughput.metric.replace("_", " ")
-    left.set(xlabel="offered RPS", ylabel=f"{metric} (tok/s)", title="throughput vs offered load")
-    right.set(xlabel="offered RPS", ylabel=f"p{slo.percentile:g} TTFT (s)", title="TTFT vs offered load (knee dotted)")
-    for axis in (left, right):
-        axis.grid(alpha=0.3)
-    # One legend under both plots: flag sets are long, and inside an axis they would hide the curves.
-    handles, labels = right.get_legend_handles_labels()
-    figure.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), fontsize=8, frameon=False)
-    return _save(figure, plots_dir / "throughput_ttft_vs_rps.png")
-
-
-def _objective_plot(plots_dir: Path, task: Task, metrics: list[dict]) -> Path:
-    """Each headline figure over the steps, one panel each (their scales differ by orders of magnitude)."""
-    series = []
-    perf = [item for item in registry.declared(task) if item.kind.performance]
-    for check, field in ((item.key, item.kind.headline(item.spec)) for item in perf):
-        points = [(m["step"], m["result"].get(field)) for m in metrics if m["check"] == check]
-        points = [(step, value) for step, value in points if value is not None]
-        if points:
-            series.append((check, field, points))
-    figure, axes = plt.subplots(1, len(series), figsize=(6 * len(series), 4), squeeze=False)
-    for axis, (check, field, points) in zip(axes[0], series, strict=True):
-        axis.plot(*zip(*points, strict=True), marker="o")
-        axis.set(xlabel="step", ylabel=field, title=f"{check} over the run")
-        axis.grid(alpha=0.3)
-    return _save(figure, plots_dir / "objective.png")
-
-
-def _save(figure, path: Path) -> Path:
-    figure.tight_layout()
-    figure.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(figure)
-    return path
-
-
-def _flags_label(task: Task, flags: dict) -> str:
-    """The flags that differ from the task's baseline, shortened for a legend (EAGLE 5/1/6 for a draft)."""
-    changed = {k: v for k, v in flags.items() if task.serve.flags.get(k) != v}
-    return task.engine.describe_flags({**changed, **_draft_of(task, flags, changed)}) or "baseline flags"
-
-
-def _draft_of(task: Task, flags: dict, changed: dict) -> dict:
-    """Every speculative flag when one changed: a draft reads whole, not as the one flag that moved."""
-    speculative = task.engine.speculative_flags
-    return {k: flags.get(k) for k in speculative} if any(k in speculative for k in changed) else {}

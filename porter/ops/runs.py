@@ -36,6 +36,7 @@ from porter.sandbox.image_build import build_task_image
 from porter.sandbox.services import SHARED_DIRS, start_services, stop_services
 from porter.sandbox.trees.tracked import TrackedRepo
 from porter.task import Task
+from porter.terminal import printable
 
 
 def new_run_dir(task: Task) -> tuple[Path, str]:
@@ -143,12 +144,39 @@ def choose_sandbox(task: Task) -> None:
     raise SandboxError(f"no Docker engine answers at {where}; start one (scripts/setup.sh does) {local}")
 
 
+# What a PR's environment block names, asked inside the image: the ROCm release file, aiter's git commit (found
+# without importing it: importing aiter can build kernels) or its installed version, and the GPU's market name.
+STACK_PROBE = r"""
+echo "rocm=$(head -n1 /opt/rocm/.info/version 2>/dev/null)"
+find="import importlib.util as u; s = u.find_spec('aiter'); print(s.submodule_search_locations[0] if s else '')"
+dir=$(python3 -c "$find" 2>/dev/null)
+[ -n "$dir" ] && echo "aiter_commit=$(git -C "$dir" rev-parse HEAD 2>/dev/null)"
+for name in amd-aiter aiter; do
+  python3 -c "import importlib.metadata as m; print('aiter_version=' + m.version('$name'))" 2>/dev/null && break
+done
+echo "gpu=$(amd-smi static --asic 2>/dev/null | grep -m1 MARKET_NAME | cut -d: -f2-)"
+"""
+
+
+def probe_stack(ctx: RunContext) -> dict:
+    """The probe's answers (what the sandbox prints is its own: printable, short, only the keys asked)."""
+    try:
+        result = ctx.sandbox.exec(STACK_PROBE, timeout=60)
+    except SandboxError:
+        return {}
+    answers = dict(line.partition("=")[::2] for line in result.output.splitlines() if "=" in line)
+    keys = ("rocm", "aiter_commit", "aiter_version", "gpu")
+    return {key: printable(answers[key].strip())[:80] for key in keys if answers.get(key, "").strip()}
+
+
 def describe_environment(ctx: RunContext) -> dict:
-    """What replay needs to say what changed: image, repo bases, porter version, flags, agent."""
+    """What replay needs to say what changed (image, repo bases, porter version, flags, agent), and what a PR's
+    environment block names (the stack the image ships)."""
     describe = getattr(ctx.sandbox, "describe", None)
     return {
         "porter_version": __version__,
         "sandbox": describe() if describe else {"kind": ctx.task.sandbox.kind},
+        "stack": probe_stack(ctx),
         "repos": {name: state.base_commit for name, state in ctx.state.repos.items()},
         "flags": ctx.task.serve.flags,
         "agent": {"provider": ctx.task.agent.provider, "model": ctx.task.agent.model},
@@ -185,6 +213,16 @@ def agent_model(task: Task, run_dir: Path | None = None) -> Model:
     return make_model(task.agent, run_dir, task)
 
 
+def _after_step(status: LiveStatus):
+    """After every step: the live panel or line, then the report (report.html reloads itself in a browser)."""
+
+    def on_step(ctx: RunContext) -> None:
+        status.on_step(ctx)
+        write_report(ctx.run_dir, live=True)
+
+    return on_step
+
+
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
@@ -203,7 +241,7 @@ def run_task(task: Task, task_path: str, resume_dir: str | None = None, fresh: b
     try:
         # a person typing the replies needs the terminal to themselves
         with LiveStatus(ctx, enabled=model.name != "human") as status:
-            agent.run_loop(ctx, model, redact, on_step=status.on_step, on_action=status.on_action)
+            agent.run_loop(ctx, model, redact, on_step=_after_step(status), on_action=status.on_action)
     except ModelError as exc:
         console.say(
             f"porter: the model failed: {exc}\nNothing is lost; after fixing it: porter run --resume {ctx.run_dir}"

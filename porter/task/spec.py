@@ -333,6 +333,30 @@ class AgentSpec(Spec):
 
 class OutputsSpec(Spec):
     runs_dir: str = Field("runs", description="Where run directories are written (relative to the working dir).")
+    author: str | None = Field(
+        None,
+        description="`Name <email>`: the author (and committer) of the exported patch series, the pushed branch and "
+        "the PR drafts; unset, they stay porter's own commits (porter <porter@localhost>). The run's branch itself "
+        "is never rewritten.",
+    )
+    signoff: bool = Field(
+        False,
+        description="Add `Signed-off-by: <author>` to every exported commit and PR draft (the Developer Certificate of "
+        "Origin line vLLM's DCO check requires); needs `author`, the person certifying it.",
+    )
+
+    @field_validator("author")
+    @classmethod
+    def _author_identity(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[^<>\n]*[^<>\s] <[^<>@\s]+@[^<>\s]+>", value):
+            raise ValueError(f"must read `Name <email>`, as git spells an identity (got {value!r})")
+        return value
+
+    @model_validator(mode="after")
+    def _signoff_names_someone(self) -> OutputsSpec:
+        if self.signoff and not self.author:
+            raise ValueError("signoff needs author: the Signed-off-by line names the person certifying the change")
+        return self
 
 
 class Task(Spec):

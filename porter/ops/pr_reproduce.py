@@ -1,0 +1,171 @@
+"""How a maintainer reproduces a PR: the environment it was found in and the commands, in upstream's own tools.
+
+Covers the environment block (image and digest, ROCm version, aiter commit, GPU, the upstream commit the
+patches apply to; from environment.json and the repos), the `docker run` of the task's image with the task's
+devices and options, the serve command with a configuration's flags (the checkpoint by its hub id when it is
+not in the image; no porter path), the benchmark commands of the checks a PR's figures came from, in each
+engine's own benchmark client, and how to open the model overlay's PR on the Hugging Face Hub.
+
+Benchmark clients, as read in upstream's source: sglang 0.5.20 `python3 -m sglang.bench_serving` (a shim of
+sglang/benchmark/serving.py): `--backend sglang --host --port --dataset-name random --random-input-len
+--random-output-len --random-range-ratio` (lengths drawn from [len x ratio, len], datasets/common.py
+compute_random_lens: 1 fixes them) `--request-rate --num-prompts --max-concurrency --seed`, and the
+shared-prefix dataset `--dataset-name generated-shared-prefix --gsp-system-prompt-len --gsp-question-len
+--gsp-output-len`; requests ignore EOS unless --disable-ignore-eos. vLLM 0.25.1 `vllm bench serve`
+(vllm/benchmarks/serve.py, datasets/datasets.py): `--backend vllm --host --port --model --dataset-name random
+--random-prefix-len` (one prefix shared by every request) `--random-input-len` (the part after it)
+`--random-output-len --ignore-eos --request-rate --num-prompts --max-concurrency --seed`. The hub upload:
+huggingface_hub 2.4.0 `hf upload REPO_ID LOCAL_PATH PATH_IN_REPO --create-pr --commit-message
+--commit-description` (cli/upload.py) and `HfApi.upload_folder(..., create_pr=True)` (hf_api.py).
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from porter.engines.serve import render_command
+from porter.ops.run_reading import RunRecord, env_prefix
+from porter.schema import FlagValue
+from porter.task import Task
+
+
+def environment_rows(record: RunRecord, upstream: str | None) -> list[tuple[str, str]]:
+    """(what, value) rows of the environment block."""
+    sandbox = record.environment.get("sandbox") or {}
+    stack = record.environment.get("stack") or {}
+    image = sandbox.get("image") or record.task.sandbox.image or "-"
+    digest = sandbox.get("image_id") or "-"
+    hardware = record.task.hardware
+    gpu = f"{hardware.count}x {hardware.gpu} per node, {hardware.nodes} node(s)"
+    if stack.get("gpu"):
+        gpu += f" (the device reports: {stack['gpu']})"
+    aiter = stack.get("aiter_commit") or stack.get("aiter_version") or "not found in the image"
+    return [
+        ("image", f"`{image}`"),
+        ("image digest", f"`{digest}`"),
+        ("ROCm", stack.get("rocm") or "not recorded (no /opt/rocm/.info/version in the image)"),
+        ("aiter", aiter),
+        ("GPU", gpu),
+        ("engine", f"{record.task.engine.name}" + (f", upstream commit `{upstream}`" if upstream else "")),
+    ]
+
+
+def model_dir(task: Task) -> str:
+    """Where the checkpoint is in the container: the image's own path when it ships there, else a mount of the
+    maintainer's copy (docker_run's -v)."""
+    return task.model.path.rstrip("/") if task.model.in_image else f"/models/{task.model.id.split('/')[-1]}"
+
+
+def docker_run(task: Task) -> list[str]:
+    """`docker run` of the task's image with its devices and options (what the engine needs on ROCm), the patches
+    and the checkpoint mounted."""
+    sandbox = task.sandbox
+    words = ["docker", "run", "-it", "--rm", "--network", "host", "-v", '"$PWD/patches:/patches:ro"']
+    lines = []
+    if not task.model.in_image:
+        name = task.model.id.split("/")[-1]
+        lines.append(f"MODEL=/path/to/{name}   # the checkpoint: hf download {task.model.id} --local-dir $MODEL")
+        words += ["-v", f'"$MODEL:{model_dir(task)}"']
+    for device in sandbox.devices:
+        words += ["--device", device]
+    for group in sandbox.group_add:
+        words += ["--group-add", group]
+    if sandbox.ipc:
+        words += ["--ipc", sandbox.ipc]
+    if sandbox.shm_size:
+        words += ["--shm-size", sandbox.shm_size]
+    for option in sandbox.security_opt:
+        words += ["--security-opt", option]
+    for capability in sandbox.cap_add:
+        words += ["--cap-add", capability]
+    for name, value in sandbox.env.items():
+        words += ["-e", f"{name}={value}"]
+    return [*lines, " ".join([*words, sandbox.image or "IMAGE", "bash"])]
+
+
+def serve_command(task: Task, flags: dict[str, FlagValue]) -> str:
+    """The serve command with these flags, the checkpoint where the container has it (model_dir), never porter's
+    own overlay path."""
+    text = render_command(task, flags).replace(shlex.quote(task.model.container_path), shlex.quote(model_dir(task)))
+    for root in ("${PORTER_SANDBOX_ROOT}", "$PORTER_SANDBOX_ROOT"):  # the local sandbox's root: empty in an image
+        text = text.replace(root, "")
+    return f"{env_prefix(flags)} {text}".strip()  # the `$NAME` settings are the server's environment
+
+
+def bench_commands(record: RunRecord, key: str, result: dict) -> list[str]:
+    """The engine's own benchmark client for a check's workload, at the rate the figure was read at."""
+    task = record.task
+    engine, port, model = task.engine.name, task.serve.port, model_dir(task)
+    if key == "single_stream" and task.checks.single_stream:
+        spec = task.checks.single_stream
+        lengths = _lengths(engine, spec.input_tokens, 0, spec.output_tokens)
+        return [_client(engine, port, model) + f" {lengths} --max-concurrency 1 --num-prompts {spec.num_requests}"]
+    if key == "throughput" and task.checks.throughput:
+        spec, load = task.checks.throughput, task.checks.throughput.workload
+        rate = result.get("knee_rps") or spec.rps[0]
+        level = next((lv for lv in result.get("levels") or () if lv.get("rps") == rate), {})
+        prompts = level.get("offered") or load.num_prompts or max(int(rate * (load.duration_s or 1)), 1)
+        prefix = round(load.input_tokens * load.cache_hit_rate)
+        lengths = _lengths(engine, load.input_tokens, prefix, load.output_tokens)
+        command = _client(engine, port, model) + f" {lengths} --request-rate {rate:g} --num-prompts {prompts}"
+        commands = [command + f" --seed {load.seed}"]
+        if prefix and engine != "vllm":
+            commands.append(
+                f"# {load.cache_hit_rate:.0%} of each prompt ({prefix} tokens) is a prefix shared by a group of "
+                "requests in porter's workload; bench_serving's shared-prefix dataset is the closest: "
+                f"--dataset-name generated-shared-prefix --gsp-system-prompt-len {prefix} "
+                f"--gsp-question-len {load.input_tokens - prefix} --gsp-output-len {load.output_tokens}"
+            )
+        return commands
+    return []
+
+
+def _client(engine: str, port: int, model: str) -> str:
+    if engine == "vllm":
+        return f"vllm bench serve --backend vllm --host 127.0.0.1 --port {port} --model {shlex.quote(model)}"
+    return f"python3 -m sglang.bench_serving --backend sglang --host 127.0.0.1 --port {port}"
+
+
+def _lengths(engine: str, input_tokens: int, prefix: int, output_tokens: int) -> str:
+    if engine == "vllm":
+        shared = f"--random-prefix-len {prefix} " if prefix else ""
+        return (
+            f"--dataset-name random {shared}--random-input-len {input_tokens - prefix} "
+            f"--random-output-len {output_tokens} --ignore-eos"
+        )
+    return (
+        f"--dataset-name random --random-input-len {input_tokens} --random-output-len {output_tokens} "
+        "--random-range-ratio 1"
+    )
+
+
+def hub_instructions(task: Task, title: str, files: list[str], patches: list[str], draft_name: str) -> list[str]:
+    """How to open the overlay's PR on the hub: apply the patches in a clone (no weights), then upload as a PR."""
+    name = task.model.id.split("/")[-1]
+    uploads = [
+        f"hf upload {task.model.id} {shlex.quote(path)} {shlex.quote(path)} --create-pr "
+        f'--commit-message {shlex.quote(title)} --commit-description "$(cat ../prs/{draft_name})"'
+        for path in files
+    ]
+    return [
+        "```bash",
+        "# from the run directory; the weights are not downloaded",
+        "pip install -U huggingface_hub && hf auth login   # a token that may open PRs on the repository",
+        f"GIT_LFS_SKIP_SMUDGE=1 git clone {task.model.hub_url} && cd {name}",
+        *(f"git am {patch}" for patch in patches),
+        *uploads,
+        "```",
+        "",
+        "or from Python, one PR for every changed file:",
+        "",
+        "```python",
+        "from huggingface_hub import HfApi",
+        "HfApi().upload_folder(",
+        f"    repo_id={task.model.id!r}, folder_path='.', allow_patterns={files!r},",
+        f"    create_pr=True, commit_message={title!r}, commit_description=open('../prs/{draft_name}').read(),",
+        ")",
+        "```",
+        "",
+        "or on the web: the model page, *Files and versions*, open the file, edit it, and choose *Open as a pull "
+        "request* when committing.",
+    ]

@@ -1,0 +1,349 @@
+"""A finished or running run directory, read for people: what the report, the plots, the HTML page and the PRs share.
+
+Covers loading a run (task, state, metrics.jsonl, environment.json, the transcript's structured facts), the
+baseline configuration (the first one measured), configurations named by what changed from the baseline in
+the engine's CLI form plus the commits their trees hold (`--tp 4 --dp 2 + twin 50d0a05`), one colour per
+configuration (its order of first measurement), which attempt a measurement belongs to, the start-ups the
+serve tool recorded (log, key line, crash class), figures rounded to what the measurement supports (tok/s
+to 3 significant figures, scores to 3 decimals with their 95% interval) and the lines of a server log
+around its key line, as the engine printed them. Reads only; writes nothing; runs nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import git
+
+from porter.errors import RunDirError
+from porter.ledger.records import Attempt
+from porter.ledger.state import RunState
+from porter.ledger.transcript import iter_records
+from porter.sandbox.trees import safe_git
+from porter.schema import FlagValue, is_env, render_flags, serve_env
+from porter.task import Task, load_task
+from porter.terminal import printable
+
+# matplotlib's tab10, one per configuration in the order of first measurement (the plots and the HTML agree)
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22")
+EXCERPT_BEFORE, EXCERPT_AFTER = 8, 4  # lines of a log shown around its key line
+EXCERPT_WIDTH, KEY_LINE_WIDTH = 240, 2000
+
+
+@dataclass
+class RunRecord:
+    run_dir: Path
+    task: Task
+    state: RunState
+    metrics: list[dict]
+    environment: dict
+    facts: list[dict] = field(default_factory=list)  # the transcript's tool results' facts, with step and tool
+    calls: list[dict] = field(default_factory=list)  # the transcript's tool calls (name, arguments, step)
+    replies: list[dict] = field(default_factory=list)  # the agent's replies: step, text, calls (name, arguments)
+
+    @property
+    def baseline(self) -> str | None:
+        """The configuration the run started from: the first one measured while nothing was pending."""
+        first = next((m for m in self.metrics if not m.get("pending")), None)
+        if first is not None:
+            return first.get("config") or first["result"].get("fingerprint")
+        return self.state.samples[0].config if self.state.samples else None
+
+    def configurations(self) -> list[str]:
+        """Every measured configuration, in the order of its first measurement."""
+        seen: dict[str, None] = {}
+        for record in self.metrics:
+            seen.setdefault(record.get("config") or record["result"].get("fingerprint"), None)
+        return [fingerprint for fingerprint in seen if fingerprint]
+
+    def colour(self, fingerprint: str) -> str:
+        order = self.configurations()
+        return PALETTE[order.index(fingerprint) % len(PALETTE)] if fingerprint in order else PALETTE[-1]
+
+    def attempt_of(self, step: int, pending: bool) -> Attempt | None:
+        """The attempt a measurement was evidence for: a pending one belongs to the next decision."""
+        if not pending:
+            return None
+        return next((attempt for attempt in self.state.attempts if attempt.step >= step), None)
+
+    def reverted(self, fingerprint: str) -> bool:
+        """Measured only while pending, and never the configuration a later keep or the baseline is."""
+        # a crash fix's attempt names the configuration it was served in, with flags that were not kept with it
+        kept = {a.fingerprint for a in self.state.kept_attempts() if a.rule != "crash_fix"}
+        kept |= {self.baseline, self.state.accepted_config}
+        mine = [m for m in self.metrics if (m.get("config") or m["result"].get("fingerprint")) == fingerprint]
+        return fingerprint not in kept and all(m.get("pending") for m in mine)
+
+    def flags_of(self, fingerprint: str | None) -> dict[str, FlagValue]:
+        """A configuration's serve flags, in the task's order (a configuration keeps them sorted)."""
+        config = self.state.configs.get(fingerprint or "")
+        measured = next((m for m in self.metrics if m.get("config") == fingerprint and "flags" in m), None)
+        flags = dict(config.flags) if config else dict(measured["flags"]) if measured else dict(self.task.serve.flags)
+        order = list(self.task.serve.flags)
+        return dict(sorted(flags.items(), key=lambda item: order.index(item[0]) if item[0] in order else len(order)))
+
+    def label(self, fingerprint: str, since: str | None = None) -> str:
+        """A configuration as what changed from another (the baseline unless `since`): CLI flags, then the commits
+        its trees hold that the other's do not."""
+        since = since or self.baseline
+        if fingerprint == since:
+            return "baseline" if since == self.baseline else "unchanged"
+        words = cli_change(self.task, self.flags_of(since), self.flags_of(fingerprint))
+        before = self.commits_in(since or "")
+        held = self.commits_in(fingerprint)
+        commits = {repo: [sha for sha in shas if sha not in before.get(repo, [])] for repo, shas in held.items()}
+        parts = [words] if words else []
+        for repo, shas in commits.items():
+            path = self.state.repos[repo].path
+            named = [f"{sha[:7]} ({', '.join(Path(f).name for f in _commit_files(path, sha))})" for sha in shas]
+            parts += [f"{repo} {', '.join(named)}"] if named else []
+        if fingerprint in self.state.configs and not any(commits.values()) and self._edited(fingerprint):
+            parts.append(self._edit_label(fingerprint))
+        return " + ".join(parts) or "baseline"
+
+    def tried_on(self, fingerprint: str) -> str | None:
+        """The accepted configuration when this one was first measured (what it changed): the baseline, then each
+        keep, and whatever was measured as the accepted configuration."""
+        first = next((m["step"] for m in self.metrics if _config_of(m) == fingerprint), 0)
+        earlier = [config for step, config in self.accepted_events() if step < first and config != fingerprint]
+        return earlier[-1] if earlier else self.baseline
+
+    def accepted_events(self) -> list[tuple[int, str]]:
+        """(step, configuration) whenever the accepted configuration is known: each measurement made while nothing
+        was pending, and each keep that kept its flags (a crash fix names the configuration it was served in)."""
+        events = [(m["step"], _config_of(m)) for m in self.metrics if not m.get("pending")]
+        kept = [a for a in self.state.kept_attempts() if a.rule != "crash_fix" and a.fingerprint]
+        return sorted([*events, *((a.step, a.fingerprint) for a in kept)], key=lambda event: event[0])
+
+    def commits_in(self, fingerprint: str) -> dict[str, list[str]]:
+        """Per repo, the run's commits a configuration's tree holds (its tree is that commit's or a later one's)."""
+        config = self.state.configs.get(fingerprint)
+        if config is None:
+            return {}
+        held: dict[str, list[str]] = {}
+        for name, repo_state in self.state.repos.items():
+            trees = _commit_trees(repo_state.path, tuple(repo_state.accepted))
+            tree = config.repos.get(name)
+            if tree in trees:
+                upto = trees.index(tree)
+                held[name] = list(repo_state.accepted[: upto + 1])
+        return {name: shas for name, shas in held.items() if shas}
+
+    def files_of(self, attempt: Attempt) -> dict[str, list[str]]:
+        """Per repo, the files a change edited: its commits' files, else (a reverted edit) those its moves name."""
+        files = {name: _commit_files(self.state.repos[name].path, sha) for name, sha in attempt.commits.items()}
+        for move in attempt.moves:  # "<repo>: a, b" (a flag group starts with "--")
+            repo, separator, names = move.partition(": ")
+            if separator and repo in self.state.repos and repo not in files:
+                files[repo] = names.split(", ")
+        return {name: names for name, names in files.items() if names}
+
+    def _edit_label(self, fingerprint: str) -> str:
+        """An edit that never became a commit, by the files the change that measured it named."""
+        first = next((m["step"] for m in self.metrics if _config_of(m) == fingerprint), 0)
+        attempt = self.attempt_of(first, pending=True)
+        files = self.files_of(attempt) if attempt else {}
+        named = [f"{repo} edit ({', '.join(Path(name).name for name in names)})" for repo, names in files.items()]
+        return " + ".join(named) or "uncommitted edit"
+
+    def _edited(self, fingerprint: str) -> bool:
+        baseline = self.state.configs.get(self.baseline or "")
+        config = self.state.configs[fingerprint]
+        return baseline is not None and any(config.repos.get(n) != t for n, t in baseline.repos.items())
+
+    def startups(self) -> list[dict]:
+        """The serve tool's start-up facts (log, fingerprint, healthy, crash_class, key_line, findings) in order."""
+        return [f for f in self.facts if f.get("tool") == "serve" and "log" in f]
+
+    def summary(self, step: int) -> str | None:
+        """The agent's own summary of the change it asked to keep at a step (a commit's subject is cut at 72)."""
+        call = next((c for c in self.calls if c["step"] == step and c["name"] == "accept"), None)
+        summary = ((call or {}).get("arguments") or {}).get("summary")
+        return self.readable(str(summary)) if summary else None
+
+    def why(self, step: int) -> str:
+        """What the agent said it was doing in the accept or revert call that ended an attempt."""
+        call = next((c for c in self.calls if c["step"] == step and c["name"] in ("accept", "revert")), None)
+        arguments = (call or {}).get("arguments") or {}
+        return self.readable(str(arguments.get("why") or arguments.get("reason") or ""))
+
+    def explanation(self, attempt: Attempt) -> str:
+        """Why the agent made this change, in its own words when it made it: the reply that came with the last
+        edit or tune of the change's files, or with the last set_flags of its flags; else the accept's why."""
+        files = [name for names in self.files_of(attempt).values() for name in names]
+        for reply in reversed([r for r in self.replies if r["step"] <= attempt.step]):
+            for call in reply["calls"]:
+                arguments = call.get("arguments") or {}
+                flags = arguments.get("flags") if call.get("name") == "set_flags" else None
+                if (files and self._edits(reply["step"], call, files)) or (
+                    isinstance(flags, dict) and attempt.flags and flags.keys() & attempt.flags.keys()
+                ):
+                    return self.readable(re.sub(r"^\[[\w:.-]+\]\s*", "", reply["text"]))  # a playbook's rule tag
+        return self.why(attempt.step)
+
+    def _edits(self, step: int, call: dict, files: list[str]) -> bool:
+        arguments = call.get("arguments") or {}
+        if call.get("name") == "tune":
+            tuned = [fact.get("changed") or {} for fact in self.facts if fact["step"] == step]
+            return any(set(names) & set(files) for changed in tuned for names in changed.values())
+        text = str(arguments.get("path") or arguments.get("patch") or "")
+        return call.get("name") in ("edit_file", "apply_patch", "write_file") and any(f in text for f in files)
+
+    def readable(self, text: str) -> str:
+        """The agent's words for a person: flag sets in CLI form, a tune named by its command."""
+        text = readable(self.task, text)
+        for tune in self.task.tune:
+            text = re.sub(rf"(?<![\w-]){re.escape(tune.name)}(?![\w-])", f"`{tune.command}`", text)
+        return text
+
+
+def _config_of(measurement: dict) -> str | None:
+    return measurement.get("config") or measurement["result"].get("fingerprint")
+
+
+def read_run(run_dir: str | Path) -> RunRecord:
+    run_dir = Path(run_dir)
+    state = RunState.read(run_dir)  # first: an empty or foreign directory is named as such
+    task = load_task(run_dir / "task.yaml")
+    environment_path = run_dir / "environment.json"
+    environment = json.loads(environment_path.read_text()) if environment_path.exists() else {}
+    facts, calls, replies = [], [], []
+    transcript = run_dir / "transcript.jsonl"
+    for record in iter_records(transcript) if transcript.exists() else ():
+        if record.get("kind") == "tool_result" and isinstance(record.get("facts"), dict):
+            said = str(record.get("content") or "").split("\n", 1)[0][:400]
+            facts.append({**record["facts"], "step": record.get("step"), "tool": record.get("name"), "said": said})
+        elif record.get("kind") == "tool_call":
+            calls.append({"step": record.get("step"), "name": record.get("name"), "arguments": record.get("arguments")})
+        elif record.get("kind") == "model_reply" and isinstance(record.get("reply"), dict):
+            reply = record["reply"]
+            said = [c for c in reply.get("tool_calls") or [] if isinstance(c, dict)]
+            replies.append({"step": record.get("step"), "text": str(reply.get("text") or ""), "calls": said})
+    return RunRecord(run_dir, task, state, read_metrics(run_dir), environment, facts, calls, replies)
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    """metrics.jsonl (torn last line skipped); a record without its step, check or result is a RunDirError."""
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return []
+    records = list(iter_records(path))
+    for number, record in enumerate(records, start=1):
+        shape = (record.get("step"), record.get("check"), record.get("result"))
+        if not (isinstance(shape[0], int) and isinstance(shape[1], str) and isinstance(shape[2], dict)):
+            raise RunDirError(f"{path}: record {number} lacks its step, check or result; not a porter measurement")
+    return records
+
+
+_TREES: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+
+
+def _commit_trees(path: str, shas: tuple[str, ...]) -> list[str]:
+    """The tree of each commit (cached: a report asks for every configuration)."""
+    key = (path, shas)
+    if key not in _TREES:
+        try:
+            repo = safe_git.open_repo(path)
+            _TREES[key] = [repo.commit(sha).tree.hexsha for sha in shas]
+        except (safe_git.UntrustedRepo, git.GitError, ValueError):
+            _TREES[key] = []
+    return _TREES[key]
+
+
+def _commit_files(path: str, sha: str) -> list[str]:
+    try:
+        return sorted(safe_git.open_repo(path).commit(sha).stats.files)
+    except (safe_git.UntrustedRepo, git.GitError, ValueError):
+        return []
+
+
+def cli_change(task: Task, before: dict[str, FlagValue], after: dict[str, FlagValue]) -> str:
+    """The flags that differ, as a command line reads them (`--tp 4 --dp 2`; a flag turned off: `no --dp`; a serve
+    environment variable as `NAME=value`, or `unset NAME`). A draft reads whole: when one speculative flag moved,
+    every speculative flag is shown."""
+    changed = {k: v for k, v in after.items() if before.get(k) != v}
+    speculative = task.engine.speculative_flags
+    if any(k in speculative for k in changed):
+        changed.update({k: after.get(k) for k in speculative if k in after})
+    changed = {k: after.get(k) for k in after if k in changed}  # in the command's order
+    set_now = {k: v for k, v in changed.items() if not _off(v)}
+    words = [env_prefix(set_now), *render_flags(set_now)]
+    off = [k for k, v in changed.items() if _off(v) and not _off(before.get(k))]
+    words += [f"unset {k[1:]}" if is_env(k) else f"no --{k}" for k in off]
+    return " ".join(word for word in words if word)
+
+
+def _off(value: FlagValue) -> bool:
+    return value is None or value is False  # not `in (None, False)`: 0 == False
+
+
+def env_prefix(flags: dict[str, FlagValue]) -> str:
+    """The serve process's environment entries of a flag set (`$NAME`), as a shell command's prefix."""
+    return " ".join(f"{name}={shlex.quote(value)}" for name, value in serve_env(flags).items())
+
+
+def readable(task: Task, text: str) -> str:
+    """An agent's words with the flag sets it wrote as Python dicts (`{'tp': 4, 'dp': 2}`) in CLI form."""
+
+    def as_cli(match: re.Match) -> str:
+        try:
+            flags = ast.literal_eval(match.group(0))
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return match.group(0)
+        if not isinstance(flags, dict) or not all(isinstance(key, str) for key in flags):
+            return match.group(0)
+        return f"`{cli_change(task, {}, flags)}`"
+
+    return re.sub(r"\{'[\w.-]+': [^{}]{0,400}\}", as_cli, text)
+
+
+def significant(value: float | None, digits: int = 3) -> str:
+    """A figure to `digits` significant figures, never in exponent form: 854.509 -> 855, 1944.4 -> 1,940."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    if value == 0:
+        return "0"
+    magnitude = math.floor(math.log10(abs(value)))
+    decimals = max(digits - 1 - magnitude, 0)
+    rounded = round(value, digits - 1 - magnitude)
+    return f"{rounded:,.{decimals}f}"
+
+
+def score_text(result: dict) -> str:
+    """A quality score with its 95% interval: 0.975 (95% CI 0.943-0.989, n=200)."""
+    score, low, high = result.get("score"), result.get("ci_low"), result.get("ci_high")
+    if not isinstance(score, int | float):
+        return "-"
+    bounded = isinstance(low, int | float) and isinstance(high, int | float)
+    interval = f"95% CI {low:.3f}-{high:.3f}, " if bounded else ""
+    return f"{score:.3f} ({interval}n={result.get('n')})"
+
+
+def percent(change: float | None) -> str:
+    if change is None or not math.isfinite(change):
+        return "-"
+    return f"{change:+.0%}" if abs(change) >= 0.1 else f"{change:+.1%}"
+
+
+def log_excerpt(
+    run_dir: Path, log: str, key_line: str | None, before: int = EXCERPT_BEFORE, after: int = EXCERPT_AFTER
+) -> list[str]:
+    """The lines of a server log around its key line, as the engine printed them (control characters made
+    printable, very long lines cut). The last lines when the key line is not found."""
+    path = (run_dir / log).resolve()
+    if not path.is_relative_to(run_dir.resolve()) or not path.is_file():
+        return []
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        lines = [line.rstrip("\n") for line in handle]
+    needle = (key_line or "").strip()
+    at = next((i for i in range(len(lines) - 1, -1, -1) if needle and needle in lines[i]), len(lines) - 1)
+    start = max(at - before, 0)
+    shown = lines[start : at + after + 1]
+    # the key line whole (it is what the PR is about), the others cut: a log line can be a megabyte
+    return [printable(line)[: KEY_LINE_WIDTH if start + i == at else EXCERPT_WIDTH] for i, line in enumerate(shown)]
