@@ -27,7 +27,8 @@ from pathlib import PurePosixPath
 from porter.models.base import Message, Model, Reply, ToolCall, ToolSpec, Usage
 from porter.models.remedies import (
     HIP_HEADERS,
-    exclude_alias_lines,
+    exclude_alias_edit,
+    excluded_by_edit,
     flag_candidates,
     pair_candidates,
     renamed_module,
@@ -158,6 +159,10 @@ class Playbook:
         return self._next_candidate()
 
     def _after_revert(self) -> Action:
+        if not any(event.name == "serve" and event.facts.get("healthy") for event in self.history):
+            crash = self._crash_finding().get("category") or "a crash"
+            reason = f"the server never started: the fix tried for {crash} was reverted and no other rule covers it"
+            return Action("finish", {"reason": reason}, "a flag search needs a server that starts")
         return self._next_candidate()
 
     def _serve_or_measure(self) -> Action:
@@ -206,12 +211,13 @@ class Playbook:
 
     def _exclude_rule(self, finding: dict) -> Action | None:
         names = renamed_module(finding.get("facts") or {})
-        if names is None:
+        if names is None or not re.fullmatch(r"[\w.]+", names[3]):
             return None
         checkpoint_prefix = names[3]
         roots = " ".join(repo.path for repo in self.task.patchable_repos())
         patterns = "--include=*.json --include=*.yaml --include=*.yml"
-        command = f"grep -rlF {patterns} -- '{checkpoint_prefix}.' {roots} | xargs -r grep -lw exclude | head -5"
+        spelled = r"(\\)*\.".join(re.escape(part) for part in checkpoint_prefix.split("."))  # also as a re: entry
+        command = f"grep -rlE {patterns} -- '{spelled}' {roots} | xargs -r grep -lw exclude | head -5"
         why = f"find the quantization config that names {checkpoint_prefix}.* (the checkpoint's prefix)"
         return Action("bash", {"command": command}, why, ("exclude", "find"))
 
@@ -302,20 +308,16 @@ class Playbook:
         engine_name, checkpoint_name, engine_prefix, checkpoint_prefix = renamed_module(
             self._crash_finding().get("facts") or {}
         )
-        for line in _file_lines(self.last.text):
-            new = exclude_alias_lines(line, checkpoint_prefix, engine_prefix, checkpoint_name)
-            if new:
-                why = (
-                    f"the quantization config keeps {checkpoint_prefix}.* modules unquantized, but the engine "
-                    f"registers this one as {engine_name}; exclude it under that name too"
-                )
-                return Action(
-                    "edit_file",
-                    {"path": self.last.arguments["path"], "old": line, "new": new},
-                    why,
-                    ("exclude", "done"),
-                )
-        return self._after_failure()
+        edit = exclude_alias_edit(_file_lines(self.last.text), checkpoint_prefix, engine_prefix, checkpoint_name)
+        if edit is None:
+            return self._after_failure()
+        why = (
+            f"the quantization config keeps {checkpoint_prefix}.* modules unquantized, but the engine registers "
+            f"this one as {engine_name}; exclude its module group under that prefix too, as the loader matches "
+            "entries (exact names or re:)"
+        )
+        arguments = {"path": self.last.arguments["path"], "old": edit[0], "new": edit[1]}
+        return Action("edit_file", arguments, why, ("exclude", "done"))
 
     # ------------------------------------------------------------ measuring and searching
 
@@ -477,8 +479,7 @@ def _summary_of_fix(event: Event) -> str:
     if rule == "guard":
         return f"Guard the CUDA-only include in {name} for ROCm"
     if rule == "exclude":
-        added = re.search(r"[\"']([\w.*]+)[\"']", event.arguments.get("new", ""))
-        return f"Keep {added.group(1) if added else 'the renamed module'} unquantized"
+        return f"Keep {excluded_by_edit(event.arguments.get('old', ''), event.arguments.get('new', ''))} unquantized"
     return f"Fix {name}"
 
 
