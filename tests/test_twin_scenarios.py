@@ -100,8 +100,9 @@ def scenario_twin(request, tmp_path: Path):
 
 
 def apply_fix(twin: LocalTwin, spec: dict, name: str) -> str:
-    """The flags to serve with after the scenario's known fix is applied."""
+    """The flags to serve with after the scenario's known fix is applied (its environment, if any, set)."""
     fix = spec["fix"]
+    twin.environment.update(fix.get("env") or {})
     if "patch" in fix:
         patch = TWIN / "scenarios" / name / fix["patch"]
         checkpoint = "a/config.json" in patch.read_text()

@@ -4,11 +4,13 @@ One replica (a TP group) runs one step at a time. Prefill, per uncached prompt t
 dense compute over the TP group, plus an all-reduce cost that grows with TP size; cached prefix tokens cost
 almost nothing. A decode step: weight reads (nearly flat in TP at batch 1), all-reduce latency (which the
 fused all-reduce shortens, most at TP8), a per-sequence cost and a KV-read cost per cached context token
-(what a narrower KV cache dtype saves: decode reads, not prefill compute). The MoE part runs at the tuned
-speed only when the engine launched a tuned kernel for the shape (a kernel name this device knows); the
-default path is slower. Speculative decoding: each draft step costs a small forward, verifying the draft
-tokens costs more the larger the batch, and each request advances by 1 + the expected number of accepted
-draft tokens, from an acceptance-by-position profile scaled by how predictable the request's text is.
+(what a narrower KV cache dtype saves: decode reads, not prefill compute; the DSA decode backend the engine
+chose reads them at its own speed). The MoE part of a step runs at the tuned speed only when the engine
+launched a tuned kernel for that step (a kernel name this device knows): a step whose size the tuned config
+has no row for runs on the slower default path. Speculative decoding: each draft step costs a small forward,
+verifying the draft tokens costs more the larger the batch, and each request advances by 1 + the expected
+number of accepted draft tokens, from an acceptance-by-position profile scaled by how predictable the
+request's text is.
 Start-up: each stage takes the node's time (process group, reading the checkpoint at disk speed or from the
 page cache once read, a kernel build, graph capture per batch size); the engine sleeps it, scaled by its clock.
 Parameters can be overridden per scenario (scenario.json "device").
@@ -40,6 +42,7 @@ DEFAULTS: dict = {
     "decode_allreduce_ms": {"1": 0.0, "2": 0.6, "4": 1.05, "8": 1.45},
     "decode_per_sequence_ms": 0.15,
     "decode_kv_ms_per_1k_tokens": 0.75,
+    "dsa_decode_kv_factor": {"triton": 1.25},  # the sparse-attention decode backends' KV reads, against tilelang's
     "kv_read_factor": {"fp8_e4m3": 0.5, "fp8_e5m2": 0.5, "fp4_e2m1": 0.3},
     # P(the draft token at position k is accepted), a public GLM-5.2 MTP run on MI355X (about 2 of 5 accepted)
     "draft_acceptance_by_position": [0.94, 0.67, 0.28, 0.08, 0.02],
@@ -82,28 +85,29 @@ class Device:
         values = {int(size): value for size, value in self.p[table].items()}
         return values[min(values, key=lambda size: abs(size - tp))]
 
-    def moe_tuned(self, config: dict) -> bool:
-        kernels = config.get("moe_kernels") or []
-        return bool(kernels) and all(KERNEL_NAME.match(name or "") for name in kernels)
+    @staticmethod
+    def moe_tuned(kernel: str) -> bool:
+        return bool(KERNEL_NAME.match(kernel or ""))
 
     def _allreduce_factor(self, config: dict, phase: str) -> float:
         return self.p["allreduce_fusion_factor"][phase] if config.get("allreduce_fusion") else 1.0
 
-    def prefill_ms(self, config: dict, uncached: int, cached: int) -> float:
+    def prefill_ms(self, config: dict, uncached: int, cached: int, moe_kernel: str = "") -> float:
         p, tp = self.p, int(config.get("tp", 8))
-        moe = p["prefill_moe_tuned_ms"] * (1.0 if self.moe_tuned(config) else p["moe_default_slowdown"])
+        moe = p["prefill_moe_tuned_ms"] * (1.0 if self.moe_tuned(moe_kernel) else p["moe_default_slowdown"])
         per_token = (p["prefill_attention_ms"] + moe + p["prefill_dense_ms"]) * 8 / tp
         allreduce = self._by_tp("prefill_allreduce_ms", tp) * self._allreduce_factor(config, "prefill")
         return (
             p["prefill_batch_overhead_ms"] + uncached * (per_token + allreduce) + cached * p["prefill_cached_token_ms"]
         )
 
-    def decode_ms(self, config: dict, batch: int, context: int) -> float:
+    def decode_ms(self, config: dict, batch: int, context: int, moe_kernel: str = "") -> float:
         p, tp = self.p, int(config.get("tp", 8))
         weights = self._by_tp("decode_weights_ms", tp)
-        weights *= 1.0 if self.moe_tuned(config) else p["decode_moe_default_slowdown"]
+        weights *= 1.0 if self.moe_tuned(moe_kernel) else p["decode_moe_default_slowdown"]
         allreduce = self._by_tp("decode_allreduce_ms", tp) * self._allreduce_factor(config, "decode")
         kv_factor = p["kv_read_factor"].get(config.get("kv_cache_dtype"), 1.0)
+        kv_factor *= p["dsa_decode_kv_factor"].get(config.get("dsa_decode_backend"), 1.0)
         kv_read = p["decode_kv_ms_per_1k_tokens"] * context / 1000 * kv_factor
         step = weights + allreduce + p["decode_per_sequence_ms"] * batch + kv_read
         steps, drafts = self._draft_shape(config)

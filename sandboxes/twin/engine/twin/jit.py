@@ -79,3 +79,13 @@ def mla_rope_and_cache() -> int:
     positions = (ctypes.c_int32 * tokens)(0, 1, 2, 3)
     cache = (ctypes.c_uint16 * (tokens * rope_dim))()
     return library.twin_mla_rope_and_cache(positions, cache, tokens, rope_dim)
+
+
+def topk_v2(rows: int = 2, width: int = 8, topk: int = 2) -> int:
+    """Build the fused DSA top-k v2 kernel and run it on a tiny batch (the start-up smoke test)."""
+    library = build("topk_v2", "topk_v2_kernels.cpp")
+    scores = (ctypes.c_float * (rows * width))(*[float(i % 3) for i in range(rows * width)])
+    lengths = (ctypes.c_int32 * rows)(*[width] * rows)
+    table = (ctypes.c_int32 * (rows * width))(*range(rows * width))
+    out = (ctypes.c_int32 * (rows * topk))()
+    return library.twin_topk_transform_paged_v2(scores, lengths, table, out, rows, width, topk)

@@ -1,10 +1,11 @@
 """`python3 -m twin.launch_server`: sglang-style flags, start-up (load, kernels, memory), then the HTTP server.
 
 Start-up runs the real code paths that carry the day-0 defects: the Quark exclude lookup while building
-parameter slots, the weight loader's shape check, the JIT build of C++ kernels through hipcc, the MoE
-tuned-config lookup and the memory plan. Any start-up exception is printed per rank the way sglang's
-scheduler processes print it, and the process exits with status 1. Does not cover request handling
-(openai_api.py) or how fast anything runs (the device, device.py).
+parameter slots, the weight loader's shape check, the JIT build of C++ kernels through hipcc, the DSA
+backends and top-k path, the MoE tuned-config lookup for the captured batch sizes and the memory plan. Any
+start-up exception is printed per rank the way sglang's scheduler processes print it, and the process exits
+with status 1. Does not cover request handling (openai_api.py) or how fast anything runs (the device,
+device.py).
 """
 
 import argparse
@@ -15,7 +16,7 @@ import time
 import traceback
 from pathlib import Path
 
-from twin import attention, device, jit, logs, memory, moe, solver
+from twin import attention, device, dsa, jit, logs, memory, moe, solver
 from twin.http_server import make_connection_handler
 from twin.model_loader import loader
 from twin.models import glm5
@@ -45,6 +46,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--enable-aiter-allreduce-fusion", action="store_true")
     parser.add_argument("--mem-fraction-static", type=float, default=0.85)
     parser.add_argument("--attention-backend", default=None, choices=list(attention.BACKENDS))
+    parser.add_argument("--dsa-prefill-backend", default=None, choices=list(dsa.BACKEND_CHOICES))
+    parser.add_argument("--dsa-decode-backend", default=None, choices=list(dsa.BACKEND_CHOICES))
     parser.add_argument("--context-length", type=int, default=None)
     parser.add_argument("--chunked-prefill-size", type=int, default=16384)
     parser.add_argument("--max-running-requests", type=int, default=256)
@@ -64,7 +67,8 @@ class Engine:
         self.model_path = Path(args.model_path)
         self.config = json.loads((self.model_path / "config.json").read_text())
         self.context_length = args.context_length or self.config["max_position_embeddings"]
-        self.moe_kernels: list[str] = []
+        self.moe: moe.Selector | None = None
+        self.dsa_backends: tuple[str, str] | None = None
         self.garbage: tuple[str, ...] = ()
         self.max_total_tokens = 0
 
@@ -79,6 +83,10 @@ class Engine:
         backend = attention.select_backend(args.attention_backend, use_mla=True)
         logs.info(f"Attention backend: {backend}, arch={attention.gpu_arch()}, kv_cache_dtype={args.kv_cache_dtype}")
         attention.check_kv_dtype(backend, attention.kv_torch_dtype(args.kv_cache_dtype))
+        if dsa.is_dsa(self.config):
+            self.dsa_backends = dsa.resolve_backends(
+                args.dsa_prefill_backend, args.dsa_decode_backend, args.kv_cache_dtype
+            )
         self._load_weights()
         self._select_kernels(backend)
         self._plan_memory()
@@ -120,13 +128,14 @@ class Engine:
         args, config = self.args, self.config
         attention.check_backend(backend, config["kv_lora_rank"], config["qk_rope_head_dim"])
         jit.mla_rope_and_cache()
+        # each TP rank holds 1/tp of every expert's intermediate width, and aiter keys its configs by that width
         shape = moe.MoeShape(
             config["hidden_size"],
-            config["moe_intermediate_size"],
+            config["moe_intermediate_size"] // args.tp,
             config["n_routed_experts"],
             config["num_experts_per_tok"],
         )
-        self.moe_kernels = moe.select(shape)
+        self.moe = moe.Selector(shape)
         if args.speculative_algorithm and args.speculative_num_steps >= 4:
             logs.info(f"Draft depth {args.speculative_num_steps} >= 4: using the fused multi-step metadata kernel")
             jit.fused_multistep_metadata(args.speculative_num_steps, args.speculative_eagle_topk or 1)
@@ -152,6 +161,10 @@ class Engine:
         )
         logs.info(f"Capture cuda graph bs {CAPTURE_BATCH_SIZES}", logs.rank_names(args.tp, args.dp)[0])
         memory.capture_graphs(memory_plan)
+        if self.dsa_backends and dsa.use_topk_v2():
+            jit.topk_v2()
+        for batch_size in CAPTURE_BATCH_SIZES:  # each captured decode runs the MoE at its own size
+            self.moe.kernel(batch_size * self.tokens_per_decode_step())
         elapsed = device.wait("capture", batch_sizes=len(CAPTURE_BATCH_SIZES))
         used = memory_plan.workspace_needed_gb
         logs.per_rank(
@@ -171,6 +184,11 @@ class Engine:
                 f"avail mem={free - used - 0.52:.2f} GB."
             )
 
+    def tokens_per_decode_step(self) -> int:
+        """Tokens one running request puts through the target model per decode step (its drafts when verifying)."""
+        args = self.args
+        return (args.speculative_num_draft_tokens or 1) if args.speculative_algorithm else 1
+
     def launch_config(self) -> dict:
         """What one replica launches on the device: its TP group, KV dtype, kernels and draft shape."""
         args = self.args
@@ -179,7 +197,7 @@ class Engine:
             "tp": args.tp,
             "dp": args.dp,
             "kv_cache_dtype": args.kv_cache_dtype,
-            "moe_kernels": self.moe_kernels,
+            "dsa_decode_backend": self.dsa_backends[1] if self.dsa_backends else None,
             "allreduce_fusion": args.enable_aiter_allreduce_fusion,
             "spec_steps": (args.speculative_num_steps or 0) if speculative else 0,
             "spec_topk": (args.speculative_eagle_topk or 1) if speculative else 0,
@@ -192,7 +210,7 @@ class Engine:
         return info | {
             "context_length": self.context_length,
             "max_total_num_tokens": self.max_total_tokens,
-            "moe_tuned": all(self.moe_kernels),
+            "moe_tuned": self.moe.all_tuned(),
             "version": "0.5.6.twin",
         }
 
@@ -210,7 +228,8 @@ async def serve(engine: Engine) -> None:
     cache_tokens = min(engine.max_total_tokens, PREFIX_CACHE_TOKEN_LIMIT)
     ranks = logs.rank_names(args.tp, args.dp)[:: args.tp]  # each replica's first TP rank logs its batches
     replicas = [
-        Replica(config, cache_tokens, args.chunked_prefill_size, args.max_running_requests, rank) for rank in ranks
+        Replica(config, cache_tokens, args.chunked_prefill_size, args.max_running_requests, rank, engine.moe)
+        for rank in ranks
     ]
     router = Router(replicas)
     router.start()

@@ -84,15 +84,19 @@ def load_weights(params: dict[str, Parameter], tensors, config: dict, draft: boo
         mtp_name = glm5.draft_name(tensor.name, nextn_layer)
         if draft != (mtp_name is not None):
             continue
-        name = mtp_name if draft else tensor.name
+        name, shard = glm5.slot_name(mtp_name if draft else tensor.name)
         param = params[name]
-        default_weight_loader(param, tensor)
+        default_weight_loader(param.shard(shard) if shard else param, tensor)
         loaded += 1
     return loaded
 
 
-def build_params(slots: dict[str, tuple[tuple, str]]) -> dict[str, Parameter]:
-    return {name: Parameter(name, Size(shape), dtype) for name, (shape, dtype) in slots.items()}
+def build_params(slots: dict[str, tuple]) -> dict[str, Parameter]:
+    """Parameters from slots: (shape, dtype), or (shape, dtype, shards) for a fused module."""
+    return {
+        name: Parameter(name, Size(slot[0]), slot[1], shards=slot[2] if len(slot) > 2 else None)
+        for name, slot in slots.items()
+    }
 
 
 def garbage_modules(params: dict[str, Parameter]) -> tuple[str, ...]:

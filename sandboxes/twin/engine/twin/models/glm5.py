@@ -3,45 +3,62 @@
 Layers 0-2 are dense, 3-77 are MoE (256 routed experts, top-8, one shared expert); the checkpoint's layer 78
 is the MTP (next-n) head. The target model skips layer 78. With speculative decoding the draft model
 registers that layer as `model.decoder.*` (its embedding projections at `model.eh_proj` etc.), the way
-sglang's next-n model does, and `load_weights` renames checkpoint names accordingly.
+sglang's next-n model does, and `load_weights` renames checkpoint names accordingly. Linear modules are
+registered fused where sglang fuses them (gate_up_proj, fused_qkv_a_proj_with_mqa); `slot_name` maps a
+checkpoint shard to its fused slot.
 Does not cover reading files (model_loader/) or the quant config format (quantization.py).
 """
 
-from twin.quantization import QuarkConfig
+from twin.quantization import PACKED_MODULES, QuarkConfig
 
 DENSE_LAYERS = 3
 
 
-def _linear_modules(prefix: str, config: dict, layer_index: int) -> list[tuple[str, int, int]]:
+def _linear_modules(prefix: str, config: dict, layer_index: int) -> list[tuple[str, list[tuple[str, int]], int]]:
+    """(module, [(checkpoint shard, rows), ...], in_features) of one layer's linear modules, fused as sglang's
+    DeepseekV2 layers register them: q_a_proj + kv_a_proj_with_mqa, gate_proj + up_proj."""
     hidden, heads = config["hidden_size"], config["num_attention_heads"]
     q_rank, kv_rank = config["q_lora_rank"], config["kv_lora_rank"]
     qk_head = config["qk_nope_head_dim"] + config["qk_rope_head_dim"]
+    attn, kv_a = f"{prefix}.self_attn", kv_rank + config["qk_rope_head_dim"]
     modules = [
-        (f"{prefix}.self_attn.q_a_proj", q_rank, hidden),
-        (f"{prefix}.self_attn.q_b_proj", heads * qk_head, q_rank),
-        (f"{prefix}.self_attn.kv_a_proj_with_mqa", kv_rank + config["qk_rope_head_dim"], hidden),
-        (f"{prefix}.self_attn.kv_b_proj", heads * (config["qk_nope_head_dim"] + config["v_head_dim"]), kv_rank),
-        (f"{prefix}.self_attn.o_proj", hidden, heads * config["v_head_dim"]),
+        (f"{attn}.fused_qkv_a_proj_with_mqa", [("q_a_proj", q_rank), ("kv_a_proj_with_mqa", kv_a)], hidden),
+        (f"{attn}.q_b_proj", [("q_b_proj", heads * qk_head)], q_rank),
+        (f"{attn}.kv_b_proj", [("kv_b_proj", heads * (config["qk_nope_head_dim"] + config["v_head_dim"]))], kv_rank),
+        (f"{attn}.o_proj", [("o_proj", hidden)], heads * config["v_head_dim"]),
     ]
     if layer_index < DENSE_LAYERS:
-        inter = config["intermediate_size"]
-        mlp = [("gate_proj", inter, hidden), ("up_proj", inter, hidden), ("down_proj", hidden, inter)]
-        return modules + [(f"{prefix}.mlp.{name}", out, inp) for name, out, inp in mlp]
-    shared = config["moe_intermediate_size"] * config["n_shared_experts"]
-    mlp = [("gate_proj", shared, hidden), ("up_proj", shared, hidden), ("down_proj", hidden, shared)]
-    return modules + [(f"{prefix}.mlp.shared_experts.{name}", out, inp) for name, out, inp in mlp]
+        mlp, inter = f"{prefix}.mlp", config["intermediate_size"]
+    else:
+        mlp, inter = f"{prefix}.mlp.shared_experts", config["moe_intermediate_size"] * config["n_shared_experts"]
+    return modules + [
+        (f"{mlp}.gate_up_proj", [("gate_proj", inter), ("up_proj", inter)], hidden),
+        (f"{mlp}.down_proj", [("down_proj", hidden)], inter),
+    ]
 
 
-def _layer_slots(prefix: str, config: dict, layer_index: int, quant: QuarkConfig) -> dict[str, tuple[tuple, str]]:
+def _module_slots(quant: QuarkConfig, module: str, shards: list[tuple[str, int]], in_features: int) -> dict:
+    """A (possibly fused) module's slots: each parameter's shape, dtype and where each checkpoint shard goes."""
+    slots = quant.weight_slots(module, sum(rows for _, rows in shards), in_features)
+    if len(shards) == 1:
+        return slots
+    offsets, start = {}, 0
+    for shard, rows in shards:
+        offsets[shard] = (start, rows)
+        start += rows
+    return {name: (shape, dtype, offsets) for name, (shape, dtype) in slots.items()}
+
+
+def _layer_slots(prefix: str, config: dict, layer_index: int, quant: QuarkConfig) -> dict[str, tuple]:
     hidden = config["hidden_size"]
-    slots: dict[str, tuple[tuple, str]] = {
+    slots: dict[str, tuple] = {
         f"{prefix}.input_layernorm.weight": ((hidden,), "BF16"),
         f"{prefix}.post_attention_layernorm.weight": ((hidden,), "BF16"),
         f"{prefix}.self_attn.q_a_layernorm.weight": ((config["q_lora_rank"],), "BF16"),
         f"{prefix}.self_attn.kv_a_layernorm.weight": ((config["kv_lora_rank"],), "BF16"),
     }
-    for module, out_features, in_features in _linear_modules(prefix, config, layer_index):
-        slots.update(quant.weight_slots(module, out_features, in_features))
+    for module, shards, in_features in _linear_modules(prefix, config, layer_index):
+        slots.update(_module_slots(quant, module, shards, in_features))
     if layer_index >= DENSE_LAYERS:
         experts, inter = config["n_routed_experts"], config["moe_intermediate_size"]
         group = quant.group_size
@@ -52,6 +69,16 @@ def _layer_slots(prefix: str, config: dict, layer_index: int, quant: QuarkConfig
         slots[f"{prefix}.mlp.experts.w2_weight"] = ((experts, hidden, inter // 2), "U8")
         slots[f"{prefix}.mlp.experts.w2_weight_scale"] = ((experts, hidden, inter // group), "U8")
     return slots
+
+
+def slot_name(checkpoint_name: str) -> tuple[str, str | None]:
+    """The engine slot a checkpoint tensor loads into, and the shard it fills when the module is fused (sglang's
+    stacked_params_mapping: `...gate_proj.weight` -> (`...gate_up_proj.weight`, "gate_proj"))."""
+    for fused, shards in PACKED_MODULES.items():
+        for shard in shards:
+            if f".{shard}." in checkpoint_name:
+                return checkpoint_name.replace(f".{shard}.", f".{fused}."), shard
+    return checkpoint_name, None
 
 
 def target_params(config: dict, quant: QuarkConfig) -> dict[str, tuple[tuple, str]]:
@@ -72,8 +99,10 @@ def draft_params(config: dict, quant: QuarkConfig) -> dict[str, tuple[tuple, str
         "model.hnorm.weight": ((hidden,), "BF16"),
         "model.shared_head.norm.weight": ((hidden,), "BF16"),
     }
-    slots.update(quant.weight_slots("model.eh_proj", hidden, 2 * hidden))
-    slots.update(quant.weight_slots("model.shared_head.head", vocab, hidden))
+    # the head's own projections stay bf16 whatever the exclude list says: its lm head is not a quantizable linear
+    # in sglang (ParallelLMHead), and eh_proj is built as a plain linear
+    slots["model.eh_proj.weight"] = ((hidden, 2 * hidden), "BF16")
+    slots["model.shared_head.head.weight"] = ((vocab, hidden), "BF16")
     slots.update(_layer_slots("model.decoder", config, config["num_hidden_layers"], quant))
     return slots
 
