@@ -11,6 +11,7 @@ import pytest
 import yaml
 from twin_tasks import ROOT, bringup_task_data, build_twin, fast_task_data, run_with, tool_results, write_task
 
+from porter.models.playbook import Event, Playbook
 from porter.models.remedies import (
     exclude_alias_edit,
     excluded_by_edit,
@@ -147,3 +148,21 @@ def test_flag_searches_follow_the_tunables():
         {"tp-size": 4, "dp-size": 2},
         {"tp-size": 2, "dp-size": 4},
     ]
+
+
+def started(inter_dim: int) -> Event:
+    """A healthy start whose log warns of an untuned MoE shape (aiter's key, as triage reads it)."""
+    shape = {"arch": "gfx950", "cu_num": "256", "token": "1", "model_dim": "6144", "inter_dim": str(inter_dim)}
+    finding = {"category": "slow_fallback_perf", "facts": {"shape": {**shape, "expert": "256", "topk": "8"}}}
+    return Event("serve", {}, None, ok=True, facts={"healthy": True, "findings": [finding]})
+
+
+def test_a_reverted_tune_runs_again_only_for_a_shape_it_did_not_answer():
+    """The tuned config did not pay at TP8 (reverted); TP4 reports its own expert width untuned: tune again."""
+    task = load_task(ROOT / "tasks" / "twin_glm52.yaml")
+    tune = Event("tune", {"name": "moe-fp4"}, ("search", "throughput"), ok=True)
+    revert = Event("revert", {}, None, ok=True)
+    assert Playbook(task, [started(256)])._tune_candidate().arguments == {"name": "moe-fp4"}
+    assert Playbook(task, [started(256), tune, started(256), revert, started(256)])._tune_candidate() is None
+    again = Playbook(task, [started(256), tune, started(256), revert, started(512)])._tune_candidate()
+    assert again.arguments == {"name": "moe-fp4"} and "inter_dim=512" in again.why

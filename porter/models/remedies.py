@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from pathlib import PurePosixPath
 
 from porter.task import FlagValue, Task, TuneSpec
 
@@ -156,6 +157,75 @@ def _spell(entry: str, quote: str) -> str:
     if quote == '"':
         return json.dumps(entry)
     return f"{quote}{entry}{quote}"
+
+
+def guarded_include(lines: list[str], header: str, macro: str) -> tuple[str, str] | None:
+    """(line, replacement) that puts a CUDA-only `#include` under the ROCm macro, with the HIP header for ROCm."""
+    pattern = rf"#\s*include\s*[<\"]{re.escape(header)}[>\"]"
+    line = next((line for line in lines if re.search(pattern, line)), None)
+    if line is None:
+        return None
+    return line, f"#ifdef {macro}\n#include <{HIP_HEADERS[header]}>\n#else\n{line}\n#endif"
+
+
+def next_flag_value(values: list[FlagValue], current: FlagValue, in_use: list[FlagValue], lower: bool) -> FlagValue:
+    """Another allowed value of a tunable: the next lower number for memory, else the first that is neither set nor
+    what the engine chose itself; None when there is none."""
+    options = [v for v in values if v != current and v is not None and v not in in_use]
+    if lower:
+        numbers = [v for v in values if isinstance(v, int | float)]
+        ceiling = current if isinstance(current, int | float) else max(numbers, default=0)
+        options = sorted((v for v in options if isinstance(v, int | float) and v < ceiling), reverse=True)
+    return options[0] if options else None
+
+
+def untuned_shapes(serve_facts: dict) -> list[dict]:
+    """The shapes a healthy start's slow-fallback findings name."""
+    findings = serve_facts.get("findings") or []
+    return [(f.get("facts") or {}).get("shape") or {} for f in findings if f.get("category") == "slow_fallback_perf"]
+
+
+def shape_signature(shape: dict) -> tuple:
+    """A shape without its size field (aiter's `token`: each forward's M), which every warning line varies."""
+    return tuple(sorted((key, str(value)) for key, value in shape.items() if key != "token"))
+
+
+def holds_all(flags: dict, candidate: dict) -> bool:
+    """`flags` already hold every value of the candidate."""
+    return all(flags.get(flag) == value for flag, value in candidate.items())
+
+
+def fix_subject(rule: str, arguments: dict) -> str:
+    """A commit subject a reviewer can act on, from what a rule's edit changed."""
+    name = PurePosixPath(arguments.get("path", "")).name
+    if rule == "guard":
+        return f"Guard the CUDA-only include in {name} for ROCm"
+    if rule == "exclude":
+        return f"Keep {excluded_by_edit(arguments.get('old', ''), arguments.get('new', ''))} unquantized"
+    return f"Fix {name}"
+
+
+def repo_path(roots: list[str], file: str | None) -> str | None:
+    """A file named in a log, as a path inside a declared repo (logs may give it relative)."""
+    if not file:
+        return None
+    for root in map(PurePosixPath, roots):
+        path = PurePosixPath(file)
+        if path.is_absolute() and root in path.parents:
+            return str(path)
+        if not path.is_absolute():
+            return str(root / path)
+    return None
+
+
+def file_lines(read_file_text: str) -> list[str]:
+    """The file's lines from a read_file result ("   12  text" per line after a header line)."""
+    lines = []
+    for line in read_file_text.splitlines()[1:]:
+        match = re.match(r"^\s*\d+  (.*)$", line)
+        if match:
+            lines.append(match.group(1))
+    return lines
 
 
 def values_in_use(values: list[FlagValue], lines: list[str]) -> list[FlagValue]:
