@@ -9,6 +9,7 @@ import asyncio
 import base64
 import io
 import json
+import re
 import subprocess
 import tarfile
 import time
@@ -141,8 +142,8 @@ def test_defects_a_and_b_reproduce_and_their_fixes_make_the_server_start(twin: T
 
 
 def test_defect_c_slow_fallback_until_the_tuner_writes_the_config(twin: Twin) -> None:
-    """aiter looks a config up per padded M: a row for M=1 leaves the prefill of a burst (3000 tokens a replica,
-    padded 4096) on the default kernels; rows for every size make it faster."""
+    """aiter looks a config up per padded M: a row for M=1 leaves the prefills of a burst (1000+ new tokens each)
+    on the default kernels; rows for every size make it faster."""
     url = twin.start(PORTS[0], "--tp 4 --dp 2")
     assert "[fused_moe] using 2stage default for ('gfx950', 256, 1, 6144, 512, 256, 8, " in twin.log(PORTS[0])
     before = asyncio.run(burst_seconds(url, requests=6, input_tokens=1000))
@@ -151,7 +152,8 @@ def test_defect_c_slow_fallback_until_the_tuner_writes_the_config(twin: Twin) ->
     assert code == 0 and "wrote 1 tuned rows" in output
     url = twin.start(PORTS[1], "--tp 4 --dp 2")
     one_row = asyncio.run(burst_seconds(url, requests=6, input_tokens=1000))
-    assert "[fused_moe] using 2stage default for ('gfx950', 256, 4096, 6144, 512, " in twin.log(PORTS[1])
+    prefills = re.findall(r"using 2stage default for \('gfx950', 256, (\d+), 6144, 512, ", twin.log(PORTS[1]))
+    assert any(int(m) >= 1024 for m in prefills)  # the burst's prefills (1000+ new tokens each) miss too
     code, output = twin.sh(f"{tune} {','.join(str(2**power) for power in range(16))}")
     assert code == 0 and "wrote 16 tuned rows" in output
     assert twin.sh("git status --short")[1].strip() == "M twin/configs/tuned_fmoe.csv"
