@@ -67,8 +67,9 @@ def test_the_playbook_tunes_an_untuned_shape(docker_client, tmp_path):
 @pytest.mark.docker
 @pytest.mark.parametrize("scenario", ["ckpt-name-keyerror", "fp8-fnuz-gfx950", "nv-bf16-macro", "dsa-topk-v2-gfx950"])
 def test_the_playbook_stops_cleanly_where_no_rule_applies(docker_client, tmp_path, scenario):
-    """dsa-topk-v2-gfx950: the guard rule fixes the missing header, the next error has no rule, the guard is
-    reverted and the run stops (the fix is the serve environment, not yet a tool of porter)."""
+    """dsa-topk-v2-gfx950 (the fix is the serve environment, not yet a tool of porter): its first error, a CUDA-only
+    <cooperative_groups.h>, reads as a compile error today and the run stops at once; read as a missing guard, the
+    guard rule would fix the header, the next error has no rule, and the guard is reverted before the stop."""
     build_twin(scenario)
     ctx = run_with(bring_up_task(tmp_path, f"twin_{scenario.replace('-', '_')}.yaml"))
     assert not ctx.state.solved
