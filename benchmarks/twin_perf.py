@@ -101,7 +101,15 @@ def lay_out(root: Path, tuned: bool) -> Path:
     return tree
 
 
+def recipe() -> tuple[list[str], dict[str, str]]:
+    """The DSA flags and serve environment every story configuration keeps: the flagship task's (the recipe)."""
+    task = yaml.safe_load(FLAGSHIP.read_text())
+    flags = [f"--{flag}={value}" for flag, value in task["serve"]["flags"].items() if flag.startswith("dsa-")]
+    return flags, {name: value for name, value in task["sandbox"]["env"].items() if name.startswith("SGLANG_")}
+
+
 def start_server(root: Path, tree: Path, flags: list[str], port: int, log: Path) -> subprocess.Popen:
+    recipe_flags, recipe_environment = recipe()
     command = [
         sys.executable,
         "-m",
@@ -110,9 +118,10 @@ def start_server(root: Path, tree: Path, flags: list[str], port: int, log: Path)
         str(root / "models/glm-5.2-mxfp4"),
         "--port",
         str(port),
+        *recipe_flags,
         *flags,
     ]
-    environment = {**os.environ, "TWIN_JIT_CACHE": str(root / "jit")}
+    environment = {**os.environ, **recipe_environment, "TWIN_JIT_CACHE": str(root / "jit")}
     with log.open("wb") as out:
         return subprocess.Popen(command, cwd=tree, env=environment, stdout=out, stderr=subprocess.STDOUT)
 

@@ -4,12 +4,21 @@ holds the session's playbook run.)"""
 
 from __future__ import annotations
 
+import json
+
 import git
 import pytest
 import yaml
 from twin_tasks import ROOT, bringup_task_data, build_twin, fast_task_data, run_with, tool_results, write_task
 
-from porter.models.remedies import exclude_alias_lines, renamed_module, speculative_configs, topologies
+from porter.models.playbook import Event, Playbook
+from porter.models.remedies import (
+    exclude_alias_edit,
+    excluded_by_edit,
+    renamed_module,
+    speculative_configs,
+    topologies,
+)
 from porter.task import load_task
 
 
@@ -56,12 +65,16 @@ def test_the_playbook_tunes_an_untuned_shape(docker_client, tmp_path):
 
 
 @pytest.mark.docker
-@pytest.mark.parametrize("scenario", ["ckpt-name-keyerror", "fp8-fnuz-gfx950", "nv-bf16-macro"])
+@pytest.mark.parametrize("scenario", ["ckpt-name-keyerror", "fp8-fnuz-gfx950", "nv-bf16-macro", "dsa-topk-v2-gfx950"])
 def test_the_playbook_stops_cleanly_where_no_rule_applies(docker_client, tmp_path, scenario):
+    """dsa-topk-v2-gfx950 (the fix is the serve environment, not yet a tool of porter): its first error, a CUDA-only
+    <cooperative_groups.h>, reads as a compile error today and the run stops at once; read as a missing guard, the
+    guard rule would fix the header, the next error has no rule, and the guard is reverted before the stop."""
     build_twin(scenario)
     ctx = run_with(bring_up_task(tmp_path, f"twin_{scenario.replace('-', '_')}.yaml"))
     assert not ctx.state.solved
-    assert ctx.state.finished and ("no playbook rule" in ctx.state.finished or "did not remove" in ctx.state.finished)
+    reasons = ("no playbook rule", "did not remove", "never started")
+    assert ctx.state.finished and any(reason in ctx.state.finished for reason in reasons)
     assert not ctx.repos["twin"].is_dirty()
     assert ctx.state.repos["twin"].accepted == []
 
@@ -70,33 +83,57 @@ def test_the_playbook_stops_cleanly_where_no_rule_applies(docker_client, tmp_pat
 
 
 def test_renamed_module_finds_both_prefixes():
-    facts = {
-        "parameter": "model.decoder.mlp.shared_experts.gate_proj.weight",
-        "module_prefixes": [
-            "model.decoder.mlp.shared_experts.gate_proj.weight",
-            "model.layers.78.mlp.shared_experts.gate_proj.weight",
-        ],
-    }
-    assert renamed_module(facts) == (
+    """The engine's fused slot against the checkpoint's shard share `mlp.shared_experts`, an unfused one the rest."""
+    checkpoint = "model.layers.78.mlp.shared_experts.gate_proj.weight"
+    for engine in (
+        "model.decoder.mlp.shared_experts.gate_up_proj.weight",
         "model.decoder.mlp.shared_experts.gate_proj.weight",
-        "model.layers.78.mlp.shared_experts.gate_proj.weight",
-        "model.decoder",
-        "model.layers.78",
-    )
+    ):
+        facts = {"parameter": engine, "module_prefixes": [engine, checkpoint]}
+        assert renamed_module(facts) == (engine, checkpoint, "model.decoder", "model.layers.78")
     assert renamed_module({"parameter": "a.b", "module_prefixes": ["x.y"]}) is None
+    assert renamed_module({"parameter": "model.decoder.x.weight", "module_prefixes": ["model.layers.3.y.bias"]}) is None
 
 
-def test_exclude_edit_keeps_the_json_valid():
-    line = '    "model.layers.78.mlp.shared_experts.*"'
-    added = exclude_alias_lines(
-        line, "model.layers.78", "model.decoder", "model.layers.78.mlp.shared_experts.gate_proj.weight"
-    )
-    document = '{"exclude": [\n    "*.mlp.gate",\n' + added + "\n]}"
-    assert yaml.safe_load(document)["exclude"] == [
-        "*.mlp.gate",
-        "model.decoder.mlp.shared_experts.*",
-        "model.layers.78.mlp.shared_experts.*",
-    ]
+CHECKPOINT = "model.layers.78.mlp.shared_experts.gate_proj.weight"
+EXACT = [f"model.layers.78.mlp.shared_experts.{name}" for name in ("down_proj", "gate_proj", "up_proj")]
+ALIASES = [f"model.decoder.mlp.shared_experts.{name}" for name in ("down_proj", "gate_proj", "up_proj")]
+
+
+def edited(text: str) -> str:
+    edit = exclude_alias_edit(text.splitlines(), "model.layers.78", "model.decoder", CHECKPOINT)
+    assert edit is not None
+    return text.replace(edit[0], edit[1], 1)
+
+
+@pytest.mark.parametrize("indent", [2, None], ids=["one entry a line", "one line"])
+def test_exclude_edit_aliases_every_sibling_entry_and_keeps_the_json_valid(indent):
+    """Quark's export lists exact names: the shared expert's three entries each get their engine-side twin (a fused
+    gate_up_proj is excluded only when both of its shards are), other entries of the layer are left alone."""
+    exclude = ["lm_head", "model.layers.78.eh_proj", *EXACT, "model.layers.8.mlp.gate"]
+    text = json.dumps({"exclude": exclude}, indent=indent)
+    after = json.loads(edited(text))["exclude"]
+    assert sorted(set(after) - set(exclude)) == ALIASES and len(after) == len(exclude) + 3
+
+
+def test_exclude_edit_recognises_and_writes_re_entries():
+    """A `re:` entry rooted at the checkpoint's prefix (escaped or not) is rewritten under the engine's prefix, escaped;
+    one that does not cover the failing module is left alone."""
+    for entry, alias in [
+        ("re:model.layers.78.mlp.shared_experts.*", r"re:model\.decoder.mlp.shared_experts.*"),
+        (r"re:model\.layers\.78\..*", r"re:model\.decoder\..*"),
+    ]:
+        text = json.dumps({"exclude": [r"re:.*\.mlp\.gate$", entry]}, indent=2)
+        assert json.loads(edited(text))["exclude"] == [r"re:.*\.mlp\.gate$", alias, entry]
+    only_gates = json.dumps({"exclude": [r"re:.*\.mlp\.gate$", "model.layers.78.eh_proj"]}, indent=2)
+    assert exclude_alias_edit(only_gates.splitlines(), "model.layers.78", "model.decoder", CHECKPOINT) is None
+
+
+def test_exclude_edit_in_a_yaml_list_and_its_commit_subject():
+    text = "exclude:\n" + "".join(f"  - {entry}\n" for entry in EXACT)
+    old, new = exclude_alias_edit(text.splitlines(), "model.layers.78", "model.decoder", CHECKPOINT)
+    assert yaml.safe_load(text.replace(old, new, 1))["exclude"] == [*ALIASES, *EXACT]
+    assert excluded_by_edit(old, new) == "3 modules under model.decoder.mlp.shared_experts"
 
 
 def test_flag_searches_follow_the_tunables():
@@ -112,3 +149,21 @@ def test_flag_searches_follow_the_tunables():
         {"tp-size": 4, "dp-size": 2},
         {"tp-size": 2, "dp-size": 4},
     ]
+
+
+def started(inter_dim: int) -> Event:
+    """A healthy start whose log warns of an untuned MoE shape (aiter's key, as triage reads it)."""
+    shape = {"arch": "gfx950", "cu_num": "256", "token": "1", "model_dim": "6144", "inter_dim": str(inter_dim)}
+    finding = {"category": "slow_fallback_perf", "facts": {"shape": {**shape, "expert": "256", "topk": "8"}}}
+    return Event("serve", {}, None, ok=True, facts={"healthy": True, "findings": [finding]})
+
+
+def test_a_reverted_tune_runs_again_only_for_a_shape_it_did_not_answer():
+    """The tuned config did not pay at TP8 (reverted); TP4 reports its own expert width untuned: tune again."""
+    task = load_task(ROOT / "tasks" / "twin_glm52.yaml")
+    tune = Event("tune", {"name": "moe-fp4"}, ("search", "throughput"), ok=True)
+    revert = Event("revert", {}, None, ok=True)
+    assert Playbook(task, [started(256)])._tune_candidate().arguments == {"name": "moe-fp4"}
+    assert Playbook(task, [started(256), tune, started(256), revert, started(256)])._tune_candidate() is None
+    again = Playbook(task, [started(256), tune, started(256), revert, started(512)])._tune_candidate()
+    assert again.arguments == {"name": "moe-fp4"} and "inter_dim=512" in again.why

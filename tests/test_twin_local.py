@@ -138,11 +138,16 @@ def test_unknown_flag_is_an_argparse_error(layout: Path) -> None:
 
 
 def test_baseline_log_warns_about_the_untuned_moe_shape(server) -> None:
-    _, log = server
+    """aiter's key, looked up by padded M: the captured decode sizes at start-up, a prefill's size when it runs
+    (inter_dim is one TP8 rank's share of 2048)."""
+    url, log = server
+    key = "[fused_moe] using 2stage default for ('gfx950', 256, {}, 6144, 256, 256, 8, 'ActivationType.Silu'"
     text = log.read_text()
-    assert "[fused_moe] using 2stage default for (256, 1, 6144, 2048, 256, 8, 'ActivationType.Silu'" in text
-    assert "[fused_moe] using 2stage default for (256, 16384, 6144, 2048, 256, 8," in text
+    assert key.format(1) in text and key.format(256) in text
     assert text.count("Load weight begin") == 8  # one per simulated TP rank
+    assert key.format(2048) not in text
+    post(url + "/v1/completions", {"prompt": " ".join(["oscar"] * 1500), "max_tokens": 2, "ignore_eos": True})
+    assert key.format(2048) in log.read_text()  # 1500 new tokens pad to 2048
 
 
 def test_completion_usage_counts_tokens_exactly_and_reports_cached_prefix(server) -> None:
@@ -316,18 +321,19 @@ def test_eval_sets_are_reproducible(tmp_path: Path) -> None:
         assert (tmp_path / name).read_bytes() == (DATA / name).read_bytes()
 
 
-def knee_capacity(device: Device, config: dict, replicas: int) -> float:
-    """Uncached prompt tokens per second a node can prefill (the quantity the knee follows)."""
-    overhead = device.prefill_ms(config, 0, 0)
-    return replicas * 8000 / (device.prefill_ms(config, 8000, 0) - overhead) * 1000
+def knee_capacity(device: Device, config: dict, replicas: int, kernel: str = "") -> float:
+    """Uncached prompt tokens per second a node can prefill (the quantity the knee follows), with the MoE kernel
+    the engine launches for a prefill of that size."""
+    overhead = device.prefill_ms(config, 0, 0, kernel)
+    return replicas * 8000 / (device.prefill_ms(config, 8000, 0, kernel) - overhead) * 1000
 
 
-def single_stream(device: Device, config: dict, context: int = 10000) -> float:
+def single_stream(device: Device, config: dict, context: int = 10000, kernel: str = "") -> float:
     """Tokens/s of one request at a context of `context` tokens (the flagship's 10k single stream)."""
-    return 1000 * device.advance(config) / device.decode_ms(config, 1, context)
+    return 1000 * device.advance(config) / device.decode_ms(config, 1, context, kernel)
 
 
-TUNED = ["moe_ck2stages_gemm1_256x128x128x128_2x2_MXFP4_v3"] * 13
+TUNED = "moe_ck2stages_gemm1_256x128x128x128_2x2_MXFP4_v3"
 SPEC_3 = {"spec_steps": 3, "spec_draft_tokens": 4}
 SPEC_5 = {"spec_steps": 5, "spec_draft_tokens": 6}
 LIGHT = {"kv_cache_dtype": "fp8_e4m3", "allreduce_fusion": True}
@@ -338,10 +344,10 @@ def test_device_model_directions_of_the_story() -> None:
     """Prefill sets the knee (topology and the tuned MoE move it; the KV dtype does not); decode sets single-stream
     speed (MTP, the fp8 KV cache's reads at long context, the fused all-reduce, which saves most at TP8)."""
     device = Device()
-    tp8, tp4, tuned = {"tp": 8}, {"tp": 4}, {"tp": 4, "moe_kernels": TUNED}
-    capacities = [knee_capacity(device, tp8, 1)] + [knee_capacity(device, c, 2) for c in (tp4, tuned)]
+    tp8, tp4 = {"tp": 8}, {"tp": 4}
+    capacities = [knee_capacity(device, tp8, 1), knee_capacity(device, tp4, 2), knee_capacity(device, tp4, 2, TUNED)]
     assert capacities == sorted(capacities) and capacities[-1] > 1.6 * capacities[0]
-    assert knee_capacity(device, {**tuned, "kv_cache_dtype": "fp8_e4m3"}, 2) == capacities[-1]
+    assert knee_capacity(device, {**tp4, "kv_cache_dtype": "fp8_e4m3"}, 2, TUNED) == capacities[-1]
     assert single_stream(device, {**tp8, "kv_cache_dtype": "fp8_e4m3"}) > 1.2 * single_stream(device, tp8)
     assert single_stream(device, {**tp8, "kv_cache_dtype": "fp8_e4m3"}, 500) < 1.05 * single_stream(device, tp8, 500)
     fusion_gain = {
@@ -368,7 +374,7 @@ def test_mtp_trades_single_stream_speed_for_batch_cost() -> None:
 def test_mtp_stack_is_about_three_times_the_baseline_single_stream() -> None:
     """The story: ~213 tok/s with fp8 KV + fusion + MTP 5/1/6, from about a third of that without MTP."""
     device = Device()
-    final = single_stream(device, {"tp": 4, "moe_kernels": TUNED, **SPEC_5, **LIGHT})  # the story's configuration
+    final = single_stream(device, {"tp": 4, **SPEC_5, **LIGHT}, kernel=TUNED)  # the story's configuration
     assert abs(final / single_stream(device, {"tp": 8}) / 3.0 - 1) < 0.10
     assert abs(final / 213 - 1) < 0.10
 
@@ -387,10 +393,11 @@ def test_draft_acceptance_by_position_follows_the_public_profile_and_the_text() 
 
 
 def test_a_made_up_kernel_name_does_not_run_at_tuned_speed() -> None:
-    device = Device()
-    made_up = {"tp": 4, "moe_kernels": ["moe_ck2stages_gemm1_fastest_ever"] * 13}
-    assert device.prefill_ms(made_up, 8000, 0) == device.prefill_ms({"tp": 4}, 8000, 0)
-    assert device.prefill_ms({"tp": 4, "moe_kernels": TUNED}, 8000, 0) < device.prefill_ms(made_up, 8000, 0)
+    device, tp4 = Device(), {"tp": 4}
+    made_up = "moe_ck2stages_gemm1_fastest_ever"
+    assert device.prefill_ms(tp4, 8000, 0, made_up) == device.prefill_ms(tp4, 8000, 0)
+    assert device.prefill_ms(tp4, 8000, 0, TUNED) < device.prefill_ms(tp4, 8000, 0, made_up)
+    assert device.decode_ms(tp4, 16, 4000, TUNED) < device.decode_ms(tp4, 16, 4000, made_up)
 
 
 def test_nothing_of_the_device_is_in_the_sandbox_tree(layout: Path) -> None:
@@ -423,7 +430,7 @@ def test_without_a_device_the_engine_sees_no_gpu(layout: Path, tmp_path: Path) -
     ("before", "after", "story"),
     [
         (({"tp": 8}, 1), ({"tp": 4}, 2), 1944 / 1461),  # TP8 -> TP4xDP2, output tok/s/node at the knee
-        (({"tp": 4}, 2), ({"tp": 4, "moe_kernels": TUNED}, 2), 2626 / 1944),  # the tuned MoE config
+        (({"tp": 4}, 2), ({"tp": 4}, 2, TUNED), 2626 / 1944),  # the tuned MoE config, at the prefill's size
     ],
     ids=["tp8-to-tp4dp2", "tuned-moe"],
 )

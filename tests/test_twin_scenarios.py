@@ -110,8 +110,9 @@ def front_spec(name: str, front: str) -> dict:
 
 
 def apply_fix(twin: LocalTwin, spec: dict) -> str:
-    """The flags to serve with after the scenario's known fix is applied."""
+    """The flags to serve with after the scenario's known fix is applied (its environment, if any, set)."""
     fix = spec["fix"]
+    twin.environment.update(fix.get("env") or {})
     if "patch" in fix:
         patch = (TWIN / "scenarios" / spec["name"] / fix["patch"]).resolve()
         checkpoint = "a/config.json" in patch.read_text()

@@ -5,8 +5,8 @@ field of the message) and answers with the next tool call. Rules are keyed by tr
 facts (file, header, module names, shapes, flags), never an engine's file names or a scenario's text:
 - missing CUDA-only header under ROCm -> guard the include with the ROCm macro and the HIP header;
 - weight-load shape mismatch on a module the quantization config meant to keep unquantized, registered
-  under another prefix -> add the exclude entry under the name the engine uses;
-- slow fallback for a shape -> run the task's tuning command for that shape;
+  under another prefix -> add its exclude entries under the engine's prefix (exact names or `re:`);
+- slow fallback for a shape -> run the task's tuning command for that shape (again for a shape it did not answer);
 - out of memory -> the next lower value of a memory tunable the log names; an unsupported kernel or
   backend -> another allowed value of the flag the log names;
 - below target once healthy -> walk the task's tunables (speculative decoding for single-stream speed,
@@ -22,18 +22,9 @@ import json
 import re
 from dataclasses import dataclass, field
 from itertools import count
-from pathlib import PurePosixPath
 
+from porter.models import remedies
 from porter.models.base import Message, Model, Reply, ToolCall, ToolSpec, Usage
-from porter.models.remedies import (
-    HIP_HEADERS,
-    exclude_alias_lines,
-    flag_candidates,
-    pair_candidates,
-    renamed_module,
-    tuning_command_for,
-    values_in_use,
-)
 from porter.task import Task
 
 TAG = re.compile(r"\[playbook:([a-z_]+):([a-z_]+)\]")
@@ -160,6 +151,10 @@ class Playbook:
         return self._next_candidate()
 
     def _after_revert(self) -> Action:
+        if not any(event.name == "serve" and event.facts.get("healthy") for event in self.history):
+            crash = self._crash_finding().get("category") or "a crash"
+            reason = f"the server never started: the fix tried for {crash} was reverted and no other rule covers it"
+            return Action("finish", {"reason": reason}, "a flag search needs a server that starts")
         if self._accepted_unmeasured():  # a crash fix committed before its flags were reverted: a new configuration
             return self._measure()
         return self._next_candidate()
@@ -210,19 +205,20 @@ class Playbook:
     def _guard_rule(self, finding: dict) -> Action | None:
         facts = finding.get("facts") or {}
         header = facts.get("header")
-        path = self._repo_path(facts.get("file"))
-        if not header or header not in HIP_HEADERS or path is None:
+        path = remedies.repo_path([repo.path for repo in self.task.repos], facts.get("file"))
+        if not header or header not in remedies.HIP_HEADERS or path is None:
             return None
         return Action("read_file", {"path": path}, f"read {path} to guard <{header}> for ROCm", ("guard", "read"))
 
     def _exclude_rule(self, finding: dict) -> Action | None:
-        names = renamed_module(finding.get("facts") or {})
-        if names is None:
+        names = remedies.renamed_module(finding.get("facts") or {})
+        if names is None or not re.fullmatch(r"[\w.]+", names[3]):
             return None
         checkpoint_prefix = names[3]
         roots = " ".join(repo.path for repo in self.task.patchable_repos())
         patterns = "--include=*.json --include=*.yaml --include=*.yml"
-        command = f"grep -rlF {patterns} -- '{checkpoint_prefix}.' {roots} | xargs -r grep -lw exclude | head -5"
+        spelled = r"(\\)*\.".join(re.escape(part) for part in checkpoint_prefix.split("."))  # also as a re: entry
+        command = f"grep -rlE {patterns} -- '{spelled}' {roots} | xargs -r grep -lw exclude | head -5"
         why = f"find the quantization config that names {checkpoint_prefix}.* (the checkpoint's prefix)"
         return Action("bash", {"command": command}, why, ("exclude", "find"))
 
@@ -247,20 +243,14 @@ class Playbook:
         for flag, values in self.task.serve.tunables.items():
             current = flags.get(flag)
             mentions = (self.last.facts.get("flag_mentions") or {}).get(flag, [])
-            in_use = [v for v in values_in_use(values, mentions) if v != current]  # the engine chose it, not us
+            # what the engine chose itself, not us
+            in_use = [v for v in remedies.values_in_use(values, mentions) if v != current]
             if flag not in finding_text and flag.replace("-", "_") not in finding_text and not in_use:
                 continue
-            options = [v for v in values if v != current and v is not None and v not in in_use]
-            if lower:
-                ceiling = (
-                    current
-                    if isinstance(current, int | float)
-                    else max((v for v in values if isinstance(v, int | float)), default=0)
-                )
-                options = sorted((v for v in options if isinstance(v, int | float) and v < ceiling), reverse=True)
-            if options:
+            value = remedies.next_flag_value(values, current, in_use, lower)
+            if value is not None:
                 why = f"the failure names {flag}" + (f" (in use: {in_use[0]})" if in_use else "")
-                return Action("set_flags", {"flags": {flag: options[0]}}, f"{why}; try {options[0]}", ("flag", "done"))
+                return Action("set_flags", {"flags": {flag: value}}, f"{why}; try {value}", ("flag", "done"))
         return None
 
     # ------------------------------------------------------------ multi-step rules
@@ -283,25 +273,13 @@ class Playbook:
 
     def _guard_edit(self) -> Action:
         facts = self._crash_finding().get("facts") or {}
-        header, path = facts["header"], self.last.arguments["path"]
-        line = next(
-            (
-                ln
-                for ln in _file_lines(self.last.text)
-                if re.search(rf"#\s*include\s*[<\"]{re.escape(header)}[>\"]", ln)
-            ),
-            None,
-        )
-        if line is None:
+        header, macro = facts["header"], facts.get("macro") or "USE_ROCM"
+        edit = remedies.guarded_include(remedies.file_lines(self.last.text), header, macro)
+        if edit is None:
             return self._after_failure()
-        macro = facts.get("macro") or "USE_ROCM"
-        new = f"#ifdef {macro}\n#include <{HIP_HEADERS[header]}>\n#else\n{line}\n#endif"
-        return Action(
-            "edit_file",
-            {"path": path, "old": line, "new": new},
-            f"guard <{header}> with {macro}; ROCm builds get <{HIP_HEADERS[header]}>",
-            ("guard", "done"),
-        )
+        arguments = {"path": self.last.arguments["path"], "old": edit[0], "new": edit[1]}
+        why = f"guard <{header}> with {macro}; ROCm builds get <{remedies.HIP_HEADERS[header]}>"
+        return Action("edit_file", arguments, why, ("guard", "done"))
 
     def _exclude_read(self) -> Action:
         paths = [line.strip() for line in self.last.text.splitlines()[1:] if line.strip().startswith("/")]
@@ -310,23 +288,20 @@ class Playbook:
         return Action("read_file", {"path": paths[0]}, "read the exclude list", ("exclude", "read"))
 
     def _exclude_edit(self) -> Action:
-        engine_name, checkpoint_name, engine_prefix, checkpoint_prefix = renamed_module(
+        engine_name, checkpoint_name, engine_prefix, checkpoint_prefix = remedies.renamed_module(
             self._crash_finding().get("facts") or {}
         )
-        for line in _file_lines(self.last.text):
-            new = exclude_alias_lines(line, checkpoint_prefix, engine_prefix, checkpoint_name)
-            if new:
-                why = (
-                    f"the quantization config keeps {checkpoint_prefix}.* modules unquantized, but the engine "
-                    f"registers this one as {engine_name}; exclude it under that name too"
-                )
-                return Action(
-                    "edit_file",
-                    {"path": self.last.arguments["path"], "old": line, "new": new},
-                    why,
-                    ("exclude", "done"),
-                )
-        return self._after_failure()
+        lines = remedies.file_lines(self.last.text)
+        edit = remedies.exclude_alias_edit(lines, checkpoint_prefix, engine_prefix, checkpoint_name)
+        if edit is None:
+            return self._after_failure()
+        why = (
+            f"the quantization config keeps {checkpoint_prefix}.* modules unquantized, but the engine registers "
+            f"this one as {engine_name}; exclude its module group under that prefix too, as the loader matches "
+            "entries (exact names or re:)"
+        )
+        arguments = {"path": self.last.arguments["path"], "old": edit[0], "new": edit[1]}
+        return Action("edit_file", arguments, why, ("exclude", "done"))
 
     # ------------------------------------------------------------ measuring and searching
 
@@ -365,14 +340,15 @@ class Playbook:
         # still speed up decode
         tried_for = [(e.tag[1], e.arguments.get("flags")) for e in self.history if e.name == "set_flags" and e.tag]
         baseline = self.task.serve.flags
-        for goal, candidate in flag_candidates(self.task, unmet):
+        for goal, candidate in remedies.flag_candidates(self.task, unmet):
             served = self.status.get("flags") or {}  # nothing is pending when a candidate is picked
             # the baseline was measured at the start; the served flags are what the run has already
-            if (goal, candidate) not in tried_for and not _sets(baseline, candidate) and not _sets(served, candidate):
+            fresh = not remedies.holds_all(baseline, candidate) and not remedies.holds_all(served, candidate)
+            if (goal, candidate) not in tried_for and fresh:
                 return Action("set_flags", {"flags": candidate}, f"try {candidate} for {goal}", ("search", goal))
         if not unmet:
             return Action("finish", {"reason": "every target is met"}, "done")
-        for pair in pair_candidates(self._reverted_moves(), tried):
+        for pair in remedies.pair_candidates(self._reverted_moves(), tried):
             why = f"each move of {pair} stalled alone; try them together, judged as one stack"
             return Action(
                 "set_flags",
@@ -395,19 +371,29 @@ class Playbook:
         return reverted
 
     def _tune_candidate(self) -> Action | None:
-        """A slow-fallback warning in the last healthy start, and a tuning command for its shape not yet run."""
-        tuned = {e.arguments.get("name") for e in self.history if e.name == "tune"}
+        """A slow-fallback warning in the last healthy start, and a tuning command not yet run for its shape (a
+        command reverted at one configuration runs again when a later one reports another shape: TP4's width)."""
         serve = next((e for e in reversed(self.history) if e.name == "serve" and e.facts.get("healthy")), None)
-        for finding in (serve.facts.get("findings") or []) if serve else []:
-            if finding.get("category") != "slow_fallback_perf":
-                continue
-            shape = (finding.get("facts") or {}).get("shape") or {}
-            spec = tuning_command_for(self.task, [str(v) for v in shape.values()], exclude=tuned)
+        tried = self._tuned_shapes()
+        for shape in remedies.untuned_shapes(serve.facts if serve else {}):
+            done = {name for name, signature in tried if signature == remedies.shape_signature(shape)}
+            spec = remedies.tuning_command_for(self.task, [str(v) for v in shape.values()], exclude=done)
             if spec:
                 dims = ", ".join(f"{k}={v}" for k, v in shape.items() if str(v).isdigit() and int(v) > 1)
                 why = f"the engine has no tuned config for ({dims}) and falls back to a slow path: run {spec.name}"
                 return Action("tune", {"name": spec.name}, why, ("search", "throughput"))
         return None
+
+    def _tuned_shapes(self) -> set[tuple[str, tuple]]:
+        """(tuning command, shape) pairs already run: each tune answered the shapes its last healthy start showed."""
+        tried, serve = set(), None
+        for event in self.history:
+            if event.name == "serve" and event.facts.get("healthy"):
+                serve = event
+            elif event.name == "tune":
+                shapes = remedies.untuned_shapes(serve.facts if serve else {})
+                tried |= {(event.arguments.get("name"), remedies.shape_signature(shape)) for shape in shapes}
+        return tried
 
     def _candidate(self) -> Event | None:
         for event in reversed(self.history):
@@ -437,7 +423,7 @@ class Playbook:
         changes = self._changes_since_decision()
         fixes = [e for e in changes if e.name in ("edit_file", "apply_patch")]
         if fixes:
-            return _summary_of_fix(fixes[-1])
+            return remedies.fix_subject(fixes[-1].tag[0] if fixes[-1].tag else "fix", fixes[-1].arguments)
         tunes = [e for e in changes if e.name == "tune"]
         if tunes:
             return f"Add the tuned config written by {tunes[-1].arguments['name']}"
@@ -451,19 +437,6 @@ class Playbook:
         reasons = [e.why for e in self.history[since:] if e.tag and e.why]
         return "; ".join(dict.fromkeys(reasons))
 
-    def _repo_path(self, file: str | None) -> str | None:
-        """A file named in a log, as a path inside a declared repo (logs may give it relative)."""
-        if not file:
-            return None
-        for repo in self.task.repos:
-            root = PurePosixPath(repo.path)
-            path = PurePosixPath(file)
-            if path.is_absolute() and root in path.parents:
-                return str(path)
-            if not path.is_absolute():
-                return str(root / path)
-        return None
-
 
 CRASH_RULES = {
     "missing_rocm_guard": Playbook._guard_rule,
@@ -474,30 +447,3 @@ CRASH_RULES = {
     "dtype_unsupported": Playbook._switch_flag_rule,
     "compile_error": Playbook._switch_flag_rule,
 }
-
-
-def _sets(flags: dict, candidate: dict) -> bool:
-    """`flags` already hold every value of the candidate."""
-    return all(flags.get(flag) == value for flag, value in candidate.items())
-
-
-def _summary_of_fix(event: Event) -> str:
-    """A commit subject a reviewer can act on, from what the fix changed."""
-    name = PurePosixPath(event.arguments.get("path", "")).name
-    rule = event.tag[0] if event.tag else "fix"
-    if rule == "guard":
-        return f"Guard the CUDA-only include in {name} for ROCm"
-    if rule == "exclude":
-        added = re.search(r"[\"']([\w.*]+)[\"']", event.arguments.get("new", ""))
-        return f"Keep {added.group(1) if added else 'the renamed module'} unquantized"
-    return f"Fix {name}"
-
-
-def _file_lines(read_file_text: str) -> list[str]:
-    """The file's lines from a read_file result ("   12  text" per line after a header line)."""
-    lines = []
-    for line in read_file_text.splitlines()[1:]:
-        match = re.match(r"^\s*\d+  (.*)$", line)
-        if match:
-            lines.append(match.group(1))
-    return lines

@@ -9,8 +9,10 @@ calls no tools: playbook.py turns these answers into tool calls.
 
 from __future__ import annotations
 
-import fnmatch
+import json
+import os
 import re
+from pathlib import PurePosixPath
 
 from porter.task import FlagValue, Task, TuneSpec
 
@@ -42,47 +44,194 @@ def tuning_command_for(task: Task, shape: list[str], exclude: set) -> TuneSpec |
 
 
 def renamed_module(facts: dict) -> tuple[str, str, str, str] | None:
-    """(engine name, checkpoint name, engine prefix, checkpoint prefix) when the log shows one module under
-    two prefixes: `model.decoder.mlp.shared_experts.gate_proj.weight` vs
-    `model.layers.78.mlp.shared_experts.gate_proj.weight` -> prefixes `model.decoder` / `model.layers.78`."""
+    """(engine name, checkpoint name, engine prefix, checkpoint prefix) when the log shows one module under two
+    prefixes: `model.decoder.mlp.shared_experts.gate_up_proj.weight` (the engine's fused slot) against
+    `model.layers.78.mlp.shared_experts.gate_proj.weight` (the checkpoint's shard) share the run
+    `mlp.shared_experts`, so the prefixes are `model.decoder` / `model.layers.78`. The shared run is at least two
+    components long and ends at most two from the end of each name (a module and its parameter may differ)."""
     engine = facts.get("parameter")
     if not engine:
         return None
     for other in facts.get("module_prefixes") or []:
-        if other == engine:
-            continue
-        engine_parts, other_parts = engine.split("."), other.split(".")
-        common = 0
-        while (
-            common < min(len(engine_parts), len(other_parts)) - 1
-            and engine_parts[-1 - common] == other_parts[-1 - common]
-        ):
-            common += 1
-        if common >= 2:
-            return engine, other, ".".join(engine_parts[:-common]), ".".join(other_parts[:-common])
+        split = _shared_run(engine.split("."), other.split("."))
+        if other != engine and split:
+            return engine, other, split[0], split[1]
     return None
 
 
-def exclude_alias_lines(line: str, checkpoint_prefix: str, engine_prefix: str, checkpoint_name: str) -> str | None:
-    """`line` of an exclude list preceded by the same entry under the engine's prefix (a JSON entry gets its
-    comma); None when the line holds no pattern that covers `checkpoint_name`."""
-    for pattern in re.findall(r"[\"']([\w.*]+)[\"']", line):
-        if pattern.startswith(checkpoint_prefix + ".") and _matches(checkpoint_name, pattern):
-            added = line.replace(pattern, engine_prefix + pattern[len(checkpoint_prefix) :])
-            if not added.lstrip().startswith("-") and not added.rstrip().endswith(","):
-                added = added.rstrip() + ","
-            return added + "\n" + line
+def _shared_run(engine: list[str], other: list[str]) -> tuple[str, str] | None:
+    """The two prefixes before the longest run of components both names share near their ends."""
+    best: tuple[int, int, int] | None = None
+    for i in range(1, len(engine)):
+        for j in range(1, len(other)):
+            length = 0
+            while i + length < len(engine) and j + length < len(other) and engine[i + length] == other[j + length]:
+                length += 1
+            near_end = len(engine) - (i + length) <= 2 and len(other) - (j + length) <= 2
+            if length >= 2 and near_end and engine[:i] != other[:j] and (best is None or length > best[0]):
+                best = (length, i, j)
+    return (".".join(engine[: best[1]]), ".".join(other[: best[2]])) if best else None
+
+
+# An exclude entry as a config file spells it: quoted ("..." with JSON escapes, or '...'), or a bare YAML item.
+QUOTED_ENTRY = re.compile(r'"((?:[^"\\]|\\.)*)"|\'([^\']*)\'')
+BARE_ITEM = re.compile(r"^(\s*-\s+)([^\s'\"#]+)\s*$")
+
+
+def exclude_alias_edit(
+    lines: list[str], checkpoint_prefix: str, engine_prefix: str, checkpoint_name: str
+) -> tuple[str, str] | None:
+    """(line, replacement) that adds to an exclude list the entries the engine's names need: every entry that
+    covers a module beside the failing one (the same parent module, `...shared_experts.` here), rewritten under
+    the engine's prefix, spelled as upstream matches entries (an exact module name, or `re:` and a regular
+    expression matched from the start of the name). Quark's export lists exact names, so each sibling gets
+    its own alias: a fused module (gate_up_proj) is excluded only when each shard it packs is. None when no
+    entry covers the failing module."""
+    module = checkpoint_name.rsplit(".", 1)[0]  # the tensor's module: drop .weight / .weight_scale
+    group = module.rsplit(".", 1)[0] + "."
+    first, aliases = None, []
+    for line in lines:
+        for raw, entry, quote in _entries(line):
+            alias = _alias(entry, module, group, checkpoint_prefix, engine_prefix)
+            if alias is not None and alias not in aliases:
+                first = first or (line, raw, quote)
+                aliases.append(alias)
+    if first is None:
+        return None
+    line, raw, quote = first
+    spelled = [_spell(alias, quote) for alias in aliases]
+    if len(_entries(line)) > 1:  # a list on one line: the aliases go in before the entry
+        return line, line.replace(raw, ", ".join([*spelled, raw]), 1)
+    bare = BARE_ITEM.match(line)
+    indent = bare.group(1) if bare else line[: len(line) - len(line.lstrip())]
+    comma = "" if bare or line.lstrip().startswith("-") else ","
+    added = [line.replace(raw, item, 1) if not bare else indent + item for item in spelled]
+    added = [text.rstrip().rstrip(",") + comma for text in added]
+    return line, "\n".join([*added, line])
+
+
+def excluded_by_edit(old: str, new: str) -> str:
+    """What an exclude-list edit added, for a commit subject: the entry, or the entries' common prefix."""
+    before = {entry for line in old.splitlines() for _, entry, _ in _entries(line)}
+    added = [entry for line in new.splitlines() for _, entry, _ in _entries(line) if entry not in before]
+    if len(added) <= 1:
+        return added[0] if added else "the renamed module"
+    common = os.path.commonprefix([entry.split(".") for entry in added])
+    return f"{len(added)} modules under {'.'.join(common)}"
+
+
+def _entries(line: str) -> list[tuple[str, str, str]]:
+    """(as written, as read, quote) for each exclude entry on a line."""
+    bare = BARE_ITEM.match(line)
+    if bare:
+        return [(bare.group(2), bare.group(2), "")]
+    found = []
+    for match in QUOTED_ENTRY.finditer(line):
+        if match.group(1) is not None:
+            found.append((match.group(0), json.loads(match.group(0)), '"'))
+        else:
+            found.append((match.group(0), match.group(2), "'"))
+    return found
+
+
+def _alias(entry: str, module: str, group: str, checkpoint_prefix: str, engine_prefix: str) -> str | None:
+    """The entry under the engine's prefix, when it covers a module of the failing module's group."""
+    if entry.startswith("re:"):
+        rooted = re.match(r"\\?\.".join(re.escape(part) for part in checkpoint_prefix.split(".")), entry[3:])
+        if rooted and _regex_matches(entry[3:], module):
+            return "re:" + re.escape(engine_prefix) + entry[3 + rooted.end() :]
+        return None
+    if entry.startswith(group):
+        return engine_prefix + entry[len(checkpoint_prefix) :]
     return None
+
+
+def _regex_matches(pattern: str, name: str) -> bool:
+    try:
+        return re.match(pattern, name) is not None
+    except re.error:
+        return False
+
+
+def _spell(entry: str, quote: str) -> str:
+    if quote == '"':
+        return json.dumps(entry)
+    return f"{quote}{entry}{quote}"
+
+
+def guarded_include(lines: list[str], header: str, macro: str) -> tuple[str, str] | None:
+    """(line, replacement) that puts a CUDA-only `#include` under the ROCm macro, with the HIP header for ROCm."""
+    pattern = rf"#\s*include\s*[<\"]{re.escape(header)}[>\"]"
+    line = next((line for line in lines if re.search(pattern, line)), None)
+    if line is None:
+        return None
+    return line, f"#ifdef {macro}\n#include <{HIP_HEADERS[header]}>\n#else\n{line}\n#endif"
+
+
+def next_flag_value(values: list[FlagValue], current: FlagValue, in_use: list[FlagValue], lower: bool) -> FlagValue:
+    """Another allowed value of a tunable: the next lower number for memory, else the first that is neither set nor
+    what the engine chose itself; None when there is none."""
+    options = [v for v in values if v != current and v is not None and v not in in_use]
+    if lower:
+        numbers = [v for v in values if isinstance(v, int | float)]
+        ceiling = current if isinstance(current, int | float) else max(numbers, default=0)
+        options = sorted((v for v in options if isinstance(v, int | float) and v < ceiling), reverse=True)
+    return options[0] if options else None
+
+
+def untuned_shapes(serve_facts: dict) -> list[dict]:
+    """The shapes a healthy start's slow-fallback findings name."""
+    findings = serve_facts.get("findings") or []
+    return [(f.get("facts") or {}).get("shape") or {} for f in findings if f.get("category") == "slow_fallback_perf"]
+
+
+def shape_signature(shape: dict) -> tuple:
+    """A shape without its size field (aiter's `token`: each forward's M), which every warning line varies."""
+    return tuple(sorted((key, str(value)) for key, value in shape.items() if key != "token"))
+
+
+def holds_all(flags: dict, candidate: dict) -> bool:
+    """`flags` already hold every value of the candidate."""
+    return all(flags.get(flag) == value for flag, value in candidate.items())
+
+
+def fix_subject(rule: str, arguments: dict) -> str:
+    """A commit subject a reviewer can act on, from what a rule's edit changed."""
+    name = PurePosixPath(arguments.get("path", "")).name
+    if rule == "guard":
+        return f"Guard the CUDA-only include in {name} for ROCm"
+    if rule == "exclude":
+        return f"Keep {excluded_by_edit(arguments.get('old', ''), arguments.get('new', ''))} unquantized"
+    return f"Fix {name}"
+
+
+def repo_path(roots: list[str], file: str | None) -> str | None:
+    """A file named in a log, as a path inside a declared repo (logs may give it relative)."""
+    if not file:
+        return None
+    for root in map(PurePosixPath, roots):
+        path = PurePosixPath(file)
+        if path.is_absolute() and root in path.parents:
+            return str(path)
+        if not path.is_absolute():
+            return str(root / path)
+    return None
+
+
+def file_lines(read_file_text: str) -> list[str]:
+    """The file's lines from a read_file result ("   12  text" per line after a header line)."""
+    lines = []
+    for line in read_file_text.splitlines()[1:]:
+        match = re.match(r"^\s*\d+  (.*)$", line)
+        if match:
+            lines.append(match.group(1))
+    return lines
 
 
 def values_in_use(values: list[FlagValue], lines: list[str]) -> list[FlagValue]:
     """Allowed values that the log lines naming a flag report ("Attention backend: triton")."""
     text = "\n".join(lines).lower()
     return [v for v in values if isinstance(v, str) and re.search(rf"\b{re.escape(v.lower())}\b", text)]
-
-
-def _matches(name: str, pattern: str) -> bool:
-    return fnmatch.fnmatchcase(name, pattern) or name.startswith(pattern.rstrip("*").rstrip("."))
 
 
 def flag_candidates(task: Task, unmet: set[str]) -> list[tuple[str, dict[str, FlagValue]]]:

@@ -62,13 +62,14 @@ def test_aiter_pads_m_to_a_power_of_two_then_to_its_tiers():
     assert {m: upstream_facts.aiter_padded_m(m) for m in expected} == expected
 
 
-def tune_rows(command: str) -> list[dict]:
-    """The untuned CSV the task's tune command writes with printf: header and rows."""
-    match = re.search(r"printf '([^']*)'((?:\s+'[^']*')+)", command)
-    assert match, command
-    header = match[1].split("\\n")[0]
-    rows = [row.strip("'") for row in match[2].split()]
-    return list(csv.DictReader(io.StringIO("\n".join([header, *rows]))))
+def tune_rows(command: str, folder: Path) -> list[dict]:
+    """The untuned CSV the task's tune command writes before it runs the tuner: its shell part, run by bash with the
+    file redirected into `folder`."""
+    writes = re.match(r"(?s)(.*)>\s*(\S+\.csv)\s*&&", command)
+    assert writes, command
+    untuned = folder / "untuned.csv"
+    subprocess.run(["bash", "-c", f"{writes[1]} > {untuned}"], check=True, timeout=30)
+    return list(csv.DictReader(io.StringIO(untuned.read_text())))
 
 
 def moe_tune(task_path: Path):
@@ -76,23 +77,20 @@ def moe_tune(task_path: Path):
     return task, next(spec for spec in task.tune if "gemm_moe_tune.py" in spec.command)
 
 
-def test_the_tune_command_writes_aiters_untuned_columns_at_looked_up_keys():
+def test_the_tune_command_writes_aiters_untuned_columns_at_looked_up_keys(tmp_path: Path):
     _, spec = moe_tune(REAL_TASKS[0])
-    rows = tune_rows(spec.command)
+    rows = tune_rows(spec.command, tmp_path)
     assert rows and list(rows[0]) == upstream_facts.AITER_FMOE_UNTUNED_COLUMNS
     for row in rows:
         token = int(row["token"])
         assert upstream_facts.aiter_padded_m(token) == token, f"aiter never looks up token={token}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #30 item 2: the tune command writes one row (token=1); aiter looks prefill and batched decode "
-    "up under other padded M values, so the tuned config is never used there. Flip when the command covers them.",
-)
-def test_the_tune_command_covers_every_padded_m_the_engine_asks_for():
+def test_the_tune_command_covers_every_padded_m_the_engine_asks_for(tmp_path: Path):
+    """Issue #30 item 2: prefill and batched decode are looked up under their own padded M, so the command tunes
+    every padded M up to the largest batch a step runs."""
     task, spec = moe_tune(REAL_TASKS[0])
     largest_batch = int(task.serve.flags["chunked-prefill-size"])  # a prefill chunk is the largest M per step
     wanted = {upstream_facts.aiter_padded_m(m) for m in range(1, largest_batch + 1)}
-    written = {int(row["token"]) for row in tune_rows(spec.command)}
+    written = {int(row["token"]) for row in tune_rows(spec.command, tmp_path)}
     assert wanted <= written, f"no tuned row for padded M {sorted(wanted - written)}"

@@ -1,8 +1,11 @@
 """GLM-5.2 MXFP4 (AMD Quark), the flagship family: its config.json and the tensors of its checkpoint.
 
 Names and shapes follow the published layout (hidden 6144, 78 layers + MTP layer 78, 256 experts, top-8,
-MXFP4 packed two values per byte with e8m0 group-32 scales; the routed experts stacked per layer). Quark kept
-the modules in EXCLUDE bf16, named as the checkpoint names them (`model.layers.78.mlp.shared_experts.*`).
+MXFP4 packed two values per byte with e8m0 group-32 scales; the routed experts stacked per layer). Quark kept the
+modules its EXCLUDE_LAYERS patterns select bf16 and, as its file-to-file export does (amd-quark 0.13,
+quark/torch/quantization/file2file_quantization.py, _build_exclude_aware_quant_config), writes the config's `exclude`
+as the sorted exact names of the linear modules those patterns selected, named as the checkpoint names them
+(`model.layers.78.mlp.shared_experts.gate_proj`, ...).
 Does not cover writing the files (make_checkpoint.py) or the engine's view of the model (engine/twin/models/glm5.py).
 """
 
@@ -38,19 +41,29 @@ CONFIG = {
     "max_position_embeddings": 202752,
     "torch_dtype": "bfloat16",
     "rope_theta": 1000000,
+    # DeepSeek sparse attention's indexer (what makes sglang treat the model as DSA: configs/model_config.py,
+    # is_deepseek_dsa)
+    "index_topk": 2048,
+    "index_head_dim": 128,
+    "index_n_heads": 32,
 }
-EXCLUDE = [
-    "lm_head",
-    "model.embed_tokens",
-    "*.mlp.gate",
-    "*eh_proj",
-    "*shared_head*",
-    "model.layers.78.mlp.shared_experts.*",
-]
+# The patterns the export was made with (Quark's --exclude_layers, matched with fnmatch on module names).
+EXCLUDE_LAYERS = ["lm_head", "*.mlp.gate", "*eh_proj", "*shared_head.head", "model.layers.78.mlp.shared_experts.*"]
+
+
+def _excluded(module: str) -> bool:
+    return any(fnmatch.fnmatch(module, pattern) for pattern in EXCLUDE_LAYERS)
+
+
+def exported_exclude(tensors: dict) -> list[str]:
+    """The `exclude` list as Quark's export writes it: the linear modules (2-D weights) the patterns selected."""
+    modules = {name.removesuffix(".weight") for name, (_, shape) in tensors.items() if name.endswith(".weight")}
+    linear = {module for module in modules if len(tensors[f"{module}.weight"][1]) == 2 and "norm" not in module}
+    return sorted(module for module in linear if _excluded(module))
 
 
 def _linear(name: str, out_features: int, in_features: int, leading: tuple = ()) -> dict:
-    if any(name == pattern or fnmatch.fnmatchcase(name, pattern) for pattern in EXCLUDE):
+    if _excluded(name):
         return {f"{name}.weight": ("BF16", (*leading, out_features, in_features))}
     return {
         f"{name}.weight": ("U8", (*leading, out_features, in_features // 2)),
@@ -127,7 +140,7 @@ def quark_config() -> dict:
         },
         "layer_quant_config": {},
         "layer_type_quant_config": {},
-        "exclude": EXCLUDE,
+        "exclude": exported_exclude(tensors()),
         "quant_mode": "eager_mode",
         "version": "0.10",
     }

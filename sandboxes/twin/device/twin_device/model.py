@@ -11,17 +11,19 @@ group) runs one step at a time. Prefill, per uncached prompt token: that GEMM wo
 cost that grows with TP size; cached prefix tokens cost almost nothing. A decode step: weight reads (nearly flat in
 TP at batch 1), all-reduce latency per layer (which the fused all-reduce shortens, most at TP8), a per-sequence cost
 and a KV-read cost per cached context token (what a narrower KV cache dtype saves: decode reads, not prefill
-compute). The MoE part runs at the tuned speed only when the engine launched a tuned kernel for the shape (a kernel
-name this device knows); the default path is slower; an expert share padded to whole quantization blocks (sglang's
-aiter MoE at a split that is not) computes and reads the padding too. MLA prefill runs slower on the generic
-attention path than on a head-size kernel (an fmha v3 kernel whose head sizes fit the family's). Speculative
-decoding: each draft step costs a small forward, verifying the draft tokens costs more the larger the batch, and
-each request advances by 1 + the expected number of accepted draft tokens, from the family's acceptance-by-position
-profile scaled by how predictable the request's text is. Start-up: each stage takes the node's time (process group,
-reading the checkpoint at disk speed or from the page cache once read, a kernel build, graph capture per batch
-size); the engine sleeps it, scaled by its clock. The rates were fitted once so the flagship's shape (GLM-5.2) gives
-the story's proportions; parameters can be overridden per family (families/*.py DEVICE) and per scenario
-(scenario.json "device"). Twin numbers, not MI355X figures. Does not cover the socket protocol (server.py).
+compute; the DSA decode backend the engine chose reads them at its own speed). The MoE part of a step runs at the
+tuned speed only when the engine launched a tuned kernel for that step (a kernel name this device knows): a step
+whose size the tuned config has no row for runs on the slower default path; an expert share padded to whole
+quantization blocks (sglang's aiter MoE at a split that is not) computes and reads the padding too. MLA prefill runs
+slower on the generic attention path than on a head-size kernel (an fmha v3 kernel whose head sizes fit the
+family's). Speculative decoding: each draft step costs a small forward, verifying the draft tokens costs more the
+larger the batch, and each request advances by 1 + the expected number of accepted draft tokens, from the family's
+acceptance-by-position profile scaled by how predictable the request's text is. Start-up: each stage takes the
+node's time (process group, reading the checkpoint at disk speed or from the page cache once read, a kernel build,
+graph capture per batch size); the engine sleeps it, scaled by its clock. The rates were fitted once so the
+flagship's shape (GLM-5.2) gives the story's proportions; parameters can be overridden per family (families/*.py
+DEVICE) and per scenario (scenario.json "device"). Twin numbers, not MI355X figures. Does not cover the socket
+protocol (server.py).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ DEFAULTS: dict = {
     "decode_allreduce_ms_per_layer": {"1": 0.0, "2": 0.0076923, "4": 0.013462, "8": 0.018590},
     "decode_per_sequence_ms": 0.15,
     "decode_kv_ms_per_mb": 0.0083467,
+    "dsa_decode_kv_factor": {"triton": 1.25},  # the sparse-attention decode backends' KV reads, against tilelang's
     "kv_read_factor": {"fp8_e4m3": 0.5, "fp8_e5m2": 0.5, "fp4_e2m1": 0.3},
     # each family sets its MTP acceptance by draft position and its error rates (families/*.py DEVICE)
     "draft_content_spread": 0.1,
@@ -147,9 +150,9 @@ class Device:
         values = {int(size): value for size, value in self.p[table].items()}
         return values[min(values, key=lambda size: abs(size - tp))]
 
-    def moe_tuned(self, config: dict) -> bool:
-        kernels = config.get("moe_kernels") or []
-        return bool(kernels) and all(KERNEL_NAME.match(name or "") for name in kernels)
+    @staticmethod
+    def moe_tuned(kernel: str) -> bool:
+        return bool(KERNEL_NAME.match(kernel or ""))
 
     def _allreduce_factor(self, config: dict, phase: str) -> float:
         return self.p["allreduce_fusion_factor"][phase] if config.get("allreduce_fusion") else 1.0
@@ -169,12 +172,12 @@ class Device:
         block, width = self.shape["moe_block"], self.shape["moe_inter"] / int(config.get("moe_tp") or 1)
         return math.ceil(width / block) * block / width if block else 1.0
 
-    def prefill_ms(self, config: dict, uncached: int, cached: int) -> float:
+    def prefill_ms(self, config: dict, uncached: int, cached: int, moe_kernel: str = "") -> float:
         p, shape, tp = self.p, self.shape, int(config.get("tp", 8))
         attention = shape["attention_gmac"] * p["prefill_attention_ms_per_gmac"]
         attention *= 1.0 if self.prefill_attention_native(config) else p["prefill_attention_fallback_slowdown"]
         moe = shape["moe_gmac"] * p["prefill_moe_ms_per_gmac"][shape["quant"]]
-        moe *= (1.0 if self.moe_tuned(config) else p["moe_default_slowdown"]) * self.moe_padding(config)
+        moe *= (1.0 if self.moe_tuned(moe_kernel) else p["moe_default_slowdown"]) * self.moe_padding(config)
         per_token = (attention + moe + shape["dense_gmac"] * p["prefill_dense_ms_per_gmac"]) / tp
         allreduce = self._by_tp("prefill_allreduce_ms_per_mb", tp) * shape["allreduce_mb"]
         allreduce *= self._allreduce_factor(config, "prefill")
@@ -182,14 +185,15 @@ class Device:
             p["prefill_batch_overhead_ms"] + uncached * (per_token + allreduce) + cached * p["prefill_cached_token_ms"]
         )
 
-    def decode_ms(self, config: dict, batch: int, context: int) -> float:
+    def decode_ms(self, config: dict, batch: int, context: int, moe_kernel: str = "") -> float:
         p, shape, tp = self.p, self.shape, int(config.get("tp", 8))
         read_gb = shape["active_gb"] + shape["expert_gb"] * (self.moe_padding(config) - 1)
         weights = self._by_tp("decode_weights_ms_per_gb", tp) * read_gb
-        weights *= 1.0 if self.moe_tuned(config) else p["decode_moe_default_slowdown"]
+        weights *= 1.0 if self.moe_tuned(moe_kernel) else p["decode_moe_default_slowdown"]
         allreduce = self._by_tp("decode_allreduce_ms_per_layer", tp) * shape["layers"]
         allreduce *= self._allreduce_factor(config, "decode")
         kv_factor = p["kv_read_factor"].get(config.get("kv_cache_dtype"), 1.0)
+        kv_factor *= p["dsa_decode_kv_factor"].get(config.get("dsa_decode_backend"), 1.0)
         kv_read = p["decode_kv_ms_per_mb"] * shape["kv_mb"] * context * kv_factor
         step = weights + allreduce + p["decode_per_sequence_ms"] * batch + kv_read
         steps, drafts = self._draft_shape(config)

@@ -40,10 +40,12 @@ def answer(device: Device, request: dict) -> dict:
     if op == "properties":
         return device.properties()
     if op == "prefill":
-        return {"ms": device.prefill_ms(config, int(request["uncached"]), int(request["cached"]))}
+        kernel = str(request.get("moe_kernel") or "")
+        return {"ms": device.prefill_ms(config, int(request["uncached"]), int(request["cached"]), kernel)}
     if op == "decode":
+        kernel = str(request.get("moe_kernel") or "")
         return {
-            "ms": device.decode_ms(config, int(request["batch"]), int(request["context"])),
+            "ms": device.decode_ms(config, int(request["batch"]), int(request["context"]), kernel),
             "advance": [device.advance(config, str(content)) for content in request.get("requests") or []],
         }
     if op == "kernel":

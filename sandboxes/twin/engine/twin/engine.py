@@ -5,8 +5,9 @@ into `ServeOptions` and gives a `Wording`: the log lines, crash output and batch
 engine runs the real code paths that carry the day-0 defects: the quantization config's exclude lookup while
 building parameter slots (and, for FP8 block checkpoints, the per-rank block check of the MoE weights), the weight
 loader's shape check, the JIT builds of C++ kernels through hipcc, the kernel choices (MLA prefill, FP8 GEMM, the
-MoE tuned-config lookup) and the memory plan. The model implementation comes from the checkpoint's architectures
-(models/). Does not cover request handling (openai_api.py) or how fast anything runs (the device, device.py).
+DSA top-k path a front asks for, the MoE tuned-config lookup for the captured batch sizes) and the memory plan. The
+model implementation comes from the checkpoint's architectures (models/). Does not cover request handling
+(openai_api.py) or how fast anything runs (the device, device.py).
 """
 
 import asyncio
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from twin import attention, device, fp8_block, jit, memory, mla_prefill, moe, solver
+from twin import attention, device, dsa, fp8_block, jit, memory, mla_prefill, moe, solver
 from twin.http_server import make_connection_handler
 from twin.model_loader import loader
 from twin.models import model_for
@@ -54,6 +55,10 @@ class ServeOptions:
     context_length: int | None = None
     chunked_prefill_size: int = 16384
     max_running_requests: int = 256
+    dsa_decode_backend: str | None = None  # the sparse-attention decode backend a DSA model reads its KV cache with
+    # the front's switch (an EnvBool) for the fused DSA top-k v2 kernel, read when the graphs are captured and
+    # built then if true; None: the front has no such kernel
+    dsa_topk_v2_env: str | None = None
 
 
 class Wording(Protocol):
@@ -85,7 +90,7 @@ class Engine:
         self.config = json.loads((self.model_path / "config.json").read_text())
         self.model = model_for(self.config)
         self.context_length = options.context_length or self.config["max_position_embeddings"]
-        self.moe_kernels: list[str] = []
+        self.moe: moe.Selector | None = None
         self.kernels: dict[str, str] = {}
         self.garbage: tuple[str, ...] = ()
         self.max_total_tokens = 0
@@ -152,15 +157,25 @@ class Engine:
             self.kernels["gemm"] = fp8_block.select_gemm(quant)
         shape = moe.MoeShape(
             config["hidden_size"],
-            config["moe_intermediate_size"],
+            self._moe_inter_dim(),
             config["n_routed_experts"],
             config["num_experts_per_tok"],
             quant.moe_quant,
         )
-        self.moe_kernels = moe.select(shape)
+        self.moe = moe.Selector(shape)
         if options.spec_steps >= 4:
             self.wording.info(f"Draft depth {options.spec_steps} >= 4: using the fused multi-step metadata kernel")
             jit.fused_multistep_metadata(options.spec_steps, options.spec_topk or 1)
+
+    def _moe_inter_dim(self) -> int:
+        """The expert width one rank's MoE kernel runs: aiter keys its configs by it (moe_tp ranks share an
+        expert's width, padded to whole multiples when the front's kernels pad)."""
+        width, pad = self.config["moe_intermediate_size"] // self.options.moe_tp, self.options.moe_pad_to
+        return -(-width // pad) * pad if pad else width
+
+    def tokens_per_decode_step(self) -> int:
+        """Tokens one running request puts through the target model per decode step (its drafts when verifying)."""
+        return (self.options.spec_draft_tokens or 1) if self.options.spec_method else 1
 
     def _plan_memory(self) -> None:
         options, config = self.options, self.config
@@ -180,6 +195,10 @@ class Engine:
         say, free = self.wording.stage, plan.workspace_free_gb
         say("capture_begin", available=free, batch_sizes=CAPTURE_BATCH_SIZES)
         memory.capture_graphs(plan)
+        if self.options.dsa_topk_v2_env and dsa.env_bool(self.options.dsa_topk_v2_env, default=True):
+            jit.topk_v2()
+        for batch_size in CAPTURE_BATCH_SIZES:  # each captured decode runs the MoE at its own size
+            self.moe.kernel(batch_size * self.tokens_per_decode_step())
         elapsed = device.wait("capture", batch_sizes=len(CAPTURE_BATCH_SIZES))
         used = plan.workspace_needed_gb
         say("capture_end", elapsed=elapsed, used=used, available=free - used, draft=False)
@@ -197,7 +216,7 @@ class Engine:
             "dp": options.dp,
             "moe_tp": options.moe_tp,
             "kv_cache_dtype": options.kv_cache_dtype,
-            "moe_kernels": self.moe_kernels,
+            "dsa_decode_backend": options.dsa_decode_backend,
             "kernels": self.kernels,
             "allreduce_fusion": options.allreduce_fusion,
             "spec_steps": options.spec_steps,
@@ -210,7 +229,7 @@ class Engine:
         return front_args | {
             "context_length": self.context_length,
             "max_total_num_tokens": self.max_total_tokens,
-            "moe_tuned": all(self.moe_kernels),
+            "moe_tuned": self.moe.all_tuned(),
         }
 
 
@@ -225,6 +244,7 @@ async def serve(engine: Engine, front_args: dict) -> None:
             options.chunked_prefill_size,
             options.max_running_requests,
             wording.batch_stats(rank, engine.max_total_tokens or 10**9, options.spec_draft_tokens),
+            engine.moe,
         )
         for rank in wording.replica_ranks()
     ]

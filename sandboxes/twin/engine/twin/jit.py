@@ -88,3 +88,13 @@ def per_token_group_quant_fp8(group: int) -> int:
     values = (ctypes.c_float * hidden)(*[(index % 17 - 8) / 4 for index in range(hidden)])
     output, scales = (ctypes.c_uint8 * hidden)(), (ctypes.c_float * 2)()
     return library.twin_per_token_group_quant_fp8(values, output, scales, 1, hidden, group)
+
+
+def topk_v2(rows: int = 2, width: int = 8, topk: int = 2) -> int:
+    """Build the fused DSA top-k v2 kernel and run it on a tiny batch (the start-up smoke test)."""
+    library = build("topk_v2", "topk_v2_kernels.cpp")
+    scores = (ctypes.c_float * (rows * width))(*[float(i % 3) for i in range(rows * width)])
+    lengths = (ctypes.c_int32 * rows)(*[width] * rows)
+    table = (ctypes.c_int32 * (rows * width))(*range(rows * width))
+    out = (ctypes.c_int32 * (rows * topk))()
+    return library.twin_topk_transform_paged_v2(scores, lengths, table, out, rows, width, topk)

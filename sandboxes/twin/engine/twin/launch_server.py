@@ -2,18 +2,22 @@
 
 Flags in sglang's names (python/sglang/srt/server_args.py); `--ep-size` splits the routed experts over that many of
 the TP ranks (sglang's moe_tp_size = tp_size // ep_size); with SGLANG_USE_AITER (set in sglang's ROCm image) the
-fused MoE pads each rank's expert width to 128s instead of refusing a width that is not whole FP8 blocks. Start-up
-and batch lines are sglang's (`Init torch distributed ends. elapsed=...`, `Load weight end. elapsed=...`, `KV Cache
-is allocated. #tokens: ...`, `Capture cuda graph end. Time elapsed: ...`, `The server is fired up and ready to
+fused MoE pads each rank's expert width to 128s instead of refusing a width that is not whole FP8 blocks. For a DSA
+model the server arguments resolve the DSA backends (`--dsa-prefill-backend` / `--dsa-decode-backend`, triton by
+default on ROCm) and keep the top-k v2 kernel off unless SGLANG_OPT_USE_TOPK_V2 is set (dsa.py). Start-up and batch
+lines are sglang's (`Init torch distributed ends. elapsed=...`, `Load weight end. elapsed=...`, `KV Cache is
+allocated. #tokens: ...`, `Capture cuda graph end. Time elapsed: ...`, `The server is fired up and ready to
 roll!`), repeated per simulated rank; a start-up exception is printed per rank the way sglang's scheduler processes
 print it, and the process exits with status 1. Does not cover the engine itself (engine.py).
 """
 
 import argparse
+import json
 import os
 import sys
+from pathlib import Path
 
-from twin import __version__, attention, logs
+from twin import __version__, attention, dsa, logs
 from twin.batch_stats import BatchStats
 from twin.engine import ServeOptions, run
 from twin.memory import HipOutOfMemoryError
@@ -38,6 +42,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--enable-aiter-allreduce-fusion", action="store_true")
     parser.add_argument("--mem-fraction-static", type=float, default=0.85)
     parser.add_argument("--attention-backend", default=None, choices=list(attention.BACKENDS))
+    parser.add_argument("--dsa-prefill-backend", default=None, choices=list(dsa.BACKEND_CHOICES))
+    parser.add_argument("--dsa-decode-backend", default=None, choices=list(dsa.BACKEND_CHOICES))
     parser.add_argument("--context-length", type=int, default=None)
     parser.add_argument("--chunked-prefill-size", type=int, default=16384)
     parser.add_argument("--max-running-requests", type=int, default=256)
@@ -57,6 +63,19 @@ AITER_PADDING_SIZE = 128  # sglang srt/layers/moe/utils.py: aiter's fused MoE pa
 def use_aiter() -> bool:
     """sglang's SGLANG_USE_AITER (srt/environ.py, default off; lmsysorg/sglang-rocm's image sets it to 1)."""
     return os.environ.get("SGLANG_USE_AITER", "").strip().lower() in ("1", "true", "yes")
+
+
+def dsa_options(args: argparse.Namespace) -> dict:
+    """The DSA choices sglang's server arguments make for a DSA checkpoint (none for another model)."""
+    try:
+        config = json.loads((Path(args.model_path) / "config.json").read_text())
+    except (OSError, ValueError):
+        return {}  # the engine reports the checkpoint it cannot read
+    if not dsa.is_dsa(config):
+        return {}
+    _, decode = dsa.resolve_backends(args.dsa_prefill_backend, args.dsa_decode_backend, args.kv_cache_dtype)
+    dsa.rocm_model_hook()
+    return {"dsa_decode_backend": decode, "dsa_topk_v2_env": dsa.TOPK_V2}
 
 
 def serve_options(args: argparse.Namespace) -> ServeOptions:
@@ -82,6 +101,7 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
         context_length=args.context_length,
         chunked_prefill_size=args.chunked_prefill_size,
         max_running_requests=args.max_running_requests,
+        **dsa_options(args),
     )
 
 

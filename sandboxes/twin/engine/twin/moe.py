@@ -1,11 +1,15 @@
-"""Fused-MoE kernel selection, after aiter's fused_moe (ROCm/aiter aiter/fused_moe.py, get_2stage_cfgs).
+"""Fused-MoE kernel selection, after aiter's fused_moe (ROCm/aiter aiter/fused_moe.py at e4048607:
+get_padded_M and get_2stage_cfgs).
 
-The token count of a batch is padded to a bucket (`get_padded_M`), and the tuned config is looked up in
-configs/tuned_fmoe.csv of this tree by aiter's key: (cu_num, token, model_dim, inter_dim, expert, topk,
-act_type, dtype, q_dtype_a, q_dtype_w, q_type, use_g1u1, doweight_stage1). A key with a row launches that
-row's CK 2-stage kernels; a key without one logs aiter's "[fused_moe] using 2stage default for (...)" and
-launches the default kernels. `python3 -m twin.tune_moe` writes rows for a shape.
-Does not cover how fast any kernel runs (the device decides).
+Each forward looks its kernel up by the batch's token count M padded to a power of two (aiter's
+get_padded_M: the next power of two below 32768, then the 32768 and 131072 tiers), so a tuned config
+is one row per padded M and a row for one M helps no other. The key is aiter's: (gfx, cu_num, token,
+model_dim, inter_dim, expert, topk, act_type, dtype, q_dtype_a, q_dtype_w, q_type, use_g1u1,
+doweight_stage1), with inter_dim the expert width one tensor-parallel rank holds. A key with a row in
+configs/tuned_fmoe.csv of this tree launches that row's CK 2-stage kernels; a key without one logs aiter's
+"[fused_moe] using 2stage default for (...)" and launches the default kernels. Each key is looked up
+(and logged) once per process, the first time a forward of that size runs, as aiter caches the lookup.
+`python3 -m twin.tune_moe` writes rows. Does not cover how fast any kernel runs (the device decides).
 """
 
 import csv
@@ -16,13 +20,16 @@ from twin import device, logs
 
 TUNED_CONFIG = Path(__file__).resolve().parent / "configs" / "tuned_fmoe.csv"
 KEY_FIELDS = (
-    "cu_num", "token", "model_dim", "inter_dim", "expert", "topk", "act_type", "dtype",
+    "gfx", "cu_num", "token", "model_dim", "inter_dim", "expert", "topk", "act_type", "dtype",
     "q_dtype_a", "q_dtype_w", "q_type", "use_g1u1", "doweight_stage1",
 )  # fmt: skip
 Q_DTYPES = {
     "mxfp4": ("torch.float4_e2m1fn_x2", "QuantType.per_1x32"),
     "fp8": ("torch.float8_e4m3fn", "QuantType.per_1x128"),
 }
+PADDED_M_TIERS = (32768, 131072)
+# Rows written before aiter keyed configs by arch name their arch by CU count (aiter's gfx_from_cu_num).
+LEGACY_CU_NUM_TO_GFX = {"256": "gfx950", "80": "gfx942", "304": "gfx942"}
 
 
 def next_pow2(n: int) -> int:
@@ -30,16 +37,10 @@ def next_pow2(n: int) -> int:
 
 
 def padded_m(m: int) -> int:
-    """aiter's get_padded_M: powers of two below 1024, then 1024, 2048 and 16384 for prefill sizes."""
-    if m < 1024:
+    """aiter's get_padded_M: the next power of two below the first tier, then the largest tier at most M."""
+    if m < PADDED_M_TIERS[0]:
         return next_pow2(m)
-    if m < 2048:
-        return 1024
-    return 2048 if m < 16384 else 16384
-
-
-# Every bucket a batch can land in, small to large (the padded values of 1 .. 16384 tokens).
-TOKEN_BUCKETS = tuple(sorted({padded_m(m) for m in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 16384)}))
+    return max(tier for tier in PADDED_M_TIERS if m >= tier)
 
 
 @dataclass(frozen=True)
@@ -50,22 +51,23 @@ class MoeShape:
     topk: int
     quant: str = "mxfp4"
 
-    def key(self, cu_num: int, token: int) -> tuple:
+    def key(self, gfx: str, cu_num: int, token: int) -> tuple:
         q_dtype, q_type = Q_DTYPES[self.quant]
         return (
-            cu_num, token, self.model_dim, self.inter_dim, self.expert, self.topk,
+            gfx, cu_num, token, self.model_dim, self.inter_dim, self.expert, self.topk,
             "ActivationType.Silu", "torch.bfloat16", q_dtype, q_dtype, q_type, True, False,
         )  # fmt: skip
 
 
 def _row_key(row: dict[str, str]) -> tuple:
+    row = {**row, "gfx": row.get("gfx") or LEGACY_CU_NUM_TO_GFX.get(row["cu_num"].strip(), "")}
     values = []
     for field in KEY_FIELDS:
-        text = row[field]
+        text = row[field].strip()
         if field in ("use_g1u1", "doweight_stage1"):
-            values.append(text.strip() in ("1", "True", "true"))
+            values.append(text in ("1", "True", "true"))
         else:
-            values.append(int(text) if text.strip().isdigit() else text.strip())
+            values.append(int(text) if text.isdigit() else text)
     return tuple(values)
 
 
@@ -76,23 +78,38 @@ def read_tuned(path: Path = TUNED_CONFIG) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-def select(shape: MoeShape, path: Path = TUNED_CONFIG) -> list[str]:
-    """The stage-1 kernel launched for each token bucket ("" for aiter's default), logged as aiter does."""
-    cu_num = int(device.properties()["cu_num"])
-    table = {_row_key(row): row for row in read_tuned(path)}
-    kernels = []
-    for token in TOKEN_BUCKETS:
-        key = shape.key(cu_num, token)
-        row = table.get(key)
+class Selector:
+    """The kernels of one MoE shape, looked up per forward by padded M (aiter's lru-cached get_2stage_cfgs)."""
+
+    def __init__(self, shape: MoeShape, path: Path = TUNED_CONFIG):
+        self.shape = shape
+        self.table = {_row_key(row): row for row in read_tuned(path)}
+        properties = device.properties()
+        self.gfx, self.cu_num = properties["gcn_arch"], int(properties["cu_num"])
+        self.launched: dict[int, str] = {}  # padded M -> stage-1 kernel launched ("" for aiter's default)
+
+    def kernel(self, m: int) -> str:
+        """The stage-1 kernel a forward of `m` tokens launches."""
+        token = padded_m(max(m, 1))
+        if token not in self.launched:
+            self._look_up(token)
+        return self.launched[token]
+
+    def _look_up(self, token: int) -> None:
+        key = self.shape.key(self.gfx, self.cu_num, token)
+        row = self.table.get(key)
         if row is None:
             logs.aiter(
-                f"run_1stage = False, ksplit = 0 q_type = {key[10]} block_m = 32 use_nt = True, "
-                f"estimated_m_per_expert = {token * shape.topk // shape.expert}"
+                f"run_1stage = False, xbf16 = False, ksplit = 0 q_type = {key[11]} block_m = 32 use_nt = True, "
+                f"estimated_m_per_expert = {token * self.shape.topk // self.shape.expert}"
             )
             logs.aiter(f"[fused_moe] using 2stage default for {key} ")
-            kernels.append("")
+            self.launched[token] = ""
         else:
             tag = f"(kernelName1='{row['kernelName1']}', kernelName2='{row['kernelName2']}')"
             logs.aiter(f"[fused_moe] using 2stage {tag} for {key} ")
-            kernels.append(row["kernelName1"])
-    return kernels
+            self.launched[token] = row["kernelName1"]
+
+    def all_tuned(self) -> bool:
+        """Whether every size looked up so far has a tuned row."""
+        return bool(self.launched) and all(self.launched.values())

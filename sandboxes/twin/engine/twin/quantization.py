@@ -1,18 +1,48 @@
 """Quantization configs, read from the checkpoint's config.json (`quantization_config`) by `from_config`.
 
 Quark (quant_method "quark"), the way sglang's quark loader reads it (sglang/srt/layers/quantization/quark/
-quark.py, QuarkConfig.from_config and get_quant_method): a module is kept bf16 when its prefix, as the engine
-registers it, matches an `exclude` pattern (fnmatch, or the exact name); otherwise its scheme is the first
-`layer_quant_config` pattern that matches, else `global_quant_config`, and an MXFP4 weight slot is packed: two
-4-bit values per byte plus one e8m0 scale per group of 32.
+quark.py, QuarkConfig.from_config and get_quant_method): a module is kept bf16 when `should_ignore_layer` says so,
+with the loader's rule (quark/utils.py): an `exclude` entry matches a module name exactly, or, when it starts with
+`re:`, as a regular expression anchored at the start of the name (re.match). A fused module (gate_up_proj,
+fused_qkv_a_proj_with_mqa) is never looked up under its own name: each checkpoint shard it packs (gate_proj and
+up_proj) is, and the shards must agree. Otherwise a module's scheme is the first `layer_quant_config` pattern that
+matches (fnmatch), else `global_quant_config`, and an MXFP4 weight slot is packed: two 4-bit values per byte plus
+one e8m0 scale per group of 32.
 FP8 block quantization (quant_method "fp8" with `weight_block_size`): fp8_block.py.
 Does not cover loading (model_loader/).
 """
 
 import fnmatch
+import re
 from pathlib import Path
 
 from twin.fp8_block import Fp8Config
+
+# The fused modules the engine registers and the checkpoint shards each packs (the mapping sglang's model loader
+# hands a Quark config: model_loader/loader.py, _get_quantization_config).
+PACKED_MODULES = {
+    "gate_up_proj": ["gate_proj", "up_proj"],
+    "fused_qkv_a_proj_with_mqa": ["q_a_proj", "kv_a_proj_with_mqa"],
+}
+
+
+def _equal_or_regex(name: str, targets: list[str]) -> bool:
+    return any(re.match(target[3:], name) if target.startswith("re:") else target == name for target in targets)
+
+
+def should_ignore_layer(layer_name: str, ignore: list[str], fused_mapping: dict[str, list[str]]) -> bool:
+    """Whether the module `layer_name` stays unquantized under the exclude list `ignore`."""
+    proj_name = layer_name.split(".")[-1]
+    if proj_name not in fused_mapping:
+        return _equal_or_regex(layer_name, ignore)
+    shards = fused_mapping[proj_name]
+    verdicts = {_equal_or_regex(layer_name.replace(proj_name, shard), ignore) for shard in shards}
+    if len(verdicts) > 1:
+        raise ValueError(
+            f"Found different quantization schemes for {shards} in {layer_name}. SGLang requires all to use the "
+            "same scheme."
+        )
+    return verdicts.pop()
 
 
 class QuarkConfig:
@@ -39,7 +69,7 @@ class QuarkConfig:
         return f"Using Quark config from {self.source} (exclude: {len(self.exclude)} patterns)"
 
     def is_layer_excluded(self, prefix: str) -> bool:
-        return any(prefix == pattern or fnmatch.fnmatchcase(prefix, pattern) for pattern in self.exclude)
+        return should_ignore_layer(prefix, self.exclude, PACKED_MODULES)
 
     def scheme(self, prefix: str) -> dict:
         for pattern, scheme in (self.raw.get("layer_quant_config") or {}).items():

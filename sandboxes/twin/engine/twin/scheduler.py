@@ -2,9 +2,10 @@
 
 Each replica loops: if requests wait, prefill a batch of them (up to the chunk budget) on the device and
 wait for it, then emit their first token; otherwise run one decode step for every running request and wait
-for the step (the device says how long each took and how far each request advanced). Sleeps aim at
-deadlines on the event-loop clock, so small timer overshoots do not accumulate (a 2-core machine under load
-still runs the device's timeline).
+for the step (the device says how long each took and how far each request advanced). Each forward launches
+the MoE kernel the selector finds for its token count (moe.py). Sleeps aim at deadlines on the event-loop
+clock, so small timer overshoots do not accumulate (a 2-core machine under load still runs the device's
+timeline).
 Does not cover HTTP (http_server.py) or what text is produced (the request carries its pieces).
 """
 
@@ -13,7 +14,7 @@ import itertools
 from collections import deque
 from dataclasses import dataclass, field
 
-from twin import device
+from twin import device, moe
 from twin.prefix_cache import PrefixCache, block_keys, content_key
 
 MAX_LAG_S = 0.02
@@ -36,8 +37,11 @@ class Request:
 
 
 class Replica:
-    def __init__(self, config: dict, cache_tokens: int, chunk_tokens: int, max_running: int, stats):
+    def __init__(
+        self, config: dict, cache_tokens: int, chunk_tokens: int, max_running: int, stats, experts: moe.Selector
+    ):
         self.config = config
+        self.experts = experts
         self.max_total_tokens = config.get("max_total_tokens") or 10**9
         self.stats = stats  # the front's batch log lines: prefill(...) and decode(...) as batch_stats.BatchStats
         self.cache = PrefixCache(cache_tokens)
@@ -92,7 +96,8 @@ class Replica:
     async def _prefill(self, batch: list[Request]) -> None:
         uncached = sum(len(r.token_ids) - r.cached_tokens for r in batch)
         cached = sum(r.cached_tokens for r in batch)
-        step = device.call("prefill", config=self.config, uncached=uncached, cached=cached)
+        kernel = self.experts.kernel(uncached)  # a cached prefix skips the layers: only new tokens reach the MoE
+        step = device.call("prefill", config=self.config, uncached=uncached, cached=cached, moe_kernel=kernel)
         running = len(self.running) + len(batch)
         self.stats.prefill(len(batch), uncached, cached, self._used_tokens(batch), running, len(self.waiting))
         await self._sleep_until(step["ms"])
@@ -108,7 +113,10 @@ class Replica:
     async def _decode(self) -> None:
         context = self._used_tokens()
         requests = [r.content for r in self.running]
-        step = device.call("decode", config=self.config, batch=len(self.running), context=context, requests=requests)
+        kernel = self.experts.kernel(len(self.running) * (self.config.get("spec_draft_tokens") or 1))
+        step = device.call(
+            "decode", config=self.config, batch=len(self.running), context=context, requests=requests, moe_kernel=kernel
+        )
         await self._sleep_until(step["ms"])
         emitted = 0
         for request, advance in zip(self.running, step["advance"], strict=True):

@@ -1,9 +1,12 @@
-"""Tune the fused-MoE kernel for one expert shape and write the winners into configs/tuned_fmoe.csv.
+"""Tune the fused-MoE kernel for the sizes it is given and write the winners into configs/tuned_fmoe.csv.
 
-Usage (from the repo root): python3 -m twin.tune_moe --model-dim 6144 --inter-dim 2048 --experts 256
---topk 8 [--quant mxfp4] [--output PATH]. For every token bucket it launches each candidate CK 2-stage
-kernel on the device, times it, and keeps the fastest; rows of other shapes are preserved, rows of this
-shape are replaced. Columns follow aiter's tuned_fmoe.csv. Does not cover the engine-side lookup (moe.py).
+Usage (from the repo root): python3 -m twin.tune_moe --model-dim 6144 --inter-dim 256,512 --experts 256
+--topk 8 --tokens 1,2,4,...,32768 [--quant mxfp4] [--output PATH]. Like aiter's tuner
+(csrc/ck_gemm_moe_2stages_codegen/gemm_moe_tune.py), which tunes each row of its untuned CSV, it tunes one
+row per (token, inter_dim) pair: the token values are the padded M the engine looks configs up by (moe.py),
+and a size not listed gets no row. For each row it launches every candidate CK 2-stage kernel on the device,
+times it and keeps the fastest; rows of other shapes are kept, rows with the same key are replaced. Columns
+follow aiter's tuned_fmoe.csv. Does not cover the engine-side lookup (moe.py).
 """
 
 import argparse
@@ -31,69 +34,66 @@ FIELDS = [
 SECONDS_PER_CANDIDATE = 0.02
 
 
-def tune(shape: moe.MoeShape, tokens: tuple[int, ...]) -> list[dict[str, str]]:
-    cu_num = int(device.properties()["cu_num"])
+def tune_row(shape: moe.MoeShape, token: int) -> dict[str, str]:
+    """The fastest candidate for one padded M, as a tuned_fmoe.csv row."""
+    properties = device.properties()
     dims = {"model_dim": shape.model_dim, "inter_dim": shape.inter_dim, "expert": shape.expert, "topk": shape.topk}
-    rows = []
-    for token in tokens:
-        results = []
-        for block_m in BLOCK_MS:
-            for tile in TILES[shape.quant]:
-                time.sleep(SECONDS_PER_CANDIDATE)
-                us = device.call("kernel", shape=dims, token=token, block_m=block_m, tile=tile)["us"]
-                results.append((us, block_m, tile.format(m=block_m)))
-        best_us, block_m, tile = min(results)
-        print(
-            f"[aiter] tuned token={token:<6} block_m={block_m:<4} {tile:<36} {best_us:9.2f} us "
-            f"({len(results)} candidates)",
-            flush=True,
-        )
-        key = dict(zip(moe.KEY_FIELDS, shape.key(cu_num, token), strict=True))
-        key.update(use_g1u1="1", doweight_stage1="0")
-        stage1 = round(best_us * 0.6, 2)
-        rows.append(
-            {
-                **{field: str(value) for field, value in key.items()},
-                "block_m": str(block_m),
-                "ksplit": "0",
-                "us1": f"{stage1}",
-                "kernelName1": f"moe_ck2stages_gemm1_{tile}",
-                "err1": "0.0%",
-                "us2": f"{round(best_us - stage1, 2)}",
-                "kernelName2": f"moe_ck2stages_gemm2_{tile}",
-                "err2": "0.0%",
-                "us": f"{best_us}",
-                "run_1stage": "0",
-                "tflops": f"{token * shape.topk * shape.model_dim * shape.inter_dim * 6 / best_us / 1e6:.2f}",
-                "bw": "0.0",
-            }
-        )
-    return rows
+    results = []
+    for block_m in BLOCK_MS:
+        for tile in TILES[shape.quant]:
+            time.sleep(SECONDS_PER_CANDIDATE)
+            us = device.call("kernel", shape=dims, token=token, block_m=block_m, tile=tile)["us"]
+            results.append((us, block_m, tile.format(m=block_m)))
+    best_us, block_m, tile = min(results)
+    print(
+        f"[aiter] tuned token={token:<6} inter_dim={shape.inter_dim:<5} block_m={block_m:<4} {tile:<36} "
+        f"{best_us:9.2f} us ({len(results)} candidates)",
+        flush=True,
+    )
+    key = dict(zip(moe.KEY_FIELDS, shape.key(properties["gcn_arch"], int(properties["cu_num"]), token), strict=True))
+    key.update(use_g1u1="1", doweight_stage1="0")
+    stage1 = round(best_us * 0.6, 2)
+    flops = token * shape.topk * shape.model_dim * shape.inter_dim * 6
+    row = {field: str(value) for field, value in key.items()}
+    row.update(block_m=str(block_m), ksplit="0", us1=f"{stage1}", kernelName1=f"moe_ck2stages_gemm1_{tile}")
+    row.update(err1="0.0%", us2=f"{round(best_us - stage1, 2)}", kernelName2=f"moe_ck2stages_gemm2_{tile}")
+    row.update(err2="0.0%", us=f"{best_us}", run_1stage="0", tflops=f"{flops / best_us / 1e6:.2f}", bw="0.0")
+    return row
 
 
-def write(path: Path, shape: moe.MoeShape, new_rows: list[dict[str, str]]) -> None:
+def write(path: Path, new_rows: list[dict[str, str]]) -> None:
     replaced = {moe._row_key(row) for row in new_rows}
     kept = [row for row in moe.read_tuned(path) if moe._row_key(row) not in replaced]
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=FIELDS, extrasaction="ignore", lineterminator="\n")
         writer.writeheader()
-        writer.writerows(kept + new_rows)
+        for row in kept:  # a row from before aiter keyed configs by arch gets the arch aiter infers for it
+            writer.writerow({**row, "gfx": moe._row_key(row)[0]})
+        writer.writerows(new_rows)
+
+
+def _numbers(text: str) -> list[int]:
+    values = [int(value) for value in text.split(",") if value.strip()]
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of positive integers, got {text!r}")
+    return values
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m twin.tune_moe", description=__doc__.splitlines()[0])
     parser.add_argument("--model-dim", type=int, required=True)
-    parser.add_argument("--inter-dim", type=int, required=True)
+    parser.add_argument("--inter-dim", type=_numbers, required=True, help="one or more, comma-separated")
     parser.add_argument("--experts", type=int, required=True)
     parser.add_argument("--topk", type=int, required=True)
+    parser.add_argument("--tokens", type=_numbers, required=True, help="the padded M values to tune, comma-separated")
     parser.add_argument("--quant", choices=sorted(moe.Q_DTYPES), default="mxfp4")
     parser.add_argument("--output", type=Path, default=moe.TUNED_CONFIG)
     args = parser.parse_args(argv)
-    shape = moe.MoeShape(args.model_dim, args.inter_dim, args.experts, args.topk, args.quant)
+    shapes = [moe.MoeShape(args.model_dim, inter, args.experts, args.topk, args.quant) for inter in args.inter_dim]
     arch = device.properties()["gcn_arch"]
-    print(f"[aiter] start tuning fused MoE for {shape} on {arch}, {len(moe.TOKEN_BUCKETS)} token buckets", flush=True)
-    rows = tune(shape, moe.TOKEN_BUCKETS)
-    write(args.output, shape, rows)
+    print(f"[aiter] start tuning fused MoE on {arch}: {len(shapes) * len(args.tokens)} untuned rows", flush=True)
+    rows = [tune_row(shape, token) for shape in shapes for token in args.tokens]
+    write(args.output, rows)
     print(f"[aiter] wrote {len(rows)} tuned rows to {args.output}", flush=True)
     return 0
 

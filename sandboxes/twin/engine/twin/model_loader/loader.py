@@ -76,8 +76,12 @@ def _clock(seconds: float) -> str:
     return f"{int(seconds) // 60:02d}:{int(seconds) % 60:02d}"
 
 
-def build_params(slots: dict[str, tuple[tuple, str]]) -> dict[str, Parameter]:
-    return {name: Parameter(name, Size(shape), dtype) for name, (shape, dtype) in slots.items()}
+def build_params(slots: dict[str, tuple]) -> dict[str, Parameter]:
+    """Parameters from slots: (shape, dtype), or (shape, dtype, shards) for a fused module."""
+    return {
+        name: Parameter(name, Size(slot[0]), slot[1], shards=slot[2] if len(slot) > 2 else None)
+        for name, slot in slots.items()
+    }
 
 
 def slot_bytes(params: dict[str, Parameter]) -> tuple[int, int]:

@@ -40,9 +40,18 @@ class Parameter:
     dtype: str
     loaded_from: str | None = None
     garbage: bool = False
+    # a fused module's slot: checkpoint shard name -> (row offset, rows), as a merged linear's weight_loader
+    # narrows its output dimension for each shard
+    shards: dict[str, tuple[int, int]] | None = None
+    parent: "Parameter | None" = None
 
     def size(self) -> Size:
         return self.shape
+
+    def shard(self, name: str) -> "Parameter":
+        """The rows of one packed checkpoint shard (gate_proj of gate_up_proj), loaded into this slot."""
+        rows = self.shards[name][1]
+        return Parameter(f"{self.name}, shard {name}", Size((rows, *self.shape[1:])), self.dtype, parent=self)
 
     def copy_(self, tensor: Tensor) -> None:
         if tuple(tensor.shape) != tuple(self.shape):
@@ -50,8 +59,9 @@ class Parameter:
                 f"The size of tensor a ({self.shape[-1]}) must match the size of tensor b ({tensor.shape[-1]}) "
                 f"at non-singleton dimension {len(self.shape) - 1}"
             )
-        self.loaded_from = tensor.name
-        self.garbage = tensor.dtype != self.dtype
+        owner = self.parent or self
+        owner.loaded_from = tensor.name
+        owner.garbage = owner.garbage or tensor.dtype != self.dtype
 
 
 def default_weight_loader(param: Parameter, loaded_weight: Tensor) -> None:

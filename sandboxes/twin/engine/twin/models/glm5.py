@@ -3,35 +3,60 @@
 Layers 0-2 are dense, 3-77 are MoE (256 routed experts, top-8, one shared expert); the checkpoint's layer 78
 is the MTP (next-n) head. The target model skips layer 78. With speculative decoding the draft model
 registers that layer as `model.decoder.*` (its embedding projections at `model.eh_proj` etc.), the way
-sglang's next-n model does, and `load_weights` renames checkpoint names accordingly.
+sglang's next-n model does, and `load_weights` renames checkpoint names accordingly. Linear modules are
+registered fused where sglang fuses them (gate_up_proj, fused_qkv_a_proj_with_mqa); `slot_name` maps a
+checkpoint shard to its fused slot.
 Does not cover reading files (model_loader/) or the quant config format (quantization.py).
 """
 
 from twin.model_loader.weight_utils import default_weight_loader
 from twin.models import mla
-from twin.quantization import QuarkConfig
+from twin.quantization import PACKED_MODULES, QuarkConfig
 
 ARCHITECTURES = ("GlmMoeDsaForCausalLM",)
 DENSE_LAYERS = 3
 
 
-def _linear_modules(prefix: str, config: dict, layer_index: int) -> list[tuple[str, int, int]]:
+def _linear_modules(prefix: str, config: dict, layer_index: int) -> list[tuple[str, list[tuple[str, int]], int]]:
+    """(module, [(checkpoint shard, rows), ...], in_features) of one layer's linear modules, fused as sglang's
+    DeepseekV2 layers register them: q_a_proj + kv_a_proj_with_mqa, gate_proj + up_proj."""
     hidden = config["hidden_size"]
-    modules = mla.attention_modules(prefix, config)
+    q_a, q_b, kv_a, kv_b, o_proj = mla.attention_modules(prefix, config)
+    modules = [
+        (
+            f"{prefix}.self_attn.fused_qkv_a_proj_with_mqa",
+            [("q_a_proj", q_a[1]), ("kv_a_proj_with_mqa", kv_a[1])],
+            hidden,
+        ),
+        *[(name, [(name.rsplit(".", 1)[1], rows)], in_features) for name, rows, in_features in (q_b, kv_b, o_proj)],
+    ]
     if layer_index < DENSE_LAYERS:
-        inter = config["intermediate_size"]
-        mlp = [("gate_proj", inter, hidden), ("up_proj", inter, hidden), ("down_proj", hidden, inter)]
-        return modules + [(f"{prefix}.mlp.{name}", out, inp) for name, out, inp in mlp]
-    shared = config["moe_intermediate_size"] * config["n_shared_experts"]
-    mlp = [("gate_proj", shared, hidden), ("up_proj", shared, hidden), ("down_proj", hidden, shared)]
-    return modules + [(f"{prefix}.mlp.shared_experts.{name}", out, inp) for name, out, inp in mlp]
+        mlp, inter = f"{prefix}.mlp", config["intermediate_size"]
+    else:
+        mlp, inter = f"{prefix}.mlp.shared_experts", config["moe_intermediate_size"] * config["n_shared_experts"]
+    return modules + [
+        (f"{mlp}.gate_up_proj", [("gate_proj", inter), ("up_proj", inter)], hidden),
+        (f"{mlp}.down_proj", [("down_proj", hidden)], inter),
+    ]
 
 
-def _layer_slots(prefix: str, config: dict, layer_index: int, quant: QuarkConfig) -> dict[str, tuple[tuple, str]]:
+def _module_slots(quant: QuarkConfig, module: str, shards: list[tuple[str, int]], in_features: int) -> dict:
+    """A (possibly fused) module's slots: each parameter's shape, dtype and where each checkpoint shard goes."""
+    slots = quant.weight_slots(module, sum(rows for _, rows in shards), in_features)
+    if len(shards) == 1:
+        return slots
+    offsets, start = {}, 0
+    for shard, rows in shards:
+        offsets[shard] = (start, rows)
+        start += rows
+    return {name: (shape, dtype, offsets) for name, (shape, dtype) in slots.items()}
+
+
+def _layer_slots(prefix: str, config: dict, layer_index: int, quant: QuarkConfig) -> dict[str, tuple]:
     hidden = config["hidden_size"]
     slots = mla.norm_slots(prefix, config)
-    for module, out_features, in_features in _linear_modules(prefix, config, layer_index):
-        slots.update(quant.weight_slots(module, out_features, in_features))
+    for module, shards, in_features in _linear_modules(prefix, config, layer_index):
+        slots.update(_module_slots(quant, module, shards, in_features))
     if layer_index >= DENSE_LAYERS:
         experts, inter = config["n_routed_experts"], config["moe_intermediate_size"]
         group = quant.group_size
@@ -42,6 +67,16 @@ def _layer_slots(prefix: str, config: dict, layer_index: int, quant: QuarkConfig
         slots[f"{prefix}.mlp.experts.w2_weight"] = ((experts, hidden, inter // 2), "U8")
         slots[f"{prefix}.mlp.experts.w2_weight_scale"] = ((experts, hidden, inter // group), "U8")
     return slots
+
+
+def slot_name(checkpoint_name: str) -> tuple[str, str | None]:
+    """The engine slot a checkpoint tensor loads into, and the shard it fills when the module is fused (sglang's
+    stacked_params_mapping: `...gate_proj.weight` -> (`...gate_up_proj.weight`, "gate_proj"))."""
+    for fused, shards in PACKED_MODULES.items():
+        for shard in shards:
+            if f".{shard}." in checkpoint_name:
+                return checkpoint_name.replace(f".{shard}.", f".{fused}."), shard
+    return checkpoint_name, None
 
 
 def target_params(config: dict, quant: QuarkConfig, parallel=None) -> dict[str, tuple[tuple, str]]:
@@ -62,8 +97,10 @@ def draft_params(config: dict, quant: QuarkConfig, parallel=None) -> dict[str, t
         "model.hnorm.weight": ((hidden,), "BF16"),
         "model.shared_head.norm.weight": ((hidden,), "BF16"),
     }
-    slots.update(quant.weight_slots("model.eh_proj", hidden, 2 * hidden))
-    slots.update(quant.weight_slots("model.shared_head.head", vocab, hidden))
+    # the head's own projections stay bf16 whatever the exclude list says: its lm head is not a quantizable linear
+    # in sglang (ParallelLMHead), and eh_proj is built as a plain linear
+    slots["model.eh_proj.weight"] = ((hidden, 2 * hidden), "BF16")
+    slots["model.shared_head.head.weight"] = ((vocab, hidden), "BF16")
     slots.update(_layer_slots("model.decoder", config, config["num_hidden_layers"], quant))
     return slots
 
@@ -87,8 +124,8 @@ def load_weights(params: dict, tensors, config: dict, draft: bool) -> int:
         mtp_name = draft_name(tensor.name, nextn_layer)
         if draft != (mtp_name is not None):
             continue
-        name = mtp_name if draft else tensor.name
+        name, shard = slot_name(mtp_name if draft else tensor.name)
         param = params[name]
-        default_weight_loader(param, tensor)
+        default_weight_loader(param.shard(shard) if shard else param, tensor)
         loaded += 1
     return loaded
