@@ -18,7 +18,7 @@ CORPUS = ROOT / "transcripts"
 @pytest.mark.parametrize("recording", sorted(p.name for p in CORPUS.iterdir() if (p / "transcript.jsonl").is_file()))
 def test_the_corpus_replays_without_divergence(docker_client, tmp_path, recording):
     image = yaml.safe_load((CORPUS / recording / "task.yaml").read_text())["sandbox"]["image"]
-    build_twin(image.split(":", 1)[1])
+    build_twin(image.rsplit(":", 1)[1])
     report = replay(CORPUS / recording, runs_dir=str(tmp_path / "replays"))
     assert report.reproduced, report.render()
     assert report.compared > 0

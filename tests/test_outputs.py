@@ -106,11 +106,10 @@ def test_pr_describes_each_fix_and_pushes_the_branch(playbook_run, tmp_path):
 
 def test_replay_reports_divergence_when_the_engine_changed(docker_client, tmp_path):
     build_twin()
-    build_twin("oom-mem-fraction")
     (tmp_path / "recorded").mkdir()
     ctx = run_scripted(fast_twin_task(tmp_path / "recorded"), [call("serve"), call("finish", reason="up")])
     task = yaml.safe_load((ctx.run_dir / "task.yaml").read_text())
-    task["sandbox"]["image"] = "porter-twin2:oom-mem-fraction"  # same recording, an engine that now runs out of memory
+    task["sandbox"]["image"] = build_twin("oom-mem-fraction")  # same recording, an engine that now runs out of memory
     task["serve"]["flags"]["mem-fraction-static"] = 0.95
     (ctx.run_dir / "task.yaml").write_text(yaml.safe_dump(task, sort_keys=False))
     report = replay(ctx.run_dir, runs_dir=str(tmp_path / "replays"))

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from twin_tasks import FIXES, running_device
+from twin_tasks import FIXES, TWIN_TAG, running_device
 
 from porter.checks.quality import QualityCheckSpec, run_quality
 
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "sandboxes" / "twin"))
 from layout import model_dir  # noqa: E402
 
-IMAGE = "porter-twin2:glm52-day0"
+IMAGE = f"{TWIN_TAG}:glm52-day0"
 PORTS = (30001, 30002, 30003, 30004)
 SERVE = "python3 -m twin.launch_server --model-path /models/glm-5.2-mxfp4 --host 0.0.0.0 --tp 8"
 SPEC_314 = (
@@ -282,7 +282,7 @@ def test_scenario_image_is_a_clean_repo_carrying_its_defect(docker_client, scena
         script += f"; echo {base64.b64encode(data).decode()} | base64 -d > /tmp/fix.patch"
         script += f" && cd {where} && git apply --check /tmp/fix.patch && echo FIX-APPLIES"
     output = docker_client.containers.run(
-        f"porter-twin2:{scenario}", ["sh", "-c", script], remove=True, working_dir="/sgl-workspace/twin"
+        f"{TWIN_TAG}:{scenario}", ["sh", "-c", script], remove=True, working_dir="/sgl-workspace/twin"
     ).decode()
     assert output.splitlines()[:2] == ["0", "twin upstream"]
     assert f"{checkpoint}/config.json" in output

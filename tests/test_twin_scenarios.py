@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers import free_port
-from twin_tasks import QUICK_SCALE
+from twin_tasks import QUICK_SCALE, TWIN_TAG
 
 from porter.checks.quality import QualityCheckSpec, run_quality
 from porter.task import load_task
@@ -182,8 +182,8 @@ def test_quality_trap_scores_below_the_gate_while_the_legitimate_flag_passes(sce
 @pytest.mark.parametrize("task_file", sorted((ROOT / "tasks").glob("twin_*.yaml")), ids=lambda path: path.stem)
 def test_twin_task_files_validate_and_name_their_image(task_file: Path) -> None:
     task = load_task(task_file)
-    assert task.sandbox.image.startswith("porter-twin2:")
-    scenario = task.sandbox.image.split(":", 1)[1]
+    assert task.sandbox.image.startswith(f"{TWIN_TAG}:")
+    scenario = task.sandbox.image.rsplit(":", 1)[1]
     assert scenario == "glm52-day0" or scenario in SCENARIOS
     assert task.sandbox.network == "none" and not task.sandbox.devices
     assert task.repos[0].path == "/sgl-workspace/twin"

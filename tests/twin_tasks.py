@@ -12,6 +12,7 @@ alone stays ~8% below it (a late clock never reads faster).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +31,8 @@ TIME_SCALE = 0.5  # the twin's clock for tests that compare speeds: the story, t
 # ... and for tests that only start, crash, fault or check the quality of the twin: its start-up takes minutes at
 # scale 1 (weights, kernel builds, graph capture), seconds at this clock
 QUICK_SCALE = 0.1
+# the twin images' name, as build.sh and the twin tasks spell it (a worktree sets its own on a shared daemon)
+TWIN_TAG = os.environ.get("PORTER_TWIN_TAG") or "porter-twin2"
 FIXES = ROOT / "sandboxes" / "twin" / "fixes"  # the known fixes, as patches
 STORY_RECORDING = ROOT / "tests" / "data" / "story"  # the story's committed recording: task.yaml, transcript.jsonl
 SPEC_516 = {  # the story's MTP depth (sglang's EAGLE flags)
@@ -50,7 +53,7 @@ def build_twin(scenario: str = "glm52-day0") -> str:
     name, front = (scenario.removesuffix("-vllm"), "vllm") if scenario.endswith("-vllm") else (scenario, "sglang")
     command = [str(ROOT / "sandboxes" / "twin" / "build.sh"), "--scenario", name, "--front", front]
     subprocess.run(command, check=True, capture_output=True)
-    return f"porter-twin2:{scenario}"
+    return f"{TWIN_TAG}:{scenario}"
 
 
 def task_data(source: Path) -> dict:

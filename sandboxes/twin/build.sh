@@ -2,6 +2,8 @@
 # Build the twin serving image from porter-base:bookworm, or lay the same tree out without Docker.
 #   sandboxes/twin/build.sh [--scenario NAME] [--front sglang|vllm] [--force]
 #       -> image porter-twin2:NAME (sglang's front, default scenario glm52-day0) or porter-twin2:NAME-vllm
+#          (the name before the colon is $PORTER_TWIN_TAG when set: worktrees sharing a Docker daemon keep their
+#          images apart; the twin tasks name their image the same way)
 #   sandboxes/twin/build.sh --local DIR [--scenario NAME] [--front sglang|vllm]
 #       -> DIR/sgl-workspace/twin (or DIR/usr/local/lib/python3.12/dist-packages/vllm), DIR/models/..., DIR/opt/rocm
 # An image whose label twin.hash matches the sources is reused unless --force is given.
@@ -25,11 +27,11 @@ if [ -n "$local_dir" ]; then
   python3 "$here/layout.py" "$local_dir" --scenario "$scenario" --front "$front"
   exit 0
 fi
-image="porter-twin2:$scenario"
+image="${PORTER_TWIN_TAG:-porter-twin2}:$scenario"
 [ "$front" = sglang ] || image="$image-$front"
 # One build of a tag at a time on this host: two runs (or test workers) starting together would otherwise both
 # build, and the tag would move under the first one's run (its image digest, part of every fingerprint, changes).
-exec 9>"${TMPDIR:-/tmp}/porter-twin2-$scenario-$front.build.lock"
+exec 9>"${TMPDIR:-/tmp}/${PORTER_TWIN_TAG:-porter-twin2}-$scenario-$front.build.lock"
 flock 9
 hash="$(python3 "$here/layout.py" --hash --scenario "$scenario" --front "$front")"
 if [ "$force" = 0 ] && [ "$(docker image inspect -f '{{index .Config.Labels "twin.hash"}}' "$image" 2>/dev/null || true)" = "$hash" ]; then
