@@ -52,7 +52,7 @@ CUDA_ONLY = re.compile(
     r"\b(?:cuda_runtime\w*(?:\.h)?|cuda_\w+\.h|cuda\.h|cuda[A-Z]\w*|CUDA_[A-Z_]+|cuda_bf16|__nv_\w+|nv_bfloat16\w*"
     r"|cublas\w*|cusparse\w*|curand\w*|cufft\w*|cusolver\w*|cudnn\w*|nvrtc\w*|nvToolsExt\w*|nvml\w*|cutlass\w*"
     r"|cute/\w+|cute::\w+|cub/\w+|cub::\w+|thrust::cuda|thrust/system/cuda\w*|cuda/(?:std|atomic|barrier|pipeline"
-    r"|ptx)\b|cuda::\w+|nccl\.h|nvcuda::\w+|wmma::\w+"
+    r"|ptx)\b|cuda::\w+|nccl\.h|nvcuda::\w+|wmma::\w+|cooperative_groups\.h"
     r"|CU(?:deviceptr|stream|result|context|device|function|module|event|graph\w*|tensorMap\w*|memorytype\w*"
     r"|pointer_attribute\w*)|cu(?:Launch|Mem|Pointer|Ctx|Device|Module|Stream|Event|Graph|TensorMap|Func|Init"
     r"|GetErrorString|DriverGetVersion)\w*"
