@@ -161,7 +161,7 @@ def test_eval_on_ray_writes_both_entries_and_ray_lists_the_cells_finished(ray_he
     assert result.returncode == 0, result.stderr
     board = _board(tmp_path / "evals")
     assert sorted(entry["name"] for entry in board["entries"]) == sorted(RECORDINGS)
-    assert board["totals"]["replay"]["runs"] == 2
+    assert board["totals"]["playbook (replayed)"]["runs"] == 2  # by the model that recorded them
     for entry in board["entries"]:
         _assert_replayed_and_shipped(entry, next((tmp_path / "evals").iterdir()) / "runs")
     assert "finished per node:" in result.stderr
