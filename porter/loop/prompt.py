@@ -10,6 +10,7 @@ cover what tools return (tools.py, observations.py) or the loop (agent.py).
 from __future__ import annotations
 
 import json
+import re
 
 from porter.checks import registry
 from porter.engines import flag_rules, serve
@@ -100,11 +101,28 @@ def cost_lines(task: Task) -> list[str]:
     ]
     lines += [f"- {item.kind.cost(item.spec, task)}" for item in registry.declared(task)]
     lines += [f"- tune {spec.name}: up to {spec.timeout_s:g} s; it stops the server" for spec in task.tune]
+    lines.append(one_batch_line(task))
     lines.append(
         f"- the run: {limits.max_steps} model calls, {limits.max_wall_hours:g} h, ${limits.max_cost_usd:g}; "
         "bash, read_file, read_log and edits are cheap"
     )
     return lines
+
+
+def one_batch_line(task: Task) -> str:
+    """What one batch costs, the engine's way: its own one-batch benchmark (engines/*.py `one_batch`), named as this
+    image runs it when the task launches the engine under another package than upstream's (`python3 -m
+    twin.launch_server` for sglang's `python3 -m sglang.launch_server`: the benchmark sits beside it)."""
+    engine, command = task.engine, task.engine.one_batch
+    upstream = re.search(r"-m (\w+)\.launch_server", engine.launch)
+    here = re.search(r"-m (\w+)\.launch_server", task.serve.command)
+    if upstream and here and upstream.group(1) != here.group(1):
+        command = command.replace(f"-m {upstream.group(1)}.", f"-m {here.group(1)}.")
+    return (
+        f"- what one batch costs, from the engine's own benchmark in bash: {command}. Upstream {engine.name} has it "
+        "on a real node too; it starts an engine of its own on the GPUs (on a node, with the memory a running "
+        "server does not hold)"
+    )
 
 
 def probe_programs(ctx: RunContext) -> str:
