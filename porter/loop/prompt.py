@@ -36,7 +36,6 @@ Serve command, as porter runs it with the baseline flags:
 The task's search space (JSON: flag -> values; null = the flag is left out): {tunables}
 It is not a fence: set_flags also takes any other flag the engine's own parser accepts (checked in the sandbox
 first) and environment variables of the serve process as $NAME (e.g. {{"$SOME_ENGINE_OPTION": "false"}}).
-On a real engine, the one-batch benchmark times prefill and decode per batch without the server: {one_batch}
 Rules between flags (set_flags refuses a set that breaks one; set related sizes in one call): {rules}
 Tuning commands (`tune NAME`; run one only when a log shows it applies): {tune}
 Repos you may patch (sandbox paths; porter commits what you accept): {repos}
@@ -77,7 +76,6 @@ def system_prompt(ctx: RunContext, programs: str) -> str:
         targets="\n".join(targets + workload_lines(task)) or "- none declared",
         command=serve.render_command(task, task.serve.flags),
         tunables=json.dumps(task.serve.tunables) if task.serve.tunables else "none",
-        one_batch=task.engine.one_batch,
         rules="; ".join(flag_rules.describe(task)) or "none",
         tune="; ".join(f"{t.name}: {' '.join(t.description.split())}" for t in task.tune) or "none",
         repos=", ".join(f"{r.name} at {r.path}" for r in task.patchable_repos()) or "none",
