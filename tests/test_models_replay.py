@@ -65,6 +65,19 @@ def test_behaviour_changes_the_digest(first, second):
     assert observation_digest(tool_result(first)) != observation_digest(tool_result(second))
 
 
+def read_log_result(total: int, shown: str) -> list[Message]:
+    text = f"serve-001.log (launch 1; launches [1]; {total} lines): 1 lines match 'quant'\n     19  {shown}"
+    facts = {"tool": "read_log", "ok": True, "launch": 1, "lines": total, "shown": 1}
+    return [Message("tool", text, tool_call_id="c1", name="read_log", facts=facts)]
+
+
+def test_a_server_log_read_counts_what_it_shows_not_how_long_the_log_had_grown():
+    """The checks' traffic adds batch lines by timing: a log read after them is 94 or 96 lines long."""
+    line = "Using Quark config from /models/glm/config.json (exclude: 7 patterns)"
+    assert observation_digest(read_log_result(96, line)) == observation_digest(read_log_result(94, line))
+    assert observation_digest(read_log_result(96, line)) != observation_digest(read_log_result(96, "other line"))
+
+
 def test_tool_call_ids_and_roles():
     assert observation_digest(tool_result("x", "toolu_A")) == observation_digest(tool_result("x", "call_B"))
     assert observation_digest([Message("user", "x")]) != observation_digest([Message("tool", "x")])

@@ -16,7 +16,8 @@ URL's host, or after the word `port`,
 pids, durations (a number with a time unit), every number with decimals, trailing whitespace.
 Integers without a unit are kept: exit codes, line numbers and counts are behaviour.
 Results of porter's launching and measuring tools (serve, run_check, tune, accept, revert, set_flags) are
-first reduced to what they decided (`behaviour()`): healthy or the crash class, targets met, kept or not.
+first reduced to what they decided (`behaviour()`): healthy or the crash class, targets met, kept or not. A
+read_log result counts without the log's length (it grows with the checks' traffic, by timing).
 """
 
 from __future__ import annotations
@@ -73,6 +74,9 @@ def _observation(messages: list[Message]) -> list[list[str]]:
 # Tools whose results are measurements or launches: only what they decided is behaviour, not their figures.
 MEASURING_TOOLS = {"serve", "run_check", "tune", "accept", "revert", "set_flags"}
 BEHAVIOUR_FACTS = ("tool", "ok", "exit_code", "timed_out", "healthy", "crash_class", "signature", "kept")
+# A server log grows with the batch lines of the traffic the checks sent, by timing: how long it is when read is not
+# behaviour (what the read shows is). read_log's header and facts carry that length.
+LOG_LENGTH = re.compile(r"^(serve-\d+\.log \(launch \d+; launches \[[\d, ]*\]; )\d+ lines\)")
 
 
 def behaviour(message: Message) -> str:
@@ -83,6 +87,10 @@ def behaviour(message: Message) -> str:
     facts = message.facts
     if message.role != "tool" or not isinstance(facts, dict):
         return message.content
+    if message.name == "read_log":
+        content = LOG_LENGTH.sub(r"\1<n> lines)", message.content, count=1)
+        facts = {key: value for key, value in facts.items() if key != "lines"}
+        return f"{content}\n{json.dumps(facts, default=str, sort_keys=True)}"
     if message.name not in MEASURING_TOOLS or "status" not in facts:
         return f"{message.content}\n{json.dumps(facts, default=str, sort_keys=True)}"
     view = {key: facts[key] for key in BEHAVIOUR_FACTS if key in facts}
