@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import re
 
-from local_tasks import open_local_run
+from local_tasks import open_local_run, run_local
 
 from porter.loop import agent
-from porter.models import ScriptedModel, ToolCall
-from porter.redaction import redact
+from porter.models import ToolCall
 
 LINE = "value_{n} = {n} * 3  # line {n}"
 
@@ -29,12 +28,7 @@ def test_a_60kb_cat_is_cut_at_whole_lines_and_says_how_to_read_on(tmp_path):
         {"tool_calls": [{"name": "bash", "arguments": {"command": command}}]},
         {"tool_calls": [{"name": "bash", "arguments": {"command": "true"}}]},
     ]
-    model = ScriptedModel(script)
-    try:
-        agent.run_loop(ctx, model, redact)
-    finally:
-        ctx.transcript.close()
-        ctx.sandbox.stop(remove=True)
+    model = run_local(ctx, script)
     result = model.requests[1][-1].content.splitlines()
     note = next(line for line in result if line.startswith("[porter left out"))
     head, tail = result[1 : result.index(note)], result[result.index(note) + 1 :]

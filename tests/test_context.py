@@ -9,16 +9,16 @@ import json
 import git
 import yaml
 from local_tasks import local_task, open_local_run
+from local_tasks import run_local as run
 
 from porter.ledger.transcript import read_state, read_transcript
-from porter.loop import agent, file_tools
 from porter.loop import conversation as context
+from porter.loop import file_tools
 from porter.loop.prompt import first_messages
 from porter.loop.tools import tool_specs
-from porter.models import Message, ScriptedModel, ToolCall
+from porter.models import Message, ToolCall
 from porter.models.openai import to_openai_message, to_openai_tool
 from porter.ops import runs
-from porter.redaction import redact
 from porter.task import load_task
 
 BIG = "python3 -c \"print(('x' * 99 + chr(10)) * 300)\"; echo END "  # ~30k characters, then END n
@@ -32,16 +32,6 @@ def request_chars(messages: list[Message]) -> int:
 
 def big_steps(count: int, start: int = 1) -> list[dict]:
     return [{"tool_calls": [{"name": "bash", "arguments": {"command": f"{BIG}{n}"}}]} for n in range(start, count)]
-
-
-def run(ctx, script, remove: bool = True):
-    model = ScriptedModel(script)
-    try:
-        agent.run_loop(ctx, model, redact)
-    finally:
-        ctx.transcript.close()
-        ctx.sandbox.stop(remove=remove)
-    return model
 
 
 def test_sixty_steps_of_30k_results_never_send_more_than_200k_characters(tmp_path):

@@ -11,12 +11,9 @@ import subprocess
 import sys
 
 import yaml
-from local_tasks import open_local_run
+from local_tasks import open_local_run, run_local
 
-from porter.loop import agent
-from porter.models import ScriptedModel
 from porter.ops import evaluate
-from porter.redaction import redact
 
 SCRIPT = [
     {"text": "look first", "tool_calls": [{"name": "bash", "arguments": {"command": "ls"}}]},
@@ -28,11 +25,7 @@ def recorded_corpus(tmp_path):
     """A corpus with one recording: two turns by 'human:tester', ended unsolved (the task has no target met)."""
     (tmp_path / "recorder").mkdir()
     ctx = open_local_run(tmp_path / "recorder", model="human:tester")
-    try:
-        agent.run_loop(ctx, ScriptedModel(SCRIPT), redact)
-    finally:
-        ctx.transcript.close()
-        ctx.sandbox.stop(remove=True)
+    run_local(ctx, SCRIPT)
     corpus = tmp_path / "corpus"
     (corpus / "seat-run").mkdir(parents=True)
     for name in ("task.yaml", "transcript.jsonl"):

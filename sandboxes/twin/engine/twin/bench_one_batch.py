@@ -17,10 +17,9 @@ import json
 import statistics
 import sys
 import time
-import traceback
 
 from twin import device, launch_server
-from twin.engine import Engine
+from twin.engine import Engine, started
 
 WARMUP_OUTPUT_LEN = 32  # one_batch's warm-up decodes at most this many tokens
 
@@ -90,12 +89,8 @@ class OneBatch:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    wording = launch_server.SglangWording(args.tp, 1)
-    engine = Engine(launch_server.serve_options(args), wording)
-    try:
-        engine.start()
-    except Exception:
-        wording.crash(traceback.format_exc())
+    engine = started(launch_server.serve_options(args), launch_server.SglangWording(args.tp, 1))
+    if engine is None:
         return 1
     bench = OneBatch(engine)
     print("Warmup ...", flush=True)

@@ -248,13 +248,21 @@ async def serve(engine: Engine, front_args: dict) -> None:
         await server.serve_forever()
 
 
-def run(options: ServeOptions, wording: Wording, front_args: dict) -> int:
-    """Start up and serve until interrupted; 1 when start-up fails (its traceback in the front's words)."""
+def started(options: ServeOptions, wording: Wording) -> Engine | None:
+    """The engine after start-up, or None when start-up failed (its traceback said in the front's words)."""
     engine = Engine(options, wording)
     try:
         engine.start()
     except Exception:
         wording.crash(traceback.format_exc())
+        return None
+    return engine
+
+
+def run(options: ServeOptions, wording: Wording, front_args: dict) -> int:
+    """Start up and serve until interrupted; 1 when start-up fails (its traceback in the front's words)."""
+    engine = started(options, wording)
+    if engine is None:
         return 1
     try:
         asyncio.run(serve(engine, front_args))

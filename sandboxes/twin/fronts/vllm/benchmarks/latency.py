@@ -16,15 +16,14 @@ import argparse
 import json
 import statistics
 import time
-import traceback
 from pathlib import Path
 
 from twin import device
-from twin.engine import Engine
+from twin.engine import Engine, started
 
 from vllm.engine import arg_utils
 from vllm.engine.wording import VllmWording
-from vllm.entrypoints.cli.serve import DEFAULT_MODEL
+from vllm.entrypoints.cli.serve import DEFAULT_MODEL, engine_options
 from vllm.logger import plain
 
 PERCENTAGES = (10, 25, 50, 75, 90, 99)
@@ -88,19 +87,12 @@ def main(args: argparse.Namespace) -> int:
         plain("the twin's `vllm bench latency` runs one sequence per prompt, without beam search or profiling")
         return 2
     args.model, args.host, args.port = args.model or DEFAULT_MODEL, None, 8000
-    try:
-        config = json.loads((Path(args.model) / "config.json").read_text())
-        options = arg_utils.serve_options(args, config)
-    except Exception:
-        for line in traceback.format_exc().rstrip("\n").splitlines():
-            plain(line)
+    read = engine_options(args)
+    if read is None:
         return 1
-    wording = VllmWording(options, config, args.attention_backend)
-    engine = Engine(options, wording)
-    try:
-        engine.start()
-    except Exception:
-        wording.crash(traceback.format_exc())
+    config, options = read
+    engine = started(options, VllmWording(options, config, args.attention_backend))
+    if engine is None:
         return 1
     context = engine.context_length
     if context < args.input_len + args.output_len:
