@@ -172,7 +172,7 @@ def test_eval_on_ray_writes_both_entries_and_ray_lists_the_cells_finished(ray_he
 def _assert_replayed_and_shipped(entry: dict, runs_dir: Path) -> None:
     """The cell replayed its recording on the node (reproduced, or diverged where the shared twin image was
     rebuilt from another tree meanwhile) and its run directory came back and was unpacked under runs_dir."""
-    assert entry["steps"] > 0 and ("reproduced" in entry["note"] or "diverged" in entry["note"]), entry
+    assert entry["steps"] > 0 and entry["outcome"].startswith(("reproduced", "diverged")), entry
     run_dir = Path(entry["run_dir"])
     assert run_dir.parent == runs_dir
     assert (run_dir / "transcript.jsonl").stat().st_size > 0 and (run_dir / "state.json").is_file()
