@@ -150,7 +150,11 @@ def _resources(_ctx, _param, values: tuple[str, ...]) -> dict[str, float]:
 
 @main.command(name="eval")
 @click.argument("corpus", type=click.Path(exists=True))
-@click.option("--models", help="Comma-separated agents to compare, e.g. playbook,anthropic:claude-sonnet-4-5.")
+@click.option(
+    "--models",
+    help="Comma-separated models to run every task (and every recording's task) with, e.g. "
+    "playbook,anthropic; `replay` re-drives the recordings. Default: playbook on tasks, replay on recordings.",
+)
 @click.option("--workers", type=click.IntRange(1), default=1, show_default=True, help="Parallel sandboxes (local).")
 @click.option("--out", "out_root", default="evals", show_default=True, help="Folder for <utc time>/leaderboard.md.")
 @click.option(
@@ -175,24 +179,26 @@ def evaluate(corpus: str, models, workers: int, out_root: str, ray_address, reso
         _fail(str(exc))
     if problems:
         _fail("\n".join(problems))
-    providers = (models or "playbook").split(",")
+    chosen = [model.strip() for model in models.split(",") if model.strip()] if models is not None else None
+    if chosen == []:
+        _fail("--models names no model (e.g. --models playbook,replay)")
     if ray_address:
-        out_dir = _evaluate_on_ray(corpus, providers, ray_address, resources, out_root)
+        out_dir = _evaluate_on_ray(corpus, chosen, ray_address, resources, out_root)
     elif resources:
         _fail("--ray-resource needs --ray ADDRESS")
     else:
-        out_dir = evaluate_corpus(corpus, providers, workers, out_root)
+        out_dir = evaluate_corpus(corpus, chosen, workers, out_root)
     click.echo(printable((out_dir / "leaderboard.md").read_text()))  # its notes quote failed runs
     click.echo(f"leaderboard: {out_dir / 'leaderboard.md'}")
 
 
-def _evaluate_on_ray(corpus: str, providers: list[str], address: str, resources: dict, out_root: str) -> Path:
+def _evaluate_on_ray(corpus: str, models: list[str] | None, address: str, resources: dict, out_root: str) -> Path:
     from porter.ops.eval_ray import Interrupted, evaluate_on_ray
     from porter.ops.ray_cluster import RayEvalError
 
     try:
         return evaluate_on_ray(
-            corpus, providers, address, resources, out_root, echo=lambda line: click.echo(line, err=True)
+            corpus, models, address, resources, out_root, echo=lambda line: click.echo(line, err=True)
         )
     except RayEvalError as exc:
         _fail(str(exc))

@@ -45,3 +45,18 @@ def local_task(tmp_path: Path, **agent) -> Path:
 def open_local_run(tmp_path: Path, **agent) -> RunContext:
     path = local_task(tmp_path, **agent)
     return runs.open_run(load_task(path), str(path))
+
+
+def run_local(ctx: RunContext, script: list[dict], remove: bool = True):
+    """Run the loop with a scripted model on an opened local run; the model, whose `requests` say what it saw."""
+    from porter.loop import agent
+    from porter.models import ScriptedModel
+    from porter.redaction import redact
+
+    model = ScriptedModel(script)
+    try:
+        agent.run_loop(ctx, model, redact)
+    finally:
+        ctx.transcript.close()
+        ctx.sandbox.stop(remove=remove)
+    return model

@@ -8,8 +8,9 @@ answers (question -> reply text for the quality tests), block (prefix-cache bloc
 Faults for the robustness tests: hang (no answer on /v1/models or a completion), stall_after (a
 stream falls silent after N frames, connection open), endless (frames forever, never [DONE]), flood
 (megabytes as fast as the socket takes them), models_body / reply_body (a JSON answer that lies about
-its shape), frames (these payloads as the stream, verbatim), exit_after (the process exits when streamed request
-N+1 arrives: an engine that dies mid-check).
+its shape), reject_over (HTTP 400 in an engine's words for a prompt over N words, as an engine refuses a
+request past its context length before scheduling it), frames (these payloads as the stream, verbatim),
+exit_after (the process exits when streamed request N+1 arrives: an engine that dies mid-check).
 Started with `--served-model-name`, `--ttft-ms`, `--itl-ms` it stands in for a served engine whose
 flags set its speed (the fault tests launch it as a task's serve command).
 GET /_arrivals lists the streamed requests as the server saw them (its monotonic arrival time, prompt).
@@ -51,6 +52,7 @@ DEFAULTS = {
     "reply_body": None,
     "frames": None,
     "exit_after": 0,
+    "reject_over": 0,
 }
 FOREVER_S = 3600
 
@@ -111,6 +113,14 @@ async def completions(request: web.Request) -> web.StreamResponse:
         os._exit(3)  # the engine dies mid-check
     if settings["fail_every"] and number % settings["fail_every"] == 0:
         return web.json_response({"error": {"message": "injected failure"}}, status=500)
+    if settings["reject_over"] and len(prompt.split()) > settings["reject_over"]:
+        message = (
+            f"Requested token count exceeds the model's maximum context length of {settings['reject_over']} "
+            f"tokens. You requested a total of {len(prompt.split()) + int(body.get('max_tokens') or 0)} tokens."
+        )
+        return web.json_response(
+            {"object": "error", "message": message, "type": "BadRequestError", "code": 400}, status=400
+        )
     if settings["hang"]:
         await asyncio.sleep(FOREVER_S)
     if settings["reply_body"] is not None:

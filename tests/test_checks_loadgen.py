@@ -10,7 +10,7 @@ import statistics
 import pytest
 from sse_server import SseServer
 
-from porter.checks import loadgen, metrics, workload
+from porter.checks import loadgen, metrics, request_failures, stream_parse, workload
 from porter.checks.throughput import completion_body
 
 
@@ -120,7 +120,9 @@ def test_http_500s_are_recorded_with_status(server):
     failed = [record for record in records if not record.ok]
     assert len(failed) == 3
     assert all(record.error.startswith("HTTP 500: ") and "injected failure" in record.error for record in failed)
-    assert metrics.first_error_messages(records) == [f"3x {failed[0].error}"]
+    assert request_failures.of_records(records) == [
+        {"count": 3, "status": 500, "error": "HTTP 500", "body": '{"error": {"message": "injected failure"}}'}
+    ]
 
 
 def test_unfinished_requests_time_out_at_the_drain_limit(server):
@@ -129,9 +131,8 @@ def test_unfinished_requests_time_out_at_the_drain_limit(server):
     assert all(record.timed_out and not record.ok for record in records)
     figures = metrics.summarize(records, 0.0)
     assert (figures["timed_out"], figures["errors"], figures["completed"]) == (3, 0, 0)
-    assert metrics.first_error_messages(records) == [
-        "3x deadline: still running 0.5 s after the level's last send (level drain)"
-    ]
+    drained = "deadline: still running 0.5 s after the level's last send (level drain)"
+    assert request_failures.of_records(records) == [{"count": 3, "status": None, "error": drained, "body": ""}]
 
 
 def test_reasoning_content_counts_as_the_first_token(server):
@@ -163,7 +164,7 @@ def test_reasoning_content_counts_as_the_first_token(server):
 )
 def test_parse_stream(chunks, texts, error):
     record = loadgen.RequestRecord(0, 0.0, sent_s=0.0)
-    loadgen.parse_stream(record, [(index + 1.0, chunk) for index, chunk in enumerate(chunks)])
+    stream_parse.parse_stream(record, [(index + 1.0, chunk) for index, chunk in enumerate(chunks)])
     assert record.text == "".join(texts)
     assert (record.error is None) if error is None else (error in record.error)
 
@@ -175,7 +176,7 @@ def test_first_token_time_is_the_read_that_completed_the_frame():
         (2.5, b'ces":[{"text":"x"}]}\n\n'),
         (3.0, b'data: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":1}}\n\ndata: [DONE]\n\n'),
     ]
-    loadgen.parse_stream(record, frames)
+    stream_parse.parse_stream(record, frames)
     assert record.first_token_s == 2.5
     assert (record.prompt_tokens, record.output_tokens, record.cached_tokens) == (7, 1, None)
 

@@ -8,7 +8,7 @@ import json
 import pytest
 from sse_server import SseServer
 
-from porter.checks import quality, scoring
+from porter.checks import quality, quality_kind, scoring
 from porter.checks.loadgen import CheckError
 from porter.checks.quality import QualityCheckSpec
 
@@ -263,8 +263,25 @@ def test_failed_requests_count_as_wrong_and_are_reported(server, tmp_path):
     outcome = quality.run_quality(server.url, spec)
     assert outcome.errors == 0 and outcome.score == 1.0
     server.reset(fail_every=1)  # a server failing most questions stops the check: its score would be a lie
-    with pytest.raises(CheckError, match="failed 6 of 6 questions.*HTTP 500"):
+    with pytest.raises(CheckError, match=r"(?s)failed 6 of 6 questions.*HTTP 500: {.*injected failure"):
         quality.run_quality(server.url, spec)
+
+
+def test_questions_refused_by_the_server_carry_its_status_and_answer(server, tmp_path):
+    write_gsm8k(tmp_path / "gsm.jsonl", 12)
+    server.reset(reject_over=20)  # every few-shot prompt is longer: refused before scheduling, never retried
+    spec = QualityCheckSpec(
+        name="g", kind="gsm8k", dataset=str(tmp_path / "gsm.jsonl"), samples=6, few_shot=2, minimum=0.0
+    )
+    with pytest.raises(CheckError) as refused:
+        quality.run_quality(server.url, spec)
+    assert "failed 6 of 6 questions" in str(refused.value)
+    assert "6 requests failed with HTTP 400: {" in str(refused.value)
+    assert "exceeds the model's maximum context length of 20 tokens" in str(refused.value)
+    result = {"score": 0.5, "ci_low": 0.2, "ci_high": 0.8, "n": 6, "errors": 1, "passed": False}
+    result["failures"] = [{"count": 1, "status": 400, "error": "HTTP 400", "body": '{"message": "too long"}'}]
+    shown = quality_kind.render("quality:g", result)
+    assert "1 questions failed (counted wrong)" in shown and '1 request failed with HTTP 400: {"message"' in shown
 
 
 def test_shots_from_a_separate_file_leave_every_question_to_ask(server, tmp_path):

@@ -8,7 +8,7 @@ import json
 import pytest
 from sse_server import SseServer
 
-from porter.checks import throughput, throughput_kind, workload
+from porter.checks import registry, throughput, throughput_kind, workload
 from porter.checks.throughput import SingleStreamSpec, SloSpec, ThroughputCheckSpec
 
 
@@ -185,13 +185,31 @@ def test_warmup_window_is_left_out_of_the_statistics(server):
     assert level.metrics["completed"] == level.offered
 
 
-def test_a_failing_server_gives_no_knee(server):
+def test_a_failing_server_gives_no_knee_and_the_sweep_reads_its_answer(server):
     server.reset(ttft_ms=5, itl_ms=1, fail_every=2)
     result = throughput.run_throughput(server.url, spec(bisect_steps=0))  # no bisection below the first level
+    shown = registry.kind_of("throughput").render("throughput", result.to_dict())
+    assert (
+        "requests that failed" in shown and 'failed with HTTP 500: {"error": {"message": "injected failure"}}' in shown
+    )
     assert result.knee is None and not result.meets_target and result.tok_s_per_node == 0
     assert len(result.levels) == 1
     assert any("errors" in reason for reason in result.levels[0].reasons)
-    assert "HTTP 500" in result.levels[0].error_samples[0]
+    assert result.levels[0].failures[0]["status"] == 500 and "injected failure" in result.levels[0].failures[0]["body"]
+
+
+def test_single_stream_refused_by_the_server_says_its_status_and_answer(server):
+    """The issue's case: three requests past the context length, HTTP 400, and no log line on the server."""
+    server.reset(ttft_ms=5, itl_ms=1, reject_over=40)
+    result = throughput.run_single_stream(
+        server.url, SingleStreamSpec(input_tokens=64, output_tokens=8, num_requests=3, target_output_tok_s=90)
+    )
+    assert result.errors == 3 and len(result.failures) == 1  # one distinct failure: the token counts differ
+    failure = result.failures[0]
+    assert (failure["count"], failure["status"], failure["error"]) == (3, 400, "HTTP 400")
+    assert "Requested token count exceeds the model's maximum context length of 40 tokens" in failure["body"]
+    shown = registry.kind_of("single_stream").render("single_stream", json.loads(json.dumps(result.to_dict())))
+    assert "3 errors" in shown and "3 requests failed with HTTP 400: {" in shown and "maximum context length" in shown
 
 
 def test_slow_first_token_fails_the_slo(server):

@@ -3,6 +3,7 @@ from a fresh sandbox. Its own file, so that CI's workers replay it beside the pl
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,20 @@ def test_the_corpus_replays_without_divergence(docker_client, tmp_path, recordin
 
 
 def test_the_corpus_covers_every_twin_scenario():
-    recorded = {p.name for p in CORPUS.iterdir() if (p / "transcript.jsonl").is_file()}
+    """The playbook's bring-up of every scenario, each in the scenario's folder; the other recordings (a model or a
+    person in the seat) name their recorder and run a scenario's image."""
+    recordings = [p for p in CORPUS.iterdir() if (p / "transcript.jsonl").is_file()]
     scenarios = {p.name for p in (ROOT / "sandboxes" / "twin" / "scenarios").iterdir()} | {"glm52-day0"}
-    assert recorded == scenarios
+    recorded_by = {p.name: _recorder(p) for p in recordings}
+    assert {name for name, agent in recorded_by.items() if agent == "playbook"} == scenarios
+    for recording in recordings:
+        image = yaml.safe_load((recording / "task.yaml").read_text())["sandbox"]["image"]
+        assert image.split(":", 1)[1].removesuffix("-vllm") in scenarios, recording.name
+    assert any(agent != "playbook" for agent in recorded_by.values())  # the corpus holds runs from the seat too
     assert Path(CORPUS / "README.md").is_file()
+
+
+def _recorder(recording: Path) -> str:
+    start = json.loads((recording / "transcript.jsonl").read_text().splitlines()[0])
+    agent = start["environment"]["agent"]
+    return agent.get("model") or agent["provider"]

@@ -161,7 +161,7 @@ def test_eval_on_ray_writes_both_entries_and_ray_lists_the_cells_finished(ray_he
     assert result.returncode == 0, result.stderr
     board = _board(tmp_path / "evals")
     assert sorted(entry["name"] for entry in board["entries"]) == sorted(RECORDINGS)
-    assert board["totals"]["replay"]["runs"] == 2
+    assert board["totals"]["playbook (replayed)"]["runs"] == 2  # by the model that recorded them
     for entry in board["entries"]:
         _assert_replayed_and_shipped(entry, next((tmp_path / "evals").iterdir()) / "runs")
     assert "finished per node:" in result.stderr
@@ -172,7 +172,7 @@ def test_eval_on_ray_writes_both_entries_and_ray_lists_the_cells_finished(ray_he
 def _assert_replayed_and_shipped(entry: dict, runs_dir: Path) -> None:
     """The cell replayed its recording on the node (reproduced, or diverged where the shared twin image was
     rebuilt from another tree meanwhile) and its run directory came back and was unpacked under runs_dir."""
-    assert entry["steps"] > 0 and ("reproduced" in entry["note"] or "diverged" in entry["note"]), entry
+    assert entry["steps"] > 0 and entry["outcome"].startswith(("reproduced", "diverged")), entry
     run_dir = Path(entry["run_dir"])
     assert run_dir.parent == runs_dir
     assert (run_dir / "transcript.jsonl").stat().st_size > 0 and (run_dir / "state.json").is_file()

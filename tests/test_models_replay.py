@@ -65,6 +65,26 @@ def test_behaviour_changes_the_digest(first, second):
     assert observation_digest(tool_result(first)) != observation_digest(tool_result(second))
 
 
+def read_log_result(total: int, shown: str, number: int = 19, goal: object = 0.93) -> list[Message]:
+    text = f"serve-001.log (launch 1; launches [1]; {total} lines): 1 lines match 'quant'\n{number:7d}  {shown}"
+    target = {"target": "quality gsm8k", "goal": goal, "value": 0.76, "met": False}
+    status = {"pending": False, "flags_changed": {}, "server": "healthy", "targets": [target]}
+    facts = {"tool": "read_log", "ok": True, "launch": 1, "lines": total, "shown": 1, "status": status}
+    return [Message("tool", text, tool_call_id="c1", name="read_log", facts=facts)]
+
+
+def test_a_server_log_read_counts_what_it_shows_not_where_or_how_long():
+    """The checks' traffic adds batch lines by timing and two streams interleave: a log read after them is 94 or
+    96 lines long, a start-up line at 41 or 42; porter's rendering of a goal is not the agent's doing either."""
+    line = "Using Quark config from /models/glm/config.json (exclude: 7 patterns)"
+    recorded = observation_digest(read_log_result(96, line))
+    assert recorded == observation_digest(read_log_result(94, line, number=18, goal="0.96 - 0.03"))
+    assert recorded != observation_digest(read_log_result(96, "other line"))
+    met = read_log_result(96, line)
+    met[0].facts["status"]["targets"][0]["met"] = True
+    assert recorded != observation_digest(met)
+
+
 def test_tool_call_ids_and_roles():
     assert observation_digest(tool_result("x", "toolu_A")) == observation_digest(tool_result("x", "call_B"))
     assert observation_digest([Message("user", "x")]) != observation_digest([Message("tool", "x")])

@@ -42,3 +42,13 @@ def test_the_rules_state_the_keep_bar_as_the_comparisons_compute_it(tmp_path) ->
     assert f"the larger of {ctx.task.checks.min_improvement:.0%} and a 95% bound" in text
     assert f"plus {noise.RESOLUTION_STEPS:g} x the knee's bracket" in text
     assert "porter ends the run itself once the accepted configuration meets every target" in text
+
+
+def test_the_engines_one_batch_benchmark_is_named_as_this_image_runs_it() -> None:
+    """Upstream's tool on a real task; on the twin, the same tool beside the package the serve command launches."""
+    real = "\n".join(cost_lines(load_task(ROOT / "tasks" / "glm52_mi355x.yaml")))
+    assert "python3 -m sglang.bench_one_batch --model-path MODEL" in real
+    twin = "\n".join(cost_lines(load_task(ROOT / "tasks" / "twin_glm52.yaml")))
+    assert "python3 -m twin.bench_one_batch --model-path MODEL" in twin and "Upstream sglang has it" in twin
+    vllm = "\n".join(cost_lines(load_task(ROOT / "tests" / "data" / "twin_corvid3_vllm.yaml")))
+    assert "vllm bench latency --model MODEL" in vllm and "Upstream vllm has it" in vllm

@@ -170,9 +170,18 @@ def test_batches_are_logged_as_sglang_logs_them(server) -> None:
     post(url + "/v1/completions", {"prompt": " ".join(["kilo"] * 300), "max_tokens": 90, "ignore_eos": True})
     text = log.read_text()
     assert re.search(
-        r"\[[-0-9 :]+ TP0\] Prefill batch, #new-seq: 1, #new-token: \d+, #cached-token: \d+, token usage: ", text
+        r"\[[-0-9 :]+ TP0\] Prefill batch, #new-seq: 1, #new-token: \d+, #cached-token: \d+, token usage: 0\.\d\d, "
+        r"#running-req: 1, #queue-req: 0, #pending-token: 0, cuda graph: False, input throughput \(token/s\): "
+        r"\d+\.\d\d$",  # sglang 0.5.20's fields, in its order (scheduler_components/metrics_reporter.py)
+        text,
+        re.MULTILINE,
     )
-    assert re.search(r"Decode batch, #running-req: 1, #token: \d+, token usage: 0\.\d\d, cuda graph: True, ", text)
+    assert re.search(
+        r"Decode batch, #running-req: 1, #token: \d+, token usage: 0\.\d\d, cuda graph: True, "
+        r"gen throughput \(token/s\): \d+\.\d\d, #queue-req: 0$",
+        text,
+        re.MULTILINE,
+    )
     assert "gen throughput (token/s): " in text and "accept len" not in text  # no drafts without MTP
 
 

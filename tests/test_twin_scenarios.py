@@ -170,7 +170,7 @@ def test_quality_trap_scores_below_the_gate_while_the_legitimate_flag_passes(sce
         trapped = run_quality(trap_url, gsm8k)
     finally:
         trap.terminate()
-    good, good_url = twin.start(spec["fix"]["flags"], tmp_path / "good.log")
+    good, good_url = twin.start(apply_fix(twin, spec), tmp_path / "good.log")  # a flag, or a patch (silent defects)
     try:
         legitimate = run_quality(good_url, gsm8k)
     finally:

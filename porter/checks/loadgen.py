@@ -2,12 +2,12 @@
 
 Covers the asyncio client: one keep-alive pool sized to the requests of a level, payloads encoded
 before the level starts, each read of the response body stamped with the monotonic clock as it
-arrives and parsed only after the stream ends, per-request errors (HTTP status, dropped stream,
-malformed frame) recorded instead of raised, the deadlines every request lives under (connect, first
-byte, idle gap between reads, total) and its byte cap (a flood is that request's error, not the
-client's memory), and the client's own lag (send lag behind the schedule, event-loop lag) measured so
-an overloaded client is reported, not trusted. Does not compute the statistics (metrics.py) or decide
-pass/fail (throughput.py).
+arrives and parsed only after the stream ends (stream_parse.py), per-request errors (HTTP status with
+the server's answer as evidence: request_failures.py; dropped stream; malformed frame) recorded instead
+of raised, the deadlines every request lives under (connect, first byte, idle gap between reads, total)
+and its byte cap (a flood is that request's error, not the client's memory), and the client's own lag
+(send lag behind the schedule, event-loop lag) measured so an overloaded client is reported, not trusted.
+Does not compute the statistics (metrics.py) or decide pass/fail (throughput.py).
 """
 
 from __future__ import annotations
@@ -16,17 +16,17 @@ import asyncio
 import gc
 import json
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import accumulate
 
 import aiohttp
+
+from porter.checks.request_failures import MAX_BODY_BYTES, answer_text
+from porter.checks.stream_parse import parse_stream_yielding
 
 READ_BUFFER_BYTES = 1 << 20
 LOOP_PROBE_INTERVAL_S = 0.005
 # Beyond this much lag (p99, ms) the client's own clock readings are off by more than the few ms we promise.
 SATURATION_LAG_MS = 5.0
-PARSE_SLICE = 128
 LISTING_MAX_BYTES = 1 << 20  # a GET /v1/models answer larger than this is not a model listing
 LISTING_DEADLINE_S = 30.0  # a listing is answered from memory: a server silent this long is hung
 
@@ -66,7 +66,9 @@ class RequestRecord:
     prompt_tokens: int | None = None
     output_tokens: int = 0
     cached_tokens: int | None = None
-    error: str | None = None
+    error: str | None = None  # what failed, in porter's words (the status and the answer's start for HTTP)
+    status: int | None = None  # the HTTP status of a refused request
+    body: str = ""  # the server's answer to a refused request, or its error frame (request_failures.answer_text)
     timed_out: bool = False
     text: str = ""
     first_token_event: dict | None = None
@@ -164,8 +166,11 @@ async def send_one(
                 base_url + planned.path, data=planned.body, headers={"Content-Type": "application/json"}
             ) as response:
                 if response.status != 200:
-                    body = (await response.content.read(300)).decode("utf-8", "replace")
-                    record.error = f"HTTP {response.status}: {body.strip()}"
+                    record.status, record.body = (
+                        response.status,
+                        answer_text(await read_capped(response, MAX_BODY_BYTES)),
+                    )
+                    record.error = f"HTTP {response.status}: {record.body[:300]}"
                     record.end_s = time.monotonic() - origin
                     return record
                 await _read_frames(response, frames, origin, deadlines, clock, give_up_at)
@@ -176,7 +181,7 @@ async def send_one(
     except ResponseTooLarge as exc:
         record.error = str(exc)
     record.end_s = frames[-1][0] if frames else time.monotonic() - origin
-    await _parse_stream_yielding(record, frames)
+    await parse_stream_yielding(record, frames)
     return record
 
 
@@ -214,133 +219,6 @@ def _deadline_missed(frames: list, deadlines: Deadlines, total: bool) -> str:
     if not frames:
         return f"deadline: no first byte within {deadlines.first_byte_s:g} s"
     return f"deadline: the stream was silent for {deadlines.idle_s:g} s after {len(frames)} reads (idle deadline)"
-
-
-def split_events(frames: list[tuple[float, bytes]]) -> list[tuple[float, bytes, bool]]:
-    """SSE events as (arrival time of the read that completed it, data field, terminated by a blank line).
-
-    The reads are joined once and cut at each blank line; the arrival time of an event is that of
-    the read holding its last byte, found by walking the reads' end offsets alongside.
-    """
-    body = b"".join(chunk for _, chunk in frames)
-    if b"\r" in body:
-        # CRLF line ends; dropping every CR also mends a CRLF split across two reads (JSON escapes its own CRs)
-        frames = [(arrived, chunk.replace(b"\r", b"")) for arrived, chunk in frames]
-        body = b"".join(chunk for _, chunk in frames)
-    ends = list(accumulate(len(chunk) for _, chunk in frames))
-    events: list[tuple[float, bytes, bool]] = []
-    position = read = 0
-    while position < len(body):
-        boundary = body.find(b"\n\n", position)
-        terminated = boundary >= 0
-        stop = boundary + 2 if terminated else len(body)
-        while read < len(ends) - 1 and ends[read] < stop:
-            read += 1
-        data = _data_field(body[position : boundary if terminated else stop])
-        if data:
-            events.append((frames[read][0], data, terminated))
-        position = stop
-    return events
-
-
-def _data_field(event: bytes) -> bytes:
-    """The `data:` lines of one event joined by newlines (comments and other fields are dropped)."""
-    if event.startswith(b"data:") and b"\n" not in event:
-        return event[5:].strip()
-    return b"\n".join(line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:"))
-
-
-def parse_stream(record: RequestRecord, frames: list[tuple[float, bytes]]) -> None:
-    """Fill the record from the raw reads: token times, usage, and why the stream is bad if it is."""
-    for _ in _parse_steps(record, frames):
-        pass
-
-
-async def _parse_stream_yielding(record: RequestRecord, frames: list[tuple[float, bytes]]) -> None:
-    """parse_stream in slices: a 1000-frame stream parsed at once would stall every other stream's clock."""
-    for _ in _parse_steps(record, frames):
-        await asyncio.sleep(0)
-
-
-def _parse_steps(record: RequestRecord, frames: list[tuple[float, bytes]]) -> Iterator[None]:
-    events = split_events(frames)
-    done = any(data == b"[DONE]" for _, data, _ in events)
-    events = [event for event in events if event[1] != b"[DONE]"]
-    pieces: list[str] = []
-    for number, ((arrived, data, terminated), payload) in enumerate(zip(events, _decode_all(events), strict=True), 1):
-        if number % PARSE_SLICE == 0:
-            yield
-        if payload is None:
-            kind = "malformed SSE frame (not JSON)" if terminated else "stream cut inside a frame"
-            _fail(record, f"{kind}: {data[:120].decode('utf-8', 'replace')!r}")
-        elif not isinstance(payload, dict) or payload.get("error"):
-            _fail(record, f"error frame in stream: {data[:200].decode('utf-8', 'replace')}")
-        else:
-            _read_payload(record, payload, arrived, pieces)
-    record.text = "".join(pieces)
-    if record.error is None and not record.timed_out and not done:
-        record.error = f"stream ended without [DONE] after {len(record.token_times_s)} token frames"
-    if record.output_tokens == 0:
-        record.output_tokens = len(record.token_times_s)
-
-
-def _decode_all(events: list[tuple[float, bytes, bool]]) -> list:
-    """Every event's JSON, None where it is not JSON.
-
-    One json.loads over all events as an array costs a third of one call per event; any malformed
-    event breaks the array (or its length), and then each event is decoded alone to find which.
-    """
-    try:
-        decoded = json.loads(b"[" + b",".join(data for _, data, _ in events) + b"]")
-        if len(decoded) == len(events):
-            return decoded
-    except ValueError:
-        pass
-    payloads = []
-    for _, data, _ in events:
-        try:
-            payloads.append(json.loads(data))
-        except ValueError:
-            payloads.append(None)
-    return payloads
-
-
-def _fail(record: RequestRecord, message: str) -> None:
-    if record.error is None:
-        record.error = message
-
-
-def _read_payload(record: RequestRecord, payload: dict, arrived: float, pieces: list[str]) -> None:
-    usage = payload.get("usage")
-    if isinstance(usage, dict):
-        record.prompt_tokens = _count(usage.get("prompt_tokens"), record.prompt_tokens)
-        record.output_tokens = _count(usage.get("completion_tokens"), None) or record.output_tokens
-        details = usage.get("prompt_tokens_details") or {}
-        if isinstance(details, dict):
-            record.cached_tokens = _count(details.get("cached_tokens"), record.cached_tokens)
-    choices = payload.get("choices") or []
-    if not isinstance(choices, list):
-        _fail(record, f"`choices` is a {type(choices).__name__}, not a list: {str(choices)[:80]!r}")
-        return
-    for choice in choices:
-        if not isinstance(choice, dict):
-            _fail(record, f"a choice is a {type(choice).__name__}, not an object: {str(choice)[:80]!r}")
-            continue
-        delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
-        content = choice.get("text") or delta.get("content") or ""
-        if not isinstance(content, str):
-            _fail(record, f"token text is a {type(content).__name__}, not a string")
-            continue
-        if content or delta.get("reasoning_content") or delta.get("tool_calls"):
-            record.token_times_s.append(arrived)
-            if record.first_token_s is None:
-                record.first_token_s, record.first_token_event = arrived, payload
-            pieces.append(content)
-
-
-def _count(value, default: int | None) -> int | None:
-    """A token count from a server's usage: a non-negative integer, else `default` (a lie is not a figure)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
 
 
 async def _probe_loop_lag(lag: ClientLag, stop: asyncio.Event) -> None:

@@ -87,13 +87,3 @@ def cache_hit_rate(records: list[RequestRecord]) -> float | None:
     if not counted:
         return None
     return sum(record.cached_tokens for record in counted) / sum(record.prompt_tokens for record in counted)
-
-
-def first_error_messages(records: list[RequestRecord], limit: int = 3) -> list[str]:
-    """The distinct error messages, most frequent first, so a report shows why requests failed."""
-    counts: dict[str, int] = {}
-    for record in records:
-        if record.error:
-            counts[record.error] = counts.get(record.error, 0) + 1
-    ranked = sorted(counts.items(), key=lambda item: -item[1])[:limit]
-    return [f"{count}x {message}" for message, count in ranked]

@@ -31,7 +31,7 @@ from typing import Literal
 import aiohttp
 from pydantic import Field, model_validator
 
-from porter.checks import scoring
+from porter.checks import request_failures, scoring
 from porter.checks.loadgen import CheckError, Deadlines, make_session, read_capped, resolve_model
 from porter.schema import Spec
 
@@ -101,6 +101,7 @@ class QualityResult:
     correct: list[bool] = field(default_factory=list, repr=False)
     question_ids: list[int] = field(default_factory=list, repr=False)
     replies: list[str] = field(default_factory=list, repr=False)
+    failures: list[dict] = field(default_factory=list)  # each distinct failed question with the server's answer
 
     @property
     def passed(self) -> bool:
@@ -148,6 +149,7 @@ class QualityResult:
             "reference",
             "tolerance",
             "minimum",
+            "failures",
         )
         return {**{key: getattr(self, key) for key in keys}, "passed": self.passed, "verdict": self.verdict}
 
@@ -304,12 +306,27 @@ async def ask(
                 raise CheckError(f"POST {url}: the answer is larger than {deadlines.max_bytes} bytes")
             if status == 200:
                 return reply_text(raw, chat)
-            problem = f"HTTP {status}: {raw[:200].decode('utf-8', 'replace')}"
+            problem = Refused(url, status, request_failures.answer_text(raw))
             if status < 500:
                 break
         if attempt + 1 < ATTEMPTS:
             await asyncio.sleep(0.5 * (attempt + 1))
-    raise CheckError(f"POST {url} failed: {problem}")
+    raise problem if isinstance(problem, Refused) else CheckError(f"POST {url} failed: {problem}")
+
+
+def _evidence(exc: CheckError) -> tuple[str, int | None, str]:
+    """(what failed, HTTP status, the server's answer) of a failed question, for request_failures.distinct."""
+    if isinstance(exc, Refused):
+        return f"HTTP {exc.status}", exc.status, exc.body
+    return str(exc), None, ""
+
+
+class Refused(CheckError):
+    """The server answered a question with an error status; its answer is the evidence."""
+
+    def __init__(self, url: str, status: int, body: str):
+        super().__init__(f"POST {url} failed: HTTP {status}: {body[:200]}")
+        self.status, self.body = status, body
 
 
 def reply_text(raw: bytes, chat: bool) -> str:
@@ -351,41 +368,41 @@ async def _run_quality(base_url: str, spec: QualityCheckSpec, model: str | None,
         failures: list[str] = []
         limit = max(MIN_FAILURES, int(MAX_FAILURE_SHARE * len(asked)))
 
-        async def one(index: int) -> tuple[str, bool, bool, bool]:
+        async def one(index: int) -> tuple:
             async with gate:
                 if len(failures) > limit:
                     return "not asked: the check stopped", False, False, True
-                outcome = await _ask_one(session, base_url, model_id, spec, rows, shots, index, deadlines)
-            if outcome[3]:
-                failures.append(outcome[0])
-            return outcome
+                try:
+                    return await _ask_one(session, base_url, model_id, spec, rows, shots, index, deadlines)
+                except CheckError as exc:  # a failed request counts as wrong; its evidence is kept
+                    failures.append(_evidence(exc))
+                    return str(exc), False, False, True
 
         outcomes = await asyncio.gather(*(one(index) for index in asked))
+    evidence = request_failures.distinct(failures)
     if len(failures) > limit:
         raise CheckError(
-            f"the server failed {len(failures)} of {len(asked)} questions, so the check stopped; first: {failures[0]}"
+            f"the server failed {len(failures)} of {len(asked)} questions, so the check stopped:\n  "
+            + "\n  ".join(request_failures.lines(evidence))
         )
-    return _result(spec, path, model_id, asked, outcomes)
+    return _result(spec, path, model_id, asked, outcomes, evidence)
 
 
 async def _ask_one(session, base_url, model_id, spec, rows, shots, index, deadlines) -> tuple[str, bool, bool, bool]:
-    """(reply, strict, flexible, failed) for one question; a failed request counts as wrong."""
+    """(reply, strict, flexible, failed) for one question; a failed request raises CheckError."""
     common = {"model": model_id, "max_tokens": spec.max_tokens, "temperature": 0.0}
-    try:
-        if spec.kind == "gsm8k":
-            body = {**common, "prompt": gsm8k_prompt(rows, shots, index), "stop": STOP}
-            reply = await ask(session, f"{base_url}/v1/completions", body, False, deadlines)
-            return (reply, *scoring.gsm8k_matches(reply, rows[index]["answer"]), False)
-        message, letter = choice_prompt(rows[index], index)
-        body = {**common, "messages": [{"role": "user", "content": message}]}
-        reply = await ask(session, f"{base_url}/v1/chat/completions", body, True, deadlines)
-        right = scoring.extract_choice(reply) == letter
-        return reply, right, right, False
-    except CheckError as exc:
-        return str(exc), False, False, True
+    if spec.kind == "gsm8k":
+        body = {**common, "prompt": gsm8k_prompt(rows, shots, index), "stop": STOP}
+        reply = await ask(session, f"{base_url}/v1/completions", body, False, deadlines)
+        return (reply, *scoring.gsm8k_matches(reply, rows[index]["answer"]), False)
+    message, letter = choice_prompt(rows[index], index)
+    body = {**common, "messages": [{"role": "user", "content": message}]}
+    reply = await ask(session, f"{base_url}/v1/chat/completions", body, True, deadlines)
+    right = scoring.extract_choice(reply) == letter
+    return reply, right, right, False
 
 
-def _result(spec: QualityCheckSpec, path: Path, model_id: str, asked: list[int], outcomes: list) -> QualityResult:
+def _result(spec: QualityCheckSpec, path: Path, model_id: str, asked: list, outcomes: list, failures) -> QualityResult:
     n = len(outcomes)
     strict = sum(outcome[1] for outcome in outcomes)
     flexible = sum(outcome[2] for outcome in outcomes)
@@ -413,4 +430,5 @@ def _result(spec: QualityCheckSpec, path: Path, model_id: str, asked: list[int],
         correct=correct,
         question_ids=asked,
         replies=[outcome[0] for outcome in outcomes],
+        failures=failures,
     )

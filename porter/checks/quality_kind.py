@@ -2,11 +2,13 @@
 
 Its spec is quality.QualityCheckSpec (a list of named sets under `checks.quality`); one run asks the set's
 questions and scores them with a 95% interval (quality.py); the headline is the score, the target passes
-or fails (a gate, not a figure to improve: one sample decides).
+or fails (a gate, not a figure to improve: one sample decides). It reads as one line, and a line per
+distinct failed question with the server's answer.
 """
 
 from __future__ import annotations
 
+from porter.checks import request_failures
 from porter.checks.kind import CheckKind
 from porter.checks.quality import QualityCheckSpec, run_quality
 from porter.checks.render import number
@@ -23,7 +25,9 @@ def goal(spec: QualityCheckSpec) -> float:
 def render(key: str, result: dict) -> str:
     interval = f"95% CI {number(result.get('ci_low'), 3)}-{number(result.get('ci_high'), 3)}"
     verdict = "passed" if result.get("passed") else "FAILED"
-    return f"{key}: {number(result.get('score'), 3)} ({interval}, n={result.get('n')}): {verdict}"
+    failed = f"; {result['errors']} questions failed (counted wrong)" if result.get("errors") else ""
+    head = f"{key}: {number(result.get('score'), 3)} ({interval}, n={result.get('n')}{failed}): {verdict}"
+    return "\n".join([head, *(f"  {line}" for line in request_failures.lines(result.get("failures")))])
 
 
 def workload(spec: QualityCheckSpec) -> str:

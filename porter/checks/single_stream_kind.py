@@ -2,11 +2,13 @@
 
 Its spec is throughput.SingleStreamSpec (at most one, `checks.single_stream`); one run sends its requests one
 after another (throughput.run_single_stream); the headline is the median output tok/s, higher is better,
-and a keep decision compares two samples a side at least.
+and a keep decision compares two samples a side at least. It reads as one line, and a line per distinct
+failure with the server's answer.
 """
 
 from __future__ import annotations
 
+from porter.checks import request_failures
 from porter.checks.kind import CheckKind, at_least
 from porter.checks.render import number
 from porter.checks.throughput import SingleStreamSpec, run_single_stream
@@ -16,11 +18,12 @@ def render(key: str, result: dict) -> str:
     per_request = ", ".join(number(value) for value in result.get("per_request_tok_s") or [])
     met = "met" if result.get("meets_target") else "NOT met"
     errors = f"; {result['errors']} errors" if result.get("errors") else ""
-    return (
+    head = (
         f"single stream: {number(result.get('output_tok_s'))} output tok/s (median of {result.get('completed')} "
         f"requests: {per_request or '-'}; median TTFT {number(result.get('median_ttft_ms'), 0)} ms{errors}); "
         f"target {number(result.get('target_output_tok_s'))}: {met}"
     )
+    return "\n".join([head, *(f"  {line}" for line in request_failures.lines(result.get("failures")))])
 
 
 def workload(spec: SingleStreamSpec) -> str:

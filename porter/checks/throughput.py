@@ -31,7 +31,7 @@ from typing import Literal
 import aiohttp
 from pydantic import Field, model_validator
 
-from porter.checks import loadgen, metrics, workload
+from porter.checks import loadgen, metrics, request_failures, workload
 from porter.schema import PositiveFloat, Spec
 
 MIN_COMPLETED_SHARE = 0.95
@@ -93,7 +93,7 @@ class LevelResult:
     reasons: list[str]
     metrics: dict
     client: dict
-    error_samples: list[str] = field(default_factory=list)
+    failures: list[dict] = field(default_factory=list)  # each distinct failure with the server's answer
 
     def to_dict(self) -> dict:
         return {
@@ -103,7 +103,7 @@ class LevelResult:
             "reasons": self.reasons,
             **self.metrics,
             "client": self.client,
-            "error_samples": self.error_samples,
+            "failures": self.failures,
         }
 
 
@@ -155,6 +155,7 @@ class ThroughputResult:
             "meets_target": self.meets_target,
             "client_saturated": self.client_saturated,
             "levels": [level.to_dict() for level in self.levels],
+            "failures": request_failures.merge(level.failures for level in self.levels),  # every level's, added
         }
 
 
@@ -169,7 +170,7 @@ class SingleStreamResult:
     errors: int
     target_output_tok_s: float | None
     model: str
-    error_samples: list[str] = field(default_factory=list)
+    failures: list[dict] = field(default_factory=list)  # each distinct failure with the server's answer
 
     @property
     def meets_target(self) -> bool:
@@ -282,7 +283,7 @@ class _Sweep:
         figures["exact_input_lengths"] = plan.exact_lengths
         passed, reasons = judge_level(figures, len(measured), self.spec.slo)
         return LevelResult(
-            rps, len(measured), passed, reasons, figures, lag.summary(), metrics.first_error_messages(measured)
+            rps, len(measured), passed, reasons, figures, lag.summary(), request_failures.of_records(measured)
         )
 
     async def _prime(self, prompts: list[str]) -> None:
@@ -365,5 +366,5 @@ async def _run_single_stream(base_url: str, spec: SingleStreamSpec, model: str |
         errors=sum(1 for record in records if record.error),
         target_output_tok_s=target if math.isfinite(target) else None,
         model=model_id,
-        error_samples=metrics.first_error_messages(records),
+        failures=request_failures.of_records(records),
     )

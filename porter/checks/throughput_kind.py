@@ -3,7 +3,8 @@
 Its spec is throughput.ThroughputCheckSpec (at most one, `checks.throughput`); one run sweeps the rates and
 bisects the knee (throughput.run_throughput); the headline is the target's bench_serving metric per node at
 the knee, higher is better, and a keep decision compares two samples a side at least. A sweep reads for
-the model as a table of levels with the knee, the target and what the figures mean.
+the model as a table of levels with the knee, the target and what the figures mean, then each distinct
+failure of its requests with the server's answer.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from porter.checks import request_failures
 from porter.checks.kind import CheckKind, at_least
 from porter.checks.loadgen import SATURATION_LAG_MS
 from porter.checks.render import number
@@ -69,6 +71,9 @@ def render(key: str, result: dict) -> str:
     drained = drain_note(result) if knee is not None else None
     if drained:
         rows.append(f"  {drained}")
+    failures = request_failures.lines(request_failures.merge(level.get("failures") for level in levels))
+    if failures:
+        rows += ["  requests that failed (all rates; the first answer of each kind):", *(f"  {f}" for f in failures)]
     return "\n".join([head, *rows])
 
 

@@ -140,9 +140,8 @@ def _commit_crash_fix(ctx: RunContext, summary: str, why: str, served: StartUp) 
     commits = {}
     for name in dirty:
         repo = ctx.repos[name]
-        message = commit_message(
-            f"Fix {crash.crash_class}: {summary}", failed, why or summary, ", ".join(repo.changed_files()), proof
-        )
+        # the agent's own summary is the subject, as a maintainer writes it; what crashed is in the body
+        message = commit_message(summary, failed, why or summary, ", ".join(repo.changed_files()), proof)
         commits[name] = repo.accept(state.repos[name], message)
     state.pending.first_crash = None
     ctx.mark_accepted()

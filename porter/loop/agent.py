@@ -3,7 +3,7 @@
 Control flow travels in small exceptions (`Finished`, `LimitsExceeded`); the state and the conversation
 are saved in a `finally` after every step, so a kill loses at most the step in flight and `--resume`
 continues from there. Limits are checked in one place, before every model call; the conversation is
-fitted to the context budget before every model call (context.py). What the model is told when its
+fitted to the context budget before every model call (conversation.py). What the model is told when its
 reply cannot be used as it is (cut off, malformed, no call, the same failing call again) is decided
 here. Setting a run up is in runs.py; the prompt in prompt.py; what the tools do in tools.py.
 """
@@ -11,6 +11,7 @@ here. Setting a run up is in runs.py; the prompt in prompt.py; what the tools do
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 
@@ -34,6 +35,9 @@ from porter.redaction import redact as redact_secrets
 from porter.redaction import redact_conversation
 
 MAX_TOOL_RESULT_CHARS = 24_000  # what one observation may cost in context; triage keeps the cause inside it
+# The marker sandbox/base.py's OutputCapture puts where it cut a command's output (its bytes and a host log path)
+SANDBOX_CUT = re.compile(r"\n\[\.\.\. (\d+) bytes elided; full output in [^\n]* \.\.\.\]\n")
+READ_ON_LINES = 300  # the window a hint to read on from a cut proposes
 REPEATS_NUDGED, REPEATS_STOPPED = 3, 4  # identical failing calls in a row: told once, then the run stops
 OnAction = Callable[[RunContext, ToolCall | None], None]  # a tool call starts (None: it ended)
 
@@ -171,8 +175,10 @@ def repeated_failures(messages: list[Message]) -> tuple[int, str]:
     return count, last
 
 
-def _record_result(ctx: RunContext, messages: list[Message], call, result: ToolResult) -> None:
-    text = cap_text(redact_secrets(result.text))  # redacted whole first: a cut must not leave half a secret
+def _record_result(ctx: RunContext, messages: list[Message], call: ToolCall, result: ToolResult) -> None:
+    text = cap_text(
+        redact_secrets(result.text), call=call, facts=result.facts
+    )  # redacted whole first: a cut must not leave half a secret
     ctx.transcript.record(
         "tool_result", step=ctx.state.step, id=call.id, name=call.name, ok=result.ok, content=text, facts=result.facts
     )
@@ -211,9 +217,63 @@ def close_dangling_calls(messages: list[Message]) -> list[Message]:
     return messages
 
 
-def cap_text(text: str, limit: int = MAX_TOOL_RESULT_CHARS) -> str:
-    """Head and tail of a long observation, with a count of what was left out."""
+def cap_text(
+    text: str, limit: int = MAX_TOOL_RESULT_CHARS, call: ToolCall | None = None, facts: dict | None = None
+) -> str:
+    """A long observation cut to whole lines of its head and tail; the cut says which lines went and the call
+    that reads them (conversation.how_to_read_again). A line longer than a quarter of the limit is cut itself
+    first, and says so, so one minified line cannot take the whole result. A command output the sandbox
+    already cut (head and tail bytes) is cut back to whole lines and said the same way."""
+    text = _explain_sandbox_cut(text, call, facts)
     if len(text) <= limit:
         return text
-    head, tail = text[: limit // 2], text[-limit // 2 :]
-    return f"{head}\n[... {len(text) - len(head) - len(tail)} characters left out ...]\n{tail}"
+    lines = [_cut_line(line, limit // 4) for line in text.splitlines()]
+    if sum(len(line) + 1 for line in lines) <= limit:
+        return "\n".join(lines)
+    head = _lines_within(lines, limit // 2)
+    tail = _lines_within(lines[len(head) :][::-1], limit // 2)[::-1]
+    left_out = list(enumerate(lines, start=1))[len(head) : len(lines) - len(tail)]
+    chars = sum(len(line) + 1 for _, line in left_out)
+    note = (
+        f"[porter left out lines {left_out[0][0]}-{left_out[-1][0]} of {len(lines)} ({chars} characters): one "
+        f"result is capped at {limit} characters. To read them: {context.how_to_read_again(call, facts, left_out)}]"
+    )
+    return "\n".join([*head, note, *tail])
+
+
+def _explain_sandbox_cut(text: str, call: ToolCall | None, facts: dict | None) -> str:
+    """The sandbox keeps a command's first and last bytes (sandbox/base.py OutputCapture) and names a log on the
+    host the model cannot read: cut both parts to whole lines and say where the output goes on and how to read
+    on from there (the count of lines left out is unknown: only bytes were counted)."""
+    match = SANDBOX_CUT.search(text)
+    if match is None:
+        return text
+    head = text[: match.start()].split("\n")[:-1]  # the last line of the head was cut mid-line
+    tail = text[match.end() :].split("\n")[1:]  # and the first of the tail
+    cut_bytes = (
+        int(match.group(1)) + len(text[: match.start()].split("\n")[-1]) + len(text[match.end() :].split("\n")[0])
+    )
+    next_lines = [(len(head) + 1, ""), (len(head) + READ_ON_LINES, "")]  # the next lines, by the result's numbering
+    note = (
+        f"[porter left out about {cut_bytes} bytes of this output after line {len(head)} of this result (the sandbox "
+        f"keeps the head and the tail of a command's output); the last {len(tail)} lines follow. To read on: "
+        f"{context.how_to_read_again(call, facts, next_lines)}]"
+    )
+    return "\n".join([*head, note, *tail])
+
+
+def _cut_line(line: str, limit: int) -> str:
+    return (
+        line if len(line) <= limit else f"{line[:limit]} [porter cut {len(line) - limit} more characters of this line]"
+    )
+
+
+def _lines_within(lines: list[str], chars: int) -> list[str]:
+    """The first of `lines` that fit in `chars` characters, newlines counted."""
+    taken, used = [], 0
+    for line in lines:
+        if used + len(line) + 1 > chars:
+            break
+        taken.append(line)
+        used += len(line) + 1
+    return taken

@@ -10,6 +10,7 @@ cover what tools return (tools.py, observations.py) or the loop (agent.py).
 from __future__ import annotations
 
 import json
+import re
 
 from porter.checks import registry
 from porter.engines import flag_rules, serve
@@ -35,7 +36,6 @@ Serve command, as porter runs it with the baseline flags:
 The task's search space (JSON: flag -> values; null = the flag is left out): {tunables}
 It is not a fence: set_flags also takes any other flag the engine's own parser accepts (checked in the sandbox
 first) and environment variables of the serve process as $NAME (e.g. {{"$SOME_ENGINE_OPTION": "false"}}).
-On a real engine, the one-batch benchmark times prefill and decode per batch without the server: {one_batch}
 Rules between flags (set_flags refuses a set that breaks one; set related sizes in one call): {rules}
 Tuning commands (`tune NAME`; run one only when a log shows it applies): {tune}
 Repos you may patch (sandbox paths; porter commits what you accept): {repos}
@@ -76,7 +76,6 @@ def system_prompt(ctx: RunContext, programs: str) -> str:
         targets="\n".join(targets + workload_lines(task)) or "- none declared",
         command=serve.render_command(task, task.serve.flags),
         tunables=json.dumps(task.serve.tunables) if task.serve.tunables else "none",
-        one_batch=task.engine.one_batch,
         rules="; ".join(flag_rules.describe(task)) or "none",
         tune="; ".join(f"{t.name}: {' '.join(t.description.split())}" for t in task.tune) or "none",
         repos=", ".join(f"{r.name} at {r.path}" for r in task.patchable_repos()) or "none",
@@ -100,11 +99,28 @@ def cost_lines(task: Task) -> list[str]:
     ]
     lines += [f"- {item.kind.cost(item.spec, task)}" for item in registry.declared(task)]
     lines += [f"- tune {spec.name}: up to {spec.timeout_s:g} s; it stops the server" for spec in task.tune]
+    lines.append(one_batch_line(task))
     lines.append(
         f"- the run: {limits.max_steps} model calls, {limits.max_wall_hours:g} h, ${limits.max_cost_usd:g}; "
         "bash, read_file, read_log and edits are cheap"
     )
     return lines
+
+
+def one_batch_line(task: Task) -> str:
+    """What one batch costs, the engine's way: its own one-batch benchmark (engines/*.py `one_batch`), named as this
+    image runs it when the task launches the engine under another package than upstream's (`python3 -m
+    twin.launch_server` for sglang's `python3 -m sglang.launch_server`: the benchmark sits beside it)."""
+    engine, command = task.engine, task.engine.one_batch
+    upstream = re.search(r"-m (\w+)\.launch_server", engine.launch)
+    here = re.search(r"-m (\w+)\.launch_server", task.serve.command)
+    if upstream and here and upstream.group(1) != here.group(1):
+        command = command.replace(f"-m {upstream.group(1)}.", f"-m {here.group(1)}.")
+    return (
+        f"- what one batch costs, from the engine's own benchmark in bash: {command}. Upstream {engine.name} has it "
+        "on a real node too; it starts an engine of its own on the GPUs (on a node, with the memory a running "
+        "server does not hold)"
+    )
 
 
 def probe_programs(ctx: RunContext) -> str:

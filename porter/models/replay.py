@@ -16,7 +16,9 @@ URL's host, or after the word `port`,
 pids, durations (a number with a time unit), every number with decimals, trailing whitespace.
 Integers without a unit are kept: exit codes, line numbers and counts are behaviour.
 Results of porter's launching and measuring tools (serve, run_check, tune, accept, revert, set_flags) are
-first reduced to what they decided (`behaviour()`): healthy or the crash class, targets met, kept or not.
+first reduced to what they decided (`behaviour()`): healthy or the crash class, targets met, kept or not; the
+run's status other results carry is reduced the same way. A read_log result counts without the log's length and
+line numbers (the log grows with the checks' traffic and interleaves two streams, by timing).
 """
 
 from __future__ import annotations
@@ -73,32 +75,49 @@ def _observation(messages: list[Message]) -> list[list[str]]:
 # Tools whose results are measurements or launches: only what they decided is behaviour, not their figures.
 MEASURING_TOOLS = {"serve", "run_check", "tune", "accept", "revert", "set_flags"}
 BEHAVIOUR_FACTS = ("tool", "ok", "exit_code", "timed_out", "healthy", "crash_class", "signature", "kept")
+# A server log grows with the batch lines of the traffic the checks sent, by timing, and its lines come in the
+# order two streams (stdout, stderr) were flushed: how long the log is and where a line sits in it are not
+# behaviour; what the read shows is. read_log's header and facts carry the length, its lines their numbers.
+LOG_LENGTH = re.compile(r"^(serve-\d+\.log \(launch \d+; launches \[[\d, ]*\]; )\d+ lines\)")
+LOG_LINE_NUMBER = re.compile(r"^ *\d+  ", re.MULTILINE)
 
 
 def behaviour(message: Message) -> str:
     """A porter tool result reduced to its behaviour: a launch or a check changes the digest by what it
     found (healthy, crash class, target met, kept), never by how fast it was. Other results count whole, text
-    and facts, the facts as one JSON line after the text: the form transcripts had before facts became a
-    field of the message, so older recordings still replay."""
+    and facts, the facts as one JSON line after the text (the form transcripts had before facts became a
+    field of the message), with the run's status reduced as a measuring result's is: porter's own rendering of
+    its targets is not something the agent did. A log read counts without the log's length and line numbers."""
     facts = message.facts
     if message.role != "tool" or not isinstance(facts, dict):
         return message.content
     if message.name not in MEASURING_TOOLS or "status" not in facts:
-        return f"{message.content}\n{json.dumps(facts, default=str, sort_keys=True)}"
+        content = message.content
+        if message.name == "read_log":
+            content = LOG_LINE_NUMBER.sub("", LOG_LENGTH.sub(r"\1<n> lines)", content, count=1))
+            facts = {key: value for key, value in facts.items() if key != "lines"}
+        if isinstance(facts.get("status"), dict):
+            facts = {**facts, "status": _status_view(facts["status"])}
+        return f"{content}\n{json.dumps(facts, default=str, sort_keys=True)}"
     view = {key: facts[key] for key in BEHAVIOUR_FACTS if key in facts}
     view["verdicts"] = {
         key: result.get("meets_target", result.get("passed")) for key, result in (facts.get("results") or {}).items()
     }
-    status = facts["status"]
-    view["status"] = {
+    view["status"] = _status_view(facts["status"])
+    if not facts.get("ok"):
+        view["error"] = message.content
+    return json.dumps(view, sort_keys=True, default=str)
+
+
+def _status_view(status: dict) -> dict:
+    """What the run's status says that is behaviour: a change pending, the flags it changes, the server, each
+    target met or not."""
+    return {
         "pending": status.get("pending"),
         "flags_changed": status.get("flags_changed"),
         "server": status.get("server"),
         "met": [row.get("met") for row in status.get("targets", [])],
     }
-    if not facts.get("ok"):
-        view["error"] = message.content
-    return json.dumps(view, sort_keys=True, default=str)
 
 
 def observation_digest(messages: list[Message]) -> str:

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from porter.checks import quality, registry, throughput
+from porter.checks import quality, registry, request_failures, throughput
 from porter.checks.loadgen import CheckError
 from porter.checks.quality import QualityCheckSpec
 from porter.checks.throughput import SingleStreamSpec, ThroughputCheckSpec
@@ -165,8 +165,8 @@ def _print_sweep(out: Console, result: throughput.ThroughputResult) -> None:
         if drained:
             out.print(f"[yellow]warning: {drained}[/]")
     for level in result.levels:
-        for sample in level.error_samples:
-            out.print(f"[red]rps {level.rps:g} error:[/] {markup_safe(sample)}")
+        for line in request_failures.lines(level.failures):
+            out.print(f"[red]rps {level.rps:g}:[/] {markup_safe(line)}")
 
 
 def _print_single(out: Console, result: throughput.SingleStreamResult) -> None:
@@ -176,8 +176,8 @@ def _print_single(out: Console, result: throughput.SingleStreamResult) -> None:
         f"(median of [{speeds}]), median TTFT {_number(result.median_ttft_ms)} ms, "
         f"{result.completed} completed, {result.errors} errors"
     )
-    for sample in result.error_samples:
-        out.print(f"[red]error:[/] {markup_safe(sample)}")
+    for line in request_failures.lines(result.failures):
+        out.print(f"[red]error:[/] {markup_safe(line)}")
 
 
 def dataset_spec(dataset: str, samples: int) -> QualityCheckSpec:
@@ -228,6 +228,8 @@ def quality_main(url, dataset, samples, as_json) -> int:
         result.dataset_sha256[:12],
     )
     out.print(table)
+    for line in request_failures.lines(result.failures):
+        out.print(f"[red]error:[/] {markup_safe(line)}")
     if as_json:
         print(json.dumps(result.to_dict()))
     return 0 if result.errors < result.n else 1

@@ -1,4 +1,4 @@
-"""`porter eval CORPUS --ray ADDRESS`: the cells of an eval (a task or a recording x an agent) as Ray tasks.
+"""`porter eval CORPUS --ray ADDRESS`: the cells of an eval (a task or a recording x a model) as Ray tasks.
 
 Each cell runs on one worker node with everything local to that node: the task (resolved on the driver, so its
 host paths, e.g. weights and datasets, must exist at the same place on every node) is written to a temporary
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from porter.ops.evaluate import Entry, discover, new_out_dir, replay_one, run_one, write_leaderboard
+from porter.ops.evaluate import REPLAY, Entry, discover, new_out_dir, pairs, replay_one, run_one, write_leaderboard
 from porter.ops.ray_cluster import CellResources, Cluster, RayEvalError, connect, fits, node_names
 from porter.sandbox import make_sandbox
 from porter.task import load_task
@@ -62,23 +62,25 @@ class Cell:
         return f"{self.name} x {self.agent}"
 
     @property
-    def is_recording(self) -> bool:
-        return "transcript.jsonl" in self.files
+    def is_replay(self) -> bool:
+        return self.agent == REPLAY
 
 
-def plan(corpus: str | Path, providers: list[str], resources: dict[str, float]) -> list[Cell]:
-    """The cells, each asking for `resources` or, when none are named, the task's GPUs on one node."""
+def plan(corpus: str | Path, models: list[str] | None, resources: dict[str, float]) -> list[Cell]:
+    """The cells (evaluate.pairs), each asking for `resources` or, when none are named, the task's GPUs on one
+    node. A replay ships the recording's transcript; a live run ships the task alone."""
     tasks, recordings, _engines = discover(Path(corpus))  # corpus.yaml engines are for local eval; a node has one
     cells = []
-    for task_path in tasks:
-        task = load_task(task_path)
-        text = yaml.safe_dump(task.model_dump(mode="json"), sort_keys=False).encode()
+    for source, model in pairs(tasks, recordings, models):
+        task_file = source / "task.yaml" if source.is_dir() else source
+        task = load_task(task_file)
         wanted = CellResources.of(resources or {"GPU": task.hardware.count})
-        cells += [Cell(task.name, provider, {"task.yaml": text}, wanted) for provider in providers]
-    for recording in recordings:
-        wanted = CellResources.of(resources or {"GPU": load_task(recording / "task.yaml").hardware.count})
-        files = {name: (recording / name).read_bytes() for name in ("task.yaml", "transcript.jsonl")}
-        cells.append(Cell(recording.name, "replay", files, wanted))
+        if model == REPLAY:
+            files = {name: (source / name).read_bytes() for name in ("task.yaml", "transcript.jsonl")}
+            cells.append(Cell(source.name, model, files, wanted))
+        else:
+            text = yaml.safe_dump(task.model_dump(mode="json"), sort_keys=False).encode()
+            cells.append(Cell(task.name, model, {"task.yaml": text}, wanted))
     return cells
 
 
@@ -92,7 +94,7 @@ def run_cell(cell: Cell) -> dict:
         source.mkdir()
         for name, data in cell.files.items():
             (source / name).write_bytes(data)
-        if cell.is_recording:
+        if cell.is_replay:
             entry = replay_one(source, work / "runs")
         else:
             entry = run_one(source / "task.yaml", cell.agent, None, work / "runs")
@@ -265,7 +267,7 @@ class Matrix:
     def _verdict(entry: Entry) -> str:
         if not entry.run_dir and not entry.solved:
             return entry.note
-        return "solved" if entry.solved else "not solved"
+        return entry.outcome
 
     def _progress(self, with_running: bool = False) -> str:
         finished = ", ".join(f"{node} {count}" for node, count in sorted(self.finished_on.items())) or "none yet"
@@ -277,10 +279,15 @@ class Matrix:
 
 
 def evaluate_on_ray(
-    corpus: str | Path, providers: list[str], address: str, resources: dict[str, float], out_root="evals", echo=print
+    corpus: str | Path,
+    models: list[str] | None,
+    address: str,
+    resources: dict[str, float],
+    out_root="evals",
+    echo=print,
 ) -> Path:
     """Run the eval's cells on the Ray cluster at `address`; the folder holding leaderboard.md/.json."""
-    cells = plan(corpus, providers, resources)
+    cells = plan(corpus, models, resources)
     with connect(address) as cluster:
         for cell in cells:
             if not fits(cluster.nodes(), cell.resources):

@@ -1,10 +1,16 @@
 """`porter eval CORPUS`: every task of a corpus for each agent, in parallel sandboxes, and a leaderboard.
 
-A corpus is a folder of task files (`*.yaml`), of recorded runs to replay (folders with transcript.jsonl
-and task.yaml), or both; an optional `corpus.yaml` in it lists Docker engines to spread the runs over
-(`engines: [unix:///var/run/docker.sock, ssh://node7]`). Writes `leaderboard.md` and `leaderboard.json`
-(solved, steps, relaunches, tokens, dollars, wall time per run and in total) under `evals/<utc time>/`.
-Covers scheduling and tallying; each run is an ordinary `porter run` (runs.py) or replay (replay.py).
+A corpus is a folder of task files (`*.yaml`), of recorded runs (folders with transcript.jsonl and task.yaml),
+or both; an optional `corpus.yaml` in it lists Docker engines to spread the runs over (`engines:
+[unix:///var/run/docker.sock, ssh://node7]`). Each of `--models` runs every task file and every recording's
+task live; the model `replay` re-drives each recording instead (porter replay) and says whether it reproduced.
+Without --models a task file runs with the playbook and a recording is replayed. A replay is reported by the
+model that recorded it (the run's agent.model, else its provider: `playbook`, `human:helper`,
+`anthropic:claude-...` as the recorder named it), with that run's turns, launches and tokens, and says
+"reproduced" apart from "solved": a recording that ended unsolved and replays identically is reproduced, not
+solved. Writes `leaderboard.md` and `leaderboard.json` (outcome, steps, relaunches, tokens, dollars, wall time
+per run and per agent) under `evals/<utc time>/`. Covers scheduling and tallying; each run is an ordinary
+`porter run` (runs.py) or replay (replay_run.py).
 """
 
 from __future__ import annotations
@@ -27,9 +33,15 @@ from porter.ops.replay_run import replay
 from porter.redaction import redact
 from porter.task import TaskError, load_task
 
+REPLAY = "replay"  # the model that re-drives a recording
+
 
 @dataclass
 class Entry:
+    """One run of an eval. For a replay, the figures are the recorded run's (its agent's turns, launches, tokens,
+    cost and wall time); `reproduced` says whether it followed the recording and `solved` whether, doing so,
+    it solved the task (a diverged replay solves nothing); `recorded_by` names the recording's model."""
+
     name: str
     agent: str
     solved: bool
@@ -40,6 +52,20 @@ class Entry:
     wall_s: float
     run_dir: str
     note: str = ""
+    recorded_by: str = ""
+    reproduced: bool | None = None  # None: a live run
+    tokens_estimated: bool = False  # the provider reported none (a person or a program in the seat): porter's
+
+    @property
+    def board_agent(self) -> str:
+        return f"{self.recorded_by or '?'} (replayed)" if self.reproduced is not None else self.agent
+
+    @property
+    def outcome(self) -> str:
+        solved = "solved" if self.solved else "not solved"
+        if self.reproduced is None:
+            return solved
+        return f"reproduced, {solved}" if self.reproduced else "diverged"
 
 
 def discover(corpus: Path) -> tuple[list[Path], list[Path], list[str]]:
@@ -54,6 +80,18 @@ def discover(corpus: Path) -> tuple[list[Path], list[Path], list[str]]:
     if not tasks and not recordings:
         raise FileNotFoundError(f"{corpus}: no task files and no recorded runs (folders with transcript.jsonl)")
     return tasks, recordings, engines
+
+
+def pairs(tasks: list[Path], recordings: list[Path], models: list[str] | None) -> list[tuple[Path, str]]:
+    """(task file or recording, model) of every run: each task file and each recording with each model, where
+    `replay` applies to recordings only; without models, the playbook on tasks and `replay` on recordings."""
+    if models is not None and not models:
+        raise ValueError("--models names no model")
+    task_models = [model for model in models if model != REPLAY] if models else ["playbook"]
+    recording_models = models or [REPLAY]
+    return [(task, model) for task in tasks for model in task_models] + [
+        (recording, model) for recording in recordings for model in recording_models
+    ]
 
 
 def run_one(task_path: Path, provider: str, engine: str | None, runs_dir: Path) -> Entry:
@@ -98,49 +136,78 @@ def _entry(name: str, provider: str, ctx, wall_s: float, note: str) -> Entry:
 def replay_one(recording: Path, runs_dir: Path) -> Entry:
     started = time.monotonic()
     try:
+        recorded = recording_summary(read_transcript(recording / "transcript.jsonl"))
         report = replay(recording, runs_dir=str(runs_dir))
     except Exception as exc:  # noqa: BLE001 - as in run_one: a replay that cannot start is a failed row
-        return Entry(
-            recording.name,
-            "replay",
-            False,
-            0,
-            0,
-            0,
-            None,
-            round(time.monotonic() - started, 1),
-            "",
-            f"error: {type(exc).__name__}: {exc}",
-        )
-    note = "reproduced" if report.reproduced else "; ".join(report.divergences[:2])
+        wall_s = round(time.monotonic() - started, 1)
+        return Entry(recording.name, REPLAY, False, 0, 0, 0, None, wall_s, "", f"error: {type(exc).__name__}: {exc}")
+    replayed = recording_summary(read_transcript(report.replay_dir / "transcript.jsonl"))
+    note = f"replayed in {time.monotonic() - started:.0f} s"
+    if not report.reproduced:
+        note += "; " + "; ".join(report.divergences[:2])
     return Entry(
         recording.name,
-        "replay",
-        report.reproduced,
-        report.compared,
-        0,
-        0,
-        0.0,
-        round(time.monotonic() - started, 1),
+        REPLAY,
+        bool(replayed["solved"]) and report.reproduced,
+        recorded["steps"],
+        recorded["launches"],
+        recorded["tokens"],
+        recorded["cost_usd"],
+        recorded["wall_s"],
         str(report.replay_dir),
         note,
+        recorded_by=recorded["model"],
+        reproduced=report.reproduced,
+        tokens_estimated=recorded["tokens_estimated"],
     )
 
 
-def evaluate(corpus: str | Path, providers: list[str], workers: int = 1, out_root: str = "evals") -> Path:
+def recording_summary(records: list[dict]) -> dict:
+    """What a transcript says of the run that made it: its model, outcome, turns, launches (serve calls),
+    tokens (the provider's count, else porter's estimate of the requests), cost and wall time."""
+    start = next((record for record in records if record.get("kind") == "run_start"), {})
+    end = next((record for record in reversed(records) if record.get("kind") == "run_end"), {})
+    agent = (start.get("environment") or {}).get("agent") or {}
+    usage = [
+        (record.get("reply") or {}).get("usage") or {} for record in records if record.get("kind") == "model_reply"
+    ]
+    reported = sum((item.get("input_tokens") or 0) + (item.get("output_tokens") or 0) for item in usage)
+    estimate = sum(record.get("tokens_estimate") or 0 for record in records if record.get("kind") == "model_request")
+    costs = [item.get("cost_usd") for item in usage]
+    return {
+        "model": agent.get("model") or str(agent.get("provider") or "?").partition(":")[0],
+        "solved": bool(end.get("solved")),
+        "finished": end.get("finished") or "",
+        "steps": int(end.get("step") or len(usage)),
+        "launches": sum(1 for record in records if record.get("kind") == "tool_call" and record.get("name") == "serve"),
+        "tokens": reported or estimate,
+        "tokens_estimated": not reported and bool(estimate),
+        "cost_usd": None if None in costs else round(sum(costs), 4),
+        "wall_s": round(float(end.get("t") or 0) - float(start.get("t") or 0), 1) if end and start else 0.0,
+    }
+
+
+def evaluate(corpus: str | Path, models: list[str] | None, workers: int = 1, out_root: str = "evals") -> Path:
     corpus = Path(corpus)
     tasks, recordings, engines = discover(corpus)
+    planned = pairs(tasks, recordings, models)
     out_dir = new_out_dir(out_root)
     runs_dir = out_dir / "runs"
     engine_for = cycle(engines or [None])
     with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = [
-            pool.submit(run_one, task, provider, next(engine_for), runs_dir) for task in tasks for provider in providers
+            pool.submit(replay_one, source, runs_dir)
+            if model == REPLAY
+            else pool.submit(run_one, _task_file(source), model, next(engine_for), runs_dir)
+            for source, model in planned
         ]
-        futures += [pool.submit(replay_one, recording, runs_dir) for recording in recordings]
         entries = [future.result() for future in futures]
     write_leaderboard(out_dir, entries)
     return out_dir
+
+
+def _task_file(source: Path) -> Path:
+    return source / "task.yaml" if source.is_dir() else source
 
 
 def new_out_dir(out_root: str | Path) -> Path:
@@ -159,40 +226,48 @@ def new_out_dir(out_root: str | Path) -> Path:
 def write_leaderboard(out_dir: Path, entries: list[Entry]) -> None:
     by_agent: dict[str, list[Entry]] = {}
     for entry in entries:
-        by_agent.setdefault(entry.agent, []).append(entry)
+        by_agent.setdefault(entry.board_agent, []).append(entry)
     totals = {agent_name: _totals(rows) for agent_name, rows in by_agent.items()}
     (out_dir / "leaderboard.json").write_text(
-        json.dumps({"entries": [asdict(e) for e in entries], "totals": totals}, indent=1)
+        json.dumps({"entries": [{**asdict(e), "outcome": e.outcome} for e in entries], "totals": totals}, indent=1)
     )
     lines = [
         "# porter eval leaderboard",
         "",
-        "| agent | solved | steps | relaunches | tokens | $ | wall s |",
-        "|---|---|---|---|---|---|---|",
+        "A replayed recording counts as solved only when the recorded run solved the task and the replay "
+        "reproduced it; its steps, relaunches, tokens and cost are the recorded run's (~: porter's estimate of "
+        "the requests, where the seat reported none).",
+        "",
+        "| agent | solved | reproduced | steps | relaunches | tokens | $ | wall s |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for agent_name, total in sorted(totals.items(), key=lambda item: -item[1]["solved"]):
+    for agent_name, total in sorted(totals.items(), key=lambda item: (-item[1]["solved"], item[0])):
+        reproduced = f"{total['reproduced']}/{total['runs']}" if total["reproduced"] is not None else "-"
         lines.append(
-            f"| {agent_name} | {total['solved']}/{total['runs']} | {total['steps']} | {total['relaunches']} "
-            f"| {total['tokens']} | {_money(total['cost_usd'])} | {total['wall_s']:.0f} |"
+            f"| {agent_name} | {total['solved']}/{total['runs']} | {reproduced} | {total['steps']} | "
+            f"{total['relaunches']} | {total['tokens']} | {_money(total['cost_usd'])} | {total['wall_s']:.0f} |"
         )
     lines += [
         "",
-        "| task | agent | solved | steps | relaunches | tokens | $ | wall s | note |",
+        "| task | agent | outcome | steps | relaunches | tokens | $ | wall s | note |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for e in entries:
+        tokens = f"~{e.tokens}" if e.tokens_estimated else str(e.tokens)
         lines.append(
-            f"| {e.name} | {e.agent} | {'yes' if e.solved else 'no'} | {e.steps} | {e.relaunches} | "
-            f"{e.tokens} | {_money(e.cost_usd)} | {e.wall_s:.0f} | {e.note.replace('|', '/')[:120]} |"
+            f"| {e.name} | {e.board_agent} | {e.outcome} | {e.steps} | {e.relaunches} | {tokens} | "
+            f"{_money(e.cost_usd)} | {e.wall_s:.0f} | {e.note.replace('|', '/')[:120]} |"
         )
     (out_dir / "leaderboard.md").write_text("\n".join(lines) + "\n")
 
 
 def _totals(rows: list[Entry]) -> dict:
     costs = [row.cost_usd for row in rows]
+    replays = [row for row in rows if row.reproduced is not None]
     return {
         "runs": len(rows),
         "solved": sum(row.solved for row in rows),
+        "reproduced": sum(bool(row.reproduced) for row in replays) if replays else None,
         "steps": sum(row.steps for row in rows),
         "relaunches": sum(row.relaunches for row in rows),
         "tokens": sum(row.tokens for row in rows),

@@ -69,6 +69,8 @@ DEFAULTS: dict = {
     "draft_step_ms_per_gb": 0.12918,
     "kv_extra_error": {"fp8_e4m3": [0.006, 0.008], "fp8_e5m2": [0.12, 0.15], "fp4_e2m1": [0.30, 0.35]},
     "corrupt_error_rate": 0.92,
+    # MXFP4 linears whose groups are scaled by other than their e8m0 bytes say: added per factor of two off
+    "fp4_scale_error": [0.2, 0.18],
     # Start-up at scale 1, from public MI355X launches: sglang's GLM-5-FP8 on 8x MI355X logs "Init torch
     # distributed ends. elapsed=13.00 s" and a cold "Load weight end. elapsed=228.09 s" for a larger checkpoint;
     # aiter's JIT modules take ~20 s each to build (ROCm/aiter#2336) and are loaded from the cache afterwards;
@@ -224,11 +226,16 @@ class Device:
         """Expected tokens a request advances per step: the verified token plus the accepted drafts."""
         return 1.0 + sum(self.acceptance_by_position(config, content))
 
-    def error_rates(self, kv_cache_dtype: str, corrupt: bool) -> list[float]:
-        if corrupt:
+    def error_rates(self, kv_cache_dtype: str, corrupt: bool, fp4_unit_scale: float = 1.0) -> list[float]:
+        """Word-problem and multiple-choice error rates of a launch: the family's, plus what the KV dtype loses,
+        plus what MXFP4 linears lose when a unit-scale group is multiplied by other than 1 (garbage: all lost)."""
+        if corrupt or fp4_unit_scale <= 0 or not math.isfinite(fp4_unit_scale):
             return [self.p["corrupt_error_rate"]] * 2
         extra = self.p["kv_extra_error"].get(kv_cache_dtype, [0.0, 0.0])
-        return [base + more for base, more in zip(self.p["base_error_rates"], extra, strict=True)]
+        off = abs(math.log2(fp4_unit_scale))
+        scale = [per_factor * off for per_factor in self.p["fp4_scale_error"]]
+        rates = [base + more + lost for base, more, lost in zip(self.p["base_error_rates"], extra, scale, strict=True)]
+        return [min(rate, self.p["corrupt_error_rate"]) for rate in rates]
 
     def kernel_us(self, shape: dict, token: int, block_m: int, tile: str) -> float:
         """Time of one candidate fused-MoE kernel: work over a block-size efficiency curve, plus a stable

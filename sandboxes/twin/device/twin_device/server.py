@@ -53,7 +53,8 @@ def answer(device: Device, request: dict) -> dict:
             "us": device.kernel_us(request["shape"], int(request["token"]), int(request["block_m"]), request["tile"])
         }
     if op == "numerics":
-        return {"error_rates": device.error_rates(request.get("kv_cache_dtype", "auto"), bool(request.get("corrupt")))}
+        kv_dtype, corrupt = request.get("kv_cache_dtype", "auto"), bool(request.get("corrupt"))
+        return {"error_rates": device.error_rates(kv_dtype, corrupt, float(request.get("fp4_unit_scale", 1.0)))}
     if op == "startup":
         arguments = {key: value for key, value in request.items() if key not in ("op", "stage")}
         return {"seconds": device.startup_seconds(str(request.get("stage")), arguments)}

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from twin import attention, device, dsa, fp8_block, jit, memory, mla_prefill, moe, solver
+from twin import attention, device, dsa, fp8_block, jit, memory, mla_prefill, moe, mxfp4, solver
 from twin.http_server import make_connection_handler
 from twin.model_loader import loader
 from twin.models import model_for
 from twin.openai_api import Api
-from twin.quantization import from_config
+from twin.quantization import QuarkConfig, from_config
 from twin.scheduler import Replica, Router
 
 CAPTURE_BATCH_SIZES = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256]
@@ -93,6 +93,7 @@ class Engine:
         self.moe: moe.Selector | None = None
         self.kernels: dict[str, str] = {}
         self.garbage: tuple[str, ...] = ()
+        self.fp4_unit_scale = 1.0  # what the MXFP4 linear path multiplies a unit-scale group by (mxfp4.py)
         self.max_total_tokens = 0
         self.weights_gb = 0.0
 
@@ -155,6 +156,8 @@ class Engine:
         self.kernels["mla_prefill"] = mla_prefill.select(qk_head, config["v_head_dim"])
         if isinstance(quant, fp8_block.Fp8Config):
             self.kernels["gemm"] = fp8_block.select_gemm(quant)
+        if isinstance(quant, QuarkConfig):
+            self.fp4_unit_scale = mxfp4.unit_scale(attention.gpu_arch())
         shape = moe.MoeShape(
             config["hidden_size"],
             self._moe_inter_dim(),
@@ -250,7 +253,12 @@ async def serve(engine: Engine, front_args: dict) -> None:
     ]
     router = Router(replicas)
     router.start()
-    error_rates = device.call("numerics", kv_cache_dtype=options.kv_cache_dtype, corrupt=bool(engine.garbage))
+    error_rates = device.call(
+        "numerics",
+        kv_cache_dtype=options.kv_cache_dtype,
+        corrupt=bool(engine.garbage),
+        fp4_unit_scale=engine.fp4_unit_scale,
+    )
     numerics = solver.Numerics(tuple(error_rates["error_rates"]), engine.garbage)
     name = options.served_model_name or options.model_path
     api = Api(router, name, engine.server_info(front_args), numerics, wording.api_owner, wording.sglang_routes)
@@ -260,13 +268,21 @@ async def serve(engine: Engine, front_args: dict) -> None:
         await server.serve_forever()
 
 
-def run(options: ServeOptions, wording: Wording, front_args: dict) -> int:
-    """Start up and serve until interrupted; 1 when start-up fails (its traceback in the front's words)."""
+def started(options: ServeOptions, wording: Wording) -> Engine | None:
+    """The engine after start-up, or None when start-up failed (its traceback said in the front's words)."""
     engine = Engine(options, wording)
     try:
         engine.start()
     except Exception:
         wording.crash(traceback.format_exc())
+        return None
+    return engine
+
+
+def run(options: ServeOptions, wording: Wording, front_args: dict) -> int:
+    """Start up and serve until interrupted; 1 when start-up fails (its traceback in the front's words)."""
+    engine = started(options, wording)
+    if engine is None:
         return 1
     try:
         asyncio.run(serve(engine, front_args))

@@ -23,8 +23,9 @@ from twin.engine import ServeOptions, run
 from twin.memory import HipOutOfMemoryError
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python3 -m twin.launch_server")
+def make_parser(prog: str = "python3 -m twin.launch_server") -> argparse.ArgumentParser:
+    """The server's flags (bench_one_batch takes them too, as sglang's one_batch takes ServerArgs)."""
+    parser = argparse.ArgumentParser(prog=prog)
     parser.add_argument("--model-path", required=True)
     parser.add_argument("--served-model-name", default=None)
     parser.add_argument("--host", default="127.0.0.1")
@@ -49,7 +50,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-running-requests", type=int, default=256)
     parser.add_argument("--trust-remote-code", action="store_true")
     parser.add_argument("--log-level", default="info")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = make_parser()
+    return checked(parser, parser.parse_args(argv))
+
+
+def checked(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.Namespace:
+    """The speculative defaults and the parallel sizes' rule, as sglang's ServerArgs applies them."""
     if args.speculative_algorithm and args.speculative_num_steps is None:
         args.speculative_num_steps, args.speculative_eagle_topk, args.speculative_num_draft_tokens = 3, 1, 4
     if args.tp % args.ep_size:

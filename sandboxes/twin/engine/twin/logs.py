@@ -1,8 +1,10 @@
 """Log lines in sglang's shape: `[2026-07-14 10:22:01 DP0 TP3] message`, repeated per rank like the real engine.
 
 The twin is one process standing in for eight ranks, so rank-prefixed lines are printed once per simulated
-rank; that repetition is deliberate (real crash logs are that noisy and triage must cope). Does not cover
-the HTTP access log (server.py writes that through `info`).
+rank; that repetition is deliberate (real crash logs are that noisy and triage must cope). Each line is one write
+with its newline, as Python's logging writes a record (StreamHandler: the message and its terminator together), so
+stdout's and stderr's lines in the same log never splice. Does not cover the HTTP access log (server.py writes
+that through `info`).
 """
 
 import sys
@@ -15,7 +17,7 @@ def _stamp() -> str:
 
 def info(message: str, rank: str | None = None) -> None:
     prefix = f"[{_stamp()} {rank}]" if rank else f"[{_stamp()}]"
-    print(f"{prefix} {message}", file=sys.stdout, flush=True)
+    print(f"{prefix} {message}\n", end="", file=sys.stdout, flush=True)
 
 
 def rank_names(tp: int, dp: int) -> list[str]:
@@ -33,8 +35,8 @@ def per_rank(message: str, tp: int, dp: int) -> None:
 
 
 def aiter(message: str) -> None:
-    print(f"[aiter] {message}", file=sys.stdout, flush=True)
+    print(f"[aiter] {message}\n", end="", file=sys.stdout, flush=True)
 
 
 def warning(message: str) -> None:
-    print(f"[{_stamp()}] WARNING {message}", file=sys.stderr, flush=True)
+    print(f"[{_stamp()}] WARNING {message}\n", end="", file=sys.stderr, flush=True)

@@ -31,12 +31,12 @@ def emit(level: str, message: str, process: str = "APIServer", depth: int = 1) -
     of emit as the line's [file:line], 2 its caller, and so on."""
     head = f"({process} pid={process_pid(process)}) {level} {time.strftime('%m-%d %H:%M:%S')} [{_where(depth)}]"
     for part in message.splitlines() or [""]:
-        print(f"{head} {part}", file=sys.stdout, flush=True)
+        print(f"{head} {part}\n", end="", file=sys.stdout, flush=True)
 
 
 def plain(message: str, process: str = "APIServer") -> None:
     """A line another library printed in the process (uvicorn's `INFO:     ...`, a traceback)."""
-    print(f"({process} pid={process_pid(process)}) {message}", file=sys.stdout, flush=True)
+    print(f"({process} pid={process_pid(process)}) {message}\n", end="", file=sys.stdout, flush=True)
 
 
 class Logger:

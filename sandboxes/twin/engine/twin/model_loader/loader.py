@@ -61,7 +61,8 @@ def iterate_checkpoint(model_path: Path, names: list[str] | None = None):
         remaining = int((len(names) - number) / rate)
         print(
             f"Loading safetensors checkpoint shards: {number * 100 // len(names):3d}% Completed | {bar:<10}| "
-            f"{number}/{len(names)} [{_clock(elapsed)}<{_clock(remaining)}, {_rate(rate)}]",
+            f"{number}/{len(names)} [{_clock(elapsed)}<{_clock(remaining)}, {_rate(rate)}]\n",
+            end="",  # one write with its newline: stdout's lines, in the same file, never land inside it
             file=sys.stderr,
             flush=True,
         )

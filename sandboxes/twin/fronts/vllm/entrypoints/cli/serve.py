@@ -14,7 +14,7 @@ import json
 import traceback
 from pathlib import Path
 
-from twin.engine import run
+from twin.engine import ServeOptions, run
 
 from vllm import __version__
 from vllm.engine import arg_utils
@@ -47,18 +47,27 @@ def _non_default(args: argparse.Namespace) -> dict:
     return {key: value for key, value in vars(args).items() if key in defaults and value != defaults[key]}
 
 
+def engine_options(args: argparse.Namespace) -> tuple[dict, ServeOptions] | None:
+    """The checkpoint's config and the engine's options for these flags; None when either is wrong, its traceback
+    printed as the API server prints it."""
+    try:
+        config = json.loads((Path(args.model) / "config.json").read_text())
+        return config, arg_utils.serve_options(args, config)
+    except Exception:
+        for line in traceback.format_exc().rstrip("\n").splitlines():
+            plain(line)
+        return None
+
+
 def cmd(args: argparse.Namespace) -> int:
     if args.model_tag is not None:
         args.model = args.model_tag
     args.model = args.model or DEFAULT_MODEL
     logger.info(f"non-default args: {_non_default(args)}")
-    try:
-        config = json.loads((Path(args.model) / "config.json").read_text())
-        options = arg_utils.serve_options(args, config)
-    except Exception:
-        for line in traceback.format_exc().rstrip("\n").splitlines():
-            plain(line)
+    read = engine_options(args)
+    if read is None:
         return 1
+    config, options = read
     logger.info(f"Resolved architecture: {config['architectures'][0]}")
     logger.info(f"Using max model len {options.context_length or config['max_position_embeddings']}")
     if options.spec_steps > int(config.get("num_nextn_predict_layers") or 0) > 0:

@@ -1,0 +1,155 @@
+"""The body of a streamed completion, parsed after the stream ends: SSE events, token times, usage, and why a
+stream is bad when it is.
+
+Covers cutting the raw reads (each stamped with its arrival time) into SSE events, decoding their JSON, and
+filling a request's record: the time of every token frame (text, reasoning or tool-call deltas), the usage
+counts a server reports (a negative or non-integer count is not a figure), and the first problem (a malformed
+frame, a stream cut inside a frame, an error frame with the server's words, no [DONE]). Runs in slices so a
+long stream never stalls the other streams' clocks. Does not send requests (loadgen.py) nor compute the
+statistics (metrics.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from itertools import accumulate
+from typing import TYPE_CHECKING
+
+from porter.checks.request_failures import answer_text
+
+if TYPE_CHECKING:
+    from porter.checks.loadgen import RequestRecord
+
+PARSE_SLICE = 128
+MAX_FRAME_EVIDENCE = 4096  # bytes of an error frame kept as the server's words
+
+
+def split_events(frames: list[tuple[float, bytes]]) -> list[tuple[float, bytes, bool]]:
+    """SSE events as (arrival time of the read that completed it, data field, terminated by a blank line).
+
+    The reads are joined once and cut at each blank line; the arrival time of an event is that of
+    the read holding its last byte, found by walking the reads' end offsets alongside.
+    """
+    body = b"".join(chunk for _, chunk in frames)
+    if b"\r" in body:
+        # CRLF line ends; dropping every CR also mends a CRLF split across two reads (JSON escapes its own CRs)
+        frames = [(arrived, chunk.replace(b"\r", b"")) for arrived, chunk in frames]
+        body = b"".join(chunk for _, chunk in frames)
+    ends = list(accumulate(len(chunk) for _, chunk in frames))
+    events: list[tuple[float, bytes, bool]] = []
+    position = read = 0
+    while position < len(body):
+        boundary = body.find(b"\n\n", position)
+        terminated = boundary >= 0
+        stop = boundary + 2 if terminated else len(body)
+        while read < len(ends) - 1 and ends[read] < stop:
+            read += 1
+        data = _data_field(body[position : boundary if terminated else stop])
+        if data:
+            events.append((frames[read][0], data, terminated))
+        position = stop
+    return events
+
+
+def _data_field(event: bytes) -> bytes:
+    """The `data:` lines of one event joined by newlines (comments and other fields are dropped)."""
+    if event.startswith(b"data:") and b"\n" not in event:
+        return event[5:].strip()
+    return b"\n".join(line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:"))
+
+
+def parse_stream(record: RequestRecord, frames: list[tuple[float, bytes]]) -> None:
+    """Fill the record from the raw reads: token times, usage, and why the stream is bad if it is."""
+    for _ in _parse_steps(record, frames):
+        pass
+
+
+async def parse_stream_yielding(record: RequestRecord, frames: list[tuple[float, bytes]]) -> None:
+    """parse_stream in slices: a 1000-frame stream parsed at once would stall every other stream's clock."""
+    for _ in _parse_steps(record, frames):
+        await asyncio.sleep(0)
+
+
+def _parse_steps(record: RequestRecord, frames: list[tuple[float, bytes]]) -> Iterator[None]:
+    events = split_events(frames)
+    done = any(data == b"[DONE]" for _, data, _ in events)
+    events = [event for event in events if event[1] != b"[DONE]"]
+    pieces: list[str] = []
+    for number, ((arrived, data, terminated), payload) in enumerate(zip(events, _decode_all(events), strict=True), 1):
+        if number % PARSE_SLICE == 0:
+            yield
+        if payload is None:
+            kind = "malformed SSE frame (not JSON)" if terminated else "stream cut inside a frame"
+            _fail(record, f"{kind}: {data[:120].decode('utf-8', 'replace')!r}")
+        elif not isinstance(payload, dict) or payload.get("error"):
+            if record.error is None:
+                record.body = answer_text(data[:MAX_FRAME_EVIDENCE])
+            _fail(record, f"error frame in stream: {data[:200].decode('utf-8', 'replace')}")
+        else:
+            _read_payload(record, payload, arrived, pieces)
+    record.text = "".join(pieces)
+    if record.error is None and not record.timed_out and not done:
+        record.error = f"stream ended without [DONE] after {len(record.token_times_s)} token frames"
+    if record.output_tokens == 0:
+        record.output_tokens = len(record.token_times_s)
+
+
+def _decode_all(events: list[tuple[float, bytes, bool]]) -> list:
+    """Every event's JSON, None where it is not JSON.
+
+    One json.loads over all events as an array costs a third of one call per event; any malformed
+    event breaks the array (or its length), and then each event is decoded alone to find which.
+    """
+    try:
+        decoded = json.loads(b"[" + b",".join(data for _, data, _ in events) + b"]")
+        if len(decoded) == len(events):
+            return decoded
+    except ValueError:
+        pass
+    payloads = []
+    for _, data, _ in events:
+        try:
+            payloads.append(json.loads(data))
+        except ValueError:
+            payloads.append(None)
+    return payloads
+
+
+def _fail(record: RequestRecord, message: str) -> None:
+    if record.error is None:
+        record.error = message
+
+
+def _read_payload(record: RequestRecord, payload: dict, arrived: float, pieces: list[str]) -> None:
+    usage = payload.get("usage")
+    if isinstance(usage, dict):
+        record.prompt_tokens = _count(usage.get("prompt_tokens"), record.prompt_tokens)
+        record.output_tokens = _count(usage.get("completion_tokens"), None) or record.output_tokens
+        details = usage.get("prompt_tokens_details") or {}
+        if isinstance(details, dict):
+            record.cached_tokens = _count(details.get("cached_tokens"), record.cached_tokens)
+    choices = payload.get("choices") or []
+    if not isinstance(choices, list):
+        _fail(record, f"`choices` is a {type(choices).__name__}, not a list: {str(choices)[:80]!r}")
+        return
+    for choice in choices:
+        if not isinstance(choice, dict):
+            _fail(record, f"a choice is a {type(choice).__name__}, not an object: {str(choice)[:80]!r}")
+            continue
+        delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+        content = choice.get("text") or delta.get("content") or ""
+        if not isinstance(content, str):
+            _fail(record, f"token text is a {type(content).__name__}, not a string")
+            continue
+        if content or delta.get("reasoning_content") or delta.get("tool_calls"):
+            record.token_times_s.append(arrived)
+            if record.first_token_s is None:
+                record.first_token_s, record.first_token_event = arrived, payload
+            pieces.append(content)
+
+
+def _count(value, default: int | None) -> int | None:
+    """A token count from a server's usage: a non-negative integer, else `default` (a lie is not a figure)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
