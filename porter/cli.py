@@ -202,26 +202,41 @@ def _evaluate_on_ray(corpus: str, providers: list[str], address: str, resources:
         _fail(str(exc), code=130)
 
 
+_TOKENS = click.IntRange(1)
+_POSITIVE = click.FloatRange(0, min_open=True)
+
+
+# fmt: off
 @main.command()
 @click.argument("url")
-@click.option("--input-len", type=click.IntRange(1), default=1024, show_default=True)
-@click.option("--output-len", type=click.IntRange(1), default=128, show_default=True)
-@click.option("--cache-hit", type=click.FloatRange(0, 1, max_open=True), default=0.0, show_default=True)
-@click.option("--rps", default="1", show_default=True, help="Comma-separated request rates.")
-@click.option("--slo-ttft", type=click.FloatRange(0, min_open=True), default=5.0, show_default=True)
-@click.option("--slo-percentile", type=click.FloatRange(0, 100, min_open=True), default=99.0, show_default=True)
-@click.option("--duration", type=click.FloatRange(0, min_open=True), default=60.0, show_default=True)
-@click.option(
-    "--min-requests",
-    type=click.IntRange(1),
-    default=32,
-    show_default=True,
-    help="Requests each level measures at least.",
-)
-@click.option("--single-stream", is_flag=True, help="Output speed of one request at a time.")
+@click.option("--random-input-len", "--input-len", "input_len", type=_TOKENS, default=1024, show_default=True,
+              help="Prompt length, tokens per request.")
+@click.option("--random-output-len", "--output-len", "output_len", type=_TOKENS, default=128, show_default=True,
+              help="Generated tokens per request (ignore_eos: every request makes them all).")
+@click.option("--cache-hit", type=click.FloatRange(0, 1, max_open=True), default=0.0, show_default=True,
+              help="Share (0-1) of each prompt's tokens that repeat a prefix the server's cache holds.")
+@click.option("--request-rate", "--rps", "rps", default="1", show_default=True,
+              help="Request rate in req/s (Poisson arrivals); several, comma-separated, make a sweep with its knee.")
+@click.option("--num-prompts", type=click.IntRange(1), help="Requests per rate (count), instead of --duration.")
+@click.option("--duration", type=_POSITIVE, help="Arrivals per rate, seconds  [default: 60 without --num-prompts]")
+@click.option("--max-concurrency", type=click.IntRange(1),
+              help="Requests in flight at most (count); one due while that many run waits its turn.  [default: none]")
+@click.option("--slo-ttft", type=_POSITIVE, default=5.0, show_default=True, help="TTFT limit of the SLO, seconds.")
+@click.option("--slo-percentile", type=click.FloatRange(0, 100, min_open=True), default=99.0, show_default=True,
+              help="Percentile (%) of TTFT held to --slo-ttft.")
+@click.option("--min-requests", type=click.IntRange(1), default=32, show_default=True,
+              help="Requests each rate measures at least (count), however short --duration is.")
+@click.option("--single-stream", is_flag=True, help="Output tok/s of one request at a time, after the first token.")
+@click.option("--output-file", type=click.Path(dir_okay=False),
+              help="Append the result to this file as one JSON line (bench_serving's JSONL).")
 @click.option("--json", "as_json", is_flag=True, help="Last line of stdout is one JSON object.")
+# fmt: on
 def bench(url: str, **options) -> None:
-    """Throughput sweep (or single stream) against an OpenAI-compatible server at URL."""
+    """Throughput sweep (or single stream) against an OpenAI-compatible server at URL.
+
+    Options take sglang bench_serving's names (--request-rate, --random-input-len, --random-output-len,
+    --num-prompts, --max-concurrency, --output-file); porter's older names are kept as aliases.
+    """
     from porter.ops.check_commands import bench_main
 
     sys.exit(bench_main(url, **options))
@@ -235,8 +250,8 @@ def check() -> None:
 @check.command()
 @click.argument("url")
 @click.option("--dataset", required=True, help="gsm8k:PATH_OR_BUILTIN or mc:PATH_OR_BUILTIN.")
-@click.option("--samples", type=click.IntRange(1), default=200, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--samples", type=click.IntRange(1), default=200, show_default=True, help="Questions to ask (count).")
+@click.option("--json", "as_json", is_flag=True, help="Last line of stdout is one JSON object.")
 def quality(url: str, **options) -> None:
     """Accuracy with a 95% confidence interval on a GSM8K-style or multiple-choice set."""
     from porter.ops.check_commands import quality_main
