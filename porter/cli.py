@@ -68,31 +68,73 @@ def validate(task: str, as_json: bool) -> None:
             click.echo(f"# {note}", err=as_json)
 
 
+def _run_options(command):
+    """The options `porter run` and `porter resume` share: who answers, where it runs, what is measured anew."""
+    options = [
+        click.option(
+            "--provider",
+            help="Override agent.provider: playbook, anthropic, openai, file:DIR, human, scripted:FILE, a+b.",
+        ),
+        click.option("--model", "model_name", help="Override agent.model."),
+        click.option("--base-url", help="Override agent.base_url (an OpenAI-compatible endpoint)."),
+        click.option(
+            "--api-key-env",
+            help="Environment variable holding the API key. With --provider or --base-url and without this, the "
+            "provider's default variable is used, never the task's (its key belongs to the task's provider).",
+        ),
+        click.option(
+            "--sandbox", "sandbox_kind", type=click.Choice(["docker", "local"]), help="Override sandbox.kind."
+        ),
+        click.option(
+            "--skip-preflight", is_flag=True, help="Start without `porter preflight` (which runs first by default)."
+        ),
+        click.option(
+            "--fresh", is_flag=True, help="Measure everything anew; reuse nothing from the measurement cache."
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 @main.command()
-@click.argument("task", type=click.Path(dir_okay=False))
+@click.argument("task", required=False, type=click.Path(dir_okay=False))
 @click.option(
-    "--provider", help="Override agent.provider: playbook, anthropic, openai, file:DIR, human, scripted:FILE, a+b."
+    "--resume",
+    "resume_dir",
+    type=click.Path(file_okay=False),
+    help="Continue the run in RUN_DIR (read from its task.yaml and state.json; TASK is not needed).",
 )
-@click.option("--model", "model_name", help="Override agent.model.")
-@click.option("--base-url", help="Override agent.base_url (an OpenAI-compatible endpoint).")
-@click.option(
-    "--api-key-env",
-    help="Environment variable holding the API key. With --provider or --base-url and without this, the "
-    "provider's default variable is used, never the task's (its key belongs to the task's provider).",
-)
-@click.option("--sandbox", "sandbox_kind", type=click.Choice(["docker", "local"]), help="Override sandbox.kind.")
-@click.option("--resume", "resume_dir", type=click.Path(file_okay=False), help="Continue the run in RUN_DIR.")
-@click.option("--skip-preflight", is_flag=True, help="Start without `porter preflight` (which runs first by default).")
-@click.option("--fresh", is_flag=True, help="Measure everything anew; reuse nothing from the measurement cache.")
-def run(
-    task: str, provider, model_name, base_url, api_key_env, sandbox_kind, resume_dir, skip_preflight: bool, fresh: bool
-) -> None:
-    """Run the porting loop on TASK until its targets are met or a limit is hit."""
+@_run_options
+def run(task: str | None, resume_dir: str | None, **options) -> None:
+    """Run the porting loop on TASK until its targets are met or a limit is hit; --resume RUN_DIR continues one."""
+    if task is None and resume_dir is None:
+        raise click.UsageError("give TASK (a task file), or --resume RUN_DIR to continue a run")
+    _start(task, resume_dir, **options)
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@_run_options
+def resume(run_dir: str, **options) -> None:
+    """Continue the run in RUN_DIR where it stopped (as `porter run --resume RUN_DIR`)."""
+    _start(None, run_dir, **options)
+
+
+def _start(
+    task: str | None, resume_dir: str | None, provider, model_name, base_url, api_key_env, sandbox_kind,
+    skip_preflight: bool, fresh: bool,
+) -> None:  # fmt: skip
     from porter.ops import runs
     from porter.ops.preflight import preflight_main
     from porter.sandbox import SandboxError
 
-    spec = _load(str(Path(resume_dir) / "task.yaml")) if resume_dir else _load(task)
+    if resume_dir:
+        missing = [name for name in ("task.yaml", "state.json") if not (Path(resume_dir) / name).is_file()]
+        if missing:
+            _fail(f"{resume_dir}: not a porter run directory to resume (no {' and no '.join(missing)})")
+        task = str(Path(resume_dir) / "task.yaml")  # the run's own resolved task, whatever TASK says
+    spec = _load(task)
     if provider is not None or base_url is not None:
         spec.agent.api_key_env = None  # the task's key is for the task's endpoint: never send it elsewhere
     overrides = {"provider": provider, "model": model_name, "base_url": base_url, "api_key_env": api_key_env}
@@ -127,12 +169,19 @@ def preflight(task: str, sandbox_kind) -> None:
 @main.command()
 @click.argument("run_or_transcript", type=click.Path(exists=True))
 @click.option("--sandbox", "sandbox_kind", type=click.Choice(["docker", "local"]), help="Override sandbox.kind.")
-def replay(run_or_transcript: str, sandbox_kind) -> None:
+@click.option(
+    "--runs-dir",
+    default="runs",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Folder the replay's own run directory is made in (a new one each time, never the recording's).",
+)
+def replay(run_or_transcript: str, sandbox_kind, runs_dir: str) -> None:
     """Re-drive a recorded run without the LLM and report where it diverges (exit 1 if it did)."""
     from porter.ops.replay_run import replay as replay_run
 
     try:
-        report = replay_run(run_or_transcript, sandbox_kind=sandbox_kind)
+        report = replay_run(run_or_transcript, runs_dir=runs_dir, sandbox_kind=sandbox_kind)
     except (FileNotFoundError, TaskError, RunDirError) as exc:
         _fail(str(exc))
     click.echo(printable(report.render()))
