@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from porter.checks import quality, registry, throughput, throughput_kind
@@ -27,6 +27,7 @@ from porter.checks.loadgen import CheckError
 from porter.checks.quality import QualityCheckSpec
 from porter.checks.throughput import SingleStreamSpec, ThroughputCheckSpec
 from porter.ledger.measure_cache import LockTimeout, measurement_lock
+from porter.ops.progress_log import duration
 from porter.task import Task
 from porter.terminal import markup_safe, printable
 
@@ -123,15 +124,19 @@ def bench_main(
 
 @contextlib.contextmanager
 def _bar(out: Console, what: str, most: int | None = None) -> Iterator[OnProgress]:
-    """A line per level (or request) as it ends and, on a terminal, a progress bar with the time left."""
+    """A line per level (or request) as it ends and, on a terminal, a progress bar with the time left at the pace
+    of the units done so far (a sweep has a handful, too few for rich's own estimate)."""
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    bar = Progress(*columns, TextColumn("elapsed,"), TimeRemainingColumn(), TextColumn("left"), console=out,
-                   transient=True, speed_estimate_period=24 * 3600, disable=not out.is_terminal)  # fmt: skip
-    task = bar.add_task(what, total=most)
+    bar = Progress(*columns, TextColumn("{task.fields[left]}"), console=out, transient=True,
+                   disable=not out.is_terminal)  # fmt: skip
+    task = bar.add_task(what, total=most, left="")
 
     def follow(step: CheckProgress) -> None:
         out.print(markup_safe(step.note), highlight=False)
-        bar.update(task, completed=step.done, total=step.total, description=f"{what}: {step.unit}")
+        elapsed = bar.tasks[0].elapsed or 0.0
+        left = elapsed / step.done * (step.total - step.done) if step.done else None
+        shown = f"elapsed, {'up to ' if step.bounded else ''}{duration(left)} left" if left else "elapsed"
+        bar.update(task, completed=step.done, total=step.total, description=f"{what}: {step.unit}", left=shown)
 
     with bar:
         yield follow
