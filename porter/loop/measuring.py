@@ -84,11 +84,12 @@ def _run(ctx: RunContext, item: registry.Declared, base_url: str, number: int, s
     no sample, and neither does one that finished after its server died (its late requests failed)."""
     server = ctx.server.process if ctx.server else None
     watcher = ctx.check_watcher
-    if watcher:
-        watcher.sample_started(item.key, number, samples)
+    waiting = functools.partial(watcher.waiting, item.key) if watcher else None
     progress = functools.partial(watcher.progressed, item.key) if watcher else None
     try:
-        with measure_cache.measurement_lock(f"porter run {ctx.state.run_id}: {item.key}"):
+        with measure_cache.measurement_lock(f"porter run {ctx.state.run_id}: {item.key}", on_wait=waiting):
+            if watcher:
+                watcher.sample_started(item.key, number, samples)
             result = item.kind.run(base_url, item.spec, ctx.task, progress)
     except (TimeoutError, CheckError, aiohttp.ClientError, OSError) as exc:
         died = (

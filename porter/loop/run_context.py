@@ -35,9 +35,12 @@ def resume_command(ctx: RunContext) -> str:
 
 
 class CheckWatcher(Protocol):
-    """Follows the checks as they run: told when each sample starts and as its units (levels, questions) end."""
+    """Follows the checks as they run: told when each sample starts, while it waits for the node's measurement
+    lock, and as its units (levels, questions) end."""
 
-    def sample_started(self, key: str, number: int, samples: int) -> None: ...
+    def waiting(self, key: str, holder: str) -> None: ...  # for the node's measurement lock, which `holder` holds
+
+    def sample_started(self, key: str, number: int, samples: int) -> None: ...  # the lock is held: it runs
 
     def progressed(self, key: str, step: CheckProgress) -> None: ...
 

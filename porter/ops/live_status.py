@@ -106,12 +106,20 @@ class LiveStatus:
 
     # ------------------------------------------------------------ the checks' watcher
 
+    def waiting(self, key: str, holder: str) -> None:
+        self._checking(key)
+        self.log.write(self.log.work.label, f"{key}: waiting for the node's measurement lock, held by {holder}")
+        self.log.part(f"{key}: waiting for the measurement lock")
+
     def sample_started(self, key: str, number: int, samples: int) -> None:
+        self._checking(key)
+        self.sample = f"{key}, sample {number} of {samples}" if samples > 1 else key
+        self.log.part(self.sample)
+
+    def _checking(self, key: str) -> None:
         work = self.log.work
         if work is None or work.label == "model":  # a check outside a tool call: the accepted configuration's
             self.log.begin(f"re-measure {key}")
-        self.sample = f"{key}, sample {number} of {samples}" if samples > 1 else key
-        self.log.part(self.sample)
 
     def progressed(self, key: str, step: CheckProgress) -> None:
         self.log.advance(step.done, step.total, step.unit, step.note, step.bounded, self.sample or key)
