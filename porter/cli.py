@@ -68,31 +68,73 @@ def validate(task: str, as_json: bool) -> None:
             click.echo(f"# {note}", err=as_json)
 
 
+def _run_options(command):
+    """The options `porter run` and `porter resume` share: who answers, where it runs, what is measured anew."""
+    options = [
+        click.option(
+            "--provider",
+            help="Override agent.provider: playbook, anthropic, openai, file:DIR, human, scripted:FILE, a+b.",
+        ),
+        click.option("--model", "model_name", help="Override agent.model."),
+        click.option("--base-url", help="Override agent.base_url (an OpenAI-compatible endpoint)."),
+        click.option(
+            "--api-key-env",
+            help="Environment variable holding the API key. With --provider or --base-url and without this, the "
+            "provider's default variable is used, never the task's (its key belongs to the task's provider).",
+        ),
+        click.option(
+            "--sandbox", "sandbox_kind", type=click.Choice(["docker", "local"]), help="Override sandbox.kind."
+        ),
+        click.option(
+            "--skip-preflight", is_flag=True, help="Start without `porter preflight` (which runs first by default)."
+        ),
+        click.option(
+            "--fresh", is_flag=True, help="Measure everything anew; reuse nothing from the measurement cache."
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 @main.command()
-@click.argument("task", type=click.Path(dir_okay=False))
+@click.argument("task", required=False, type=click.Path(dir_okay=False))
 @click.option(
-    "--provider", help="Override agent.provider: playbook, anthropic, openai, file:DIR, human, scripted:FILE, a+b."
+    "--resume",
+    "resume_dir",
+    type=click.Path(file_okay=False),
+    help="Continue the run in RUN_DIR (read from its task.yaml and state.json; TASK is not needed).",
 )
-@click.option("--model", "model_name", help="Override agent.model.")
-@click.option("--base-url", help="Override agent.base_url (an OpenAI-compatible endpoint).")
-@click.option(
-    "--api-key-env",
-    help="Environment variable holding the API key. With --provider or --base-url and without this, the "
-    "provider's default variable is used, never the task's (its key belongs to the task's provider).",
-)
-@click.option("--sandbox", "sandbox_kind", type=click.Choice(["docker", "local"]), help="Override sandbox.kind.")
-@click.option("--resume", "resume_dir", type=click.Path(file_okay=False), help="Continue the run in RUN_DIR.")
-@click.option("--skip-preflight", is_flag=True, help="Start without `porter preflight` (which runs first by default).")
-@click.option("--fresh", is_flag=True, help="Measure everything anew; reuse nothing from the measurement cache.")
-def run(
-    task: str, provider, model_name, base_url, api_key_env, sandbox_kind, resume_dir, skip_preflight: bool, fresh: bool
-) -> None:
-    """Run the porting loop on TASK until its targets are met or a limit is hit."""
+@_run_options
+def run(task: str | None, resume_dir: str | None, **options) -> None:
+    """Run the porting loop on TASK until its targets are met or a limit is hit; --resume RUN_DIR continues one."""
+    if task is None and resume_dir is None:
+        raise click.UsageError("give TASK (a task file), or --resume RUN_DIR to continue a run")
+    _start(task, resume_dir, **options)
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@_run_options
+def resume(run_dir: str, **options) -> None:
+    """Continue the run in RUN_DIR where it stopped (as `porter run --resume RUN_DIR`)."""
+    _start(None, run_dir, **options)
+
+
+def _start(
+    task: str | None, resume_dir: str | None, provider, model_name, base_url, api_key_env, sandbox_kind,
+    skip_preflight: bool, fresh: bool,
+) -> None:  # fmt: skip
     from porter.ops import runs
     from porter.ops.preflight import preflight_main
     from porter.sandbox import SandboxError
 
-    spec = _load(str(Path(resume_dir) / "task.yaml")) if resume_dir else _load(task)
+    if resume_dir:
+        missing = [name for name in ("task.yaml", "state.json") if not (Path(resume_dir) / name).is_file()]
+        if missing:
+            _fail(f"{resume_dir}: not a porter run directory to resume (no {' and no '.join(missing)})")
+        task = str(Path(resume_dir) / "task.yaml")  # the run's own resolved task, whatever TASK says
+    spec = _load(task)
     if provider is not None or base_url is not None:
         spec.agent.api_key_env = None  # the task's key is for the task's endpoint: never send it elsewhere
     overrides = {"provider": provider, "model": model_name, "base_url": base_url, "api_key_env": api_key_env}
@@ -127,12 +169,19 @@ def preflight(task: str, sandbox_kind) -> None:
 @main.command()
 @click.argument("run_or_transcript", type=click.Path(exists=True))
 @click.option("--sandbox", "sandbox_kind", type=click.Choice(["docker", "local"]), help="Override sandbox.kind.")
-def replay(run_or_transcript: str, sandbox_kind) -> None:
+@click.option(
+    "--runs-dir",
+    default="runs",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Folder the replay's own run directory is made in (a new one each time, never the recording's).",
+)
+def replay(run_or_transcript: str, sandbox_kind, runs_dir: str) -> None:
     """Re-drive a recorded run without the LLM and report where it diverges (exit 1 if it did)."""
     from porter.ops.replay_run import replay as replay_run
 
     try:
-        report = replay_run(run_or_transcript, sandbox_kind=sandbox_kind)
+        report = replay_run(run_or_transcript, runs_dir=runs_dir, sandbox_kind=sandbox_kind)
     except (FileNotFoundError, TaskError, RunDirError) as exc:
         _fail(str(exc))
     click.echo(printable(report.render()))
@@ -208,26 +257,41 @@ def _evaluate_on_ray(corpus: str, models: list[str] | None, address: str, resour
         _fail(str(exc), code=130)
 
 
+_TOKENS = click.IntRange(1)
+_POSITIVE = click.FloatRange(0, min_open=True)
+
+
+# fmt: off
 @main.command()
 @click.argument("url")
-@click.option("--input-len", type=click.IntRange(1), default=1024, show_default=True)
-@click.option("--output-len", type=click.IntRange(1), default=128, show_default=True)
-@click.option("--cache-hit", type=click.FloatRange(0, 1, max_open=True), default=0.0, show_default=True)
-@click.option("--rps", default="1", show_default=True, help="Comma-separated request rates.")
-@click.option("--slo-ttft", type=click.FloatRange(0, min_open=True), default=5.0, show_default=True)
-@click.option("--slo-percentile", type=click.FloatRange(0, 100, min_open=True), default=99.0, show_default=True)
-@click.option("--duration", type=click.FloatRange(0, min_open=True), default=60.0, show_default=True)
-@click.option(
-    "--min-requests",
-    type=click.IntRange(1),
-    default=32,
-    show_default=True,
-    help="Requests each level measures at least.",
-)
-@click.option("--single-stream", is_flag=True, help="Output speed of one request at a time.")
+@click.option("--random-input-len", "--input-len", "input_len", type=_TOKENS, default=1024, show_default=True,
+              help="Prompt length, tokens per request.")
+@click.option("--random-output-len", "--output-len", "output_len", type=_TOKENS, default=128, show_default=True,
+              help="Generated tokens per request (ignore_eos: every request makes them all).")
+@click.option("--cache-hit", type=click.FloatRange(0, 1, max_open=True), default=0.0, show_default=True,
+              help="Share (0-1) of each prompt's tokens that repeat a prefix the server's cache holds.")
+@click.option("--request-rate", "--rps", "rps", default="1", show_default=True,
+              help="Request rate in req/s (Poisson arrivals); several, comma-separated, make a sweep with its knee.")
+@click.option("--num-prompts", type=click.IntRange(1), help="Requests per rate (count), instead of --duration.")
+@click.option("--duration", type=_POSITIVE, help="Arrivals per rate, seconds  [default: 60 without --num-prompts]")
+@click.option("--max-concurrency", type=click.IntRange(1),
+              help="Requests in flight at most (count); one due while that many run waits its turn.  [default: none]")
+@click.option("--slo-ttft", type=_POSITIVE, default=5.0, show_default=True, help="TTFT limit of the SLO, seconds.")
+@click.option("--slo-percentile", type=click.FloatRange(0, 100, min_open=True), default=99.0, show_default=True,
+              help="Percentile (%) of TTFT held to --slo-ttft.")
+@click.option("--min-requests", type=click.IntRange(1), default=32, show_default=True,
+              help="Requests each rate measures at least (count), however short --duration is.")
+@click.option("--single-stream", is_flag=True, help="Output tok/s of one request at a time, after the first token.")
+@click.option("--output-file", type=click.Path(dir_okay=False),
+              help="Append the result to this file as one JSON line (bench_serving's JSONL).")
 @click.option("--json", "as_json", is_flag=True, help="Last line of stdout is one JSON object.")
+# fmt: on
 def bench(url: str, **options) -> None:
-    """Throughput sweep (or single stream) against an OpenAI-compatible server at URL."""
+    """Throughput sweep (or single stream) against an OpenAI-compatible server at URL.
+
+    Options take sglang bench_serving's names (--request-rate, --random-input-len, --random-output-len,
+    --num-prompts, --max-concurrency, --output-file); porter's older names are kept as aliases.
+    """
     from porter.ops.check_commands import bench_main
 
     sys.exit(bench_main(url, **options))
@@ -241,8 +305,8 @@ def check() -> None:
 @check.command()
 @click.argument("url")
 @click.option("--dataset", required=True, help="gsm8k:PATH_OR_BUILTIN or mc:PATH_OR_BUILTIN.")
-@click.option("--samples", type=click.IntRange(1), default=200, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--samples", type=click.IntRange(1), default=200, show_default=True, help="Questions to ask (count).")
+@click.option("--json", "as_json", is_flag=True, help="Last line of stdout is one JSON object.")
 def quality(url: str, **options) -> None:
     """Accuracy with a 95% confidence interval on a GSM8K-style or multiple-choice set."""
     from porter.ops.check_commands import quality_main

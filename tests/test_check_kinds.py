@@ -42,7 +42,7 @@ class ToySpec(Spec):
     target_ms: PositiveFloat = Field(description="The slowest median the target allows.")
 
 
-def run(base_url, spec, task):
+def run(base_url, spec, task, progress=None):
     times = []
     for _ in range(spec.requests):
         started = time.monotonic()
@@ -64,6 +64,7 @@ KIND = CheckKind(
     met=lambda result, spec: result["median_ms"] <= spec.target_ms,
     label=lambda spec: "toy listing latency (ms)",
     render=lambda key, result: f"toy: GET /v1/models took {result['median_ms']:.1f} ms (median)",
+    brief=lambda result: f"{result['median_ms']:.1f} ms",
     workload=lambda spec: f"toy: {spec.requests} GETs of /v1/models",
     cost=lambda spec, task: f"run_check toy: {spec.requests} GETs, milliseconds",
 )

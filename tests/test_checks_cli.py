@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import click
 import pytest
 from sse_server import SseServer
 
@@ -34,7 +35,10 @@ def test_bench_json_sweep(server, capsys):
     assert document["slo"] == {"ttft_s": 0.2, "percentile": 99}
     assert document["target_tok_s_per_node"] is None and document["meets_target"] is False
     assert 20 <= document["median_ttft_ms"] < 26
-    assert "rps 4: " in captured.err and "knee: 8 req/s" in captured.err
+    assert "4 req/s: pass, 32/32 done" in captured.err  # a line per level as it ends
+    # both rates passed: the knee is above the sweep, and it is said so, not reported at the top rate
+    assert "no knee found below the top rate: every rate up to 8 req/s met the SLO" in captured.err
+    assert "knee:" not in captured.err and document["every_level_passed"] is True
 
 
 def test_bench_table_and_exit_1_when_no_level_passes(server, capsys):
@@ -51,7 +55,7 @@ def test_bench_single_stream_json(server, capsys):
     assert document["output_tok_s"] == pytest.approx(200, rel=0.05) and document["completed"] == 3
 
 
-@pytest.mark.parametrize("rps, code, message", [("1,x", 2, "--rps must be"), ("0", 2, "positive rates")])
+@pytest.mark.parametrize("rps, code, message", [("1,x", 2, "--request-rate must be"), ("0", 2, "positive finite")])
 def test_bench_bad_rates(capsys, rps, code, message):
     assert bench_main("http://127.0.0.1:9", 8, 1, 0.0, rps, 1, 99, 1, False, True) == code
     assert message in capsys.readouterr().err
@@ -108,3 +112,34 @@ def test_bench_at_2_and_4_rps_sends_one_arrival_pattern_scaled_by_2(server):
     fast_t = [item["t"] - fast[0]["t"] for item in fast]
     scale = sum(a * b for a, b in zip(slow_t, fast_t, strict=True)) / sum(b * b for b in fast_t)
     assert scale == pytest.approx(2.0, rel=0.05)  # least-squares ratio of the server-side send times
+
+
+def test_bench_takes_bench_servings_names(server, tmp_path):
+    """--request-rate, --random-input-len, --random-output-len, --num-prompts, --max-concurrency, --output-file as
+    sglang's bench_serving spells them (sglang/benchmark/serving.py, 0.5.20)."""
+    server.reset(ttft_ms=50, itl_ms=5)
+    results = tmp_path / "results.jsonl"
+    command = [sys.executable, "-m", "porter.cli", "bench", server.url, "--request-rate", "500", "--num-prompts", "6"]
+    command += ["--random-input-len", "40", "--random-output-len", "3", "--max-concurrency", "2"]
+    command += ["--output-file", str(results), "--slo-ttft", "5", "--json"]
+    for _ in range(2):  # bench_serving appends a line per run
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+    lines = [json.loads(line) for line in results.read_text().splitlines()]
+    assert len(lines) == 2 and lines[-1] == last_json(done.stdout)
+    (level,) = lines[-1]["levels"]
+    assert (level["offered"], level["completed"]) == (6, 6)  # --num-prompts: the level's count
+    assert level["total_input_tokens"] == 6 * 40 and level["total_output_tokens"] == 6 * 3
+    arrivals = sorted(item["t"] for item in server.arrivals())[-6:]
+    # at 500 req/s all six are due within ~20 ms; with two in flight at most, the third reaches the server only
+    # after one of the first two ended, which takes the server's 50 ms to the first token at least
+    assert arrivals[2] - arrivals[0] >= 0.05
+
+
+def test_every_bench_option_says_its_unit():
+    from porter.cli import bench
+
+    units = ("token", "req/s", "second", "count", "%", "0-1", "JSON")
+    for option in bench.params:
+        if isinstance(option, click.Option) and not option.is_flag:
+            assert any(unit in (option.help or "") for unit in units), option.name

@@ -1,4 +1,5 @@
-"""The live status panel of `porter run`, rendered in a real pseudo-terminal; plain lines through a pipe."""
+"""The live status panel of `porter run`, rendered in a real pseudo-terminal; through a pipe, the progress log's
+lines (clock time, action, result, duration), the same as RUN_DIR/progress.log."""
 
 from __future__ import annotations
 
@@ -51,8 +52,10 @@ def test_the_panel_in_a_pseudo_terminal(tmp_path):
     screen = ANSI.sub("", b"".join(chunks).decode("utf-8", "replace"))
     assert "porter: local-test" in screen and "╭" in screen  # the panel's title and border
     assert "phase bring-up" in screen and "step 1/80" in screen
-    assert re.search(r"now bash sleep 1\.5; echo slept \(\d+ s\)", screen)  # the action in flight, timed
+    assert re.search(r"now bash sleep 1\.5; echo slept \([\d.]+ s\)", screen)  # the action in flight, timed
     assert "launches 0/40" in screen and "cost $0.00" in screen
+    # the log's lines scroll above the panel
+    assert re.search(r"\d\d:\d\d:\d\d  bash sleep 1\.5; echo slept  exit 0  1\.\d s", screen)
 
 
 def test_plain_lines_through_a_pipe(tmp_path):
@@ -60,4 +63,11 @@ def test_plain_lines_through_a_pipe(tmp_path):
     out, _ = process.communicate(timeout=120)
     text = out.decode()
     assert "╭" not in text and "\x1b[" not in text
-    assert "step 1 | bring-up | flags baseline" in text  # one line per step; step 2 finished the run
+    lines = [line for line in text.splitlines() if re.match(r"\d\d:\d\d:\d\d  ", line)]
+    actions = [line[10:].split("  ")[0] for line in lines]
+    assert actions == ["run", "bash sleep 1.5; echo slept", "finish", "outputs", "run"]
+    assert re.search(r"  bash sleep 1\.5; echo slept  exit 0  1\.\d s$", lines[1])  # action, result, duration
+    assert re.search(r"  run  looked around; not solved; kept 0, reverted 0; 2 steps, .*  \d+\.\d s$", lines[-1])
+    assert "step 1 |" not in text
+    (log,) = (tmp_path / "runs").glob("*/progress.log")
+    assert log.read_text().splitlines() == lines  # the terminal's lines are the log's

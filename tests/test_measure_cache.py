@@ -120,10 +120,15 @@ def test_the_lock_wait_is_bounded_and_names_the_holder(cache):
     )  # fmt: skip
     try:
         assert holder.stdout.readline() == "held\n"
-        with pytest.raises(LockTimeout) as refused, measurement_lock("a second measurement", poll_s=0.05, wait_s=0.2):
+        told: list[str] = []  # what the progress log hears while the measurement waits
+        with (
+            pytest.raises(LockTimeout) as refused,
+            measurement_lock("a second measurement", poll_s=0.05, wait_s=0.2, on_wait=told.append),
+        ):
             pytest.fail("the lock was taken while another process held it")
         message = str(refused.value)
         assert f"pid {holder.pid} (a run" in message and "holding it" in message and "\x1b" not in message
+        assert len(told) == 1 and told[0].startswith(f"pid {holder.pid} (a run") and "\x1b" not in told[0]
     finally:
         holder.kill()
         holder.wait()

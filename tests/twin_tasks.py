@@ -74,6 +74,7 @@ def fast_task_data(source: Path = ROOT / "tasks" / "twin_glm52.yaml", time_scale
     scale = time_scale / float(env.get("TWIN_TIME_SCALE", 1))
     env["TWIN_TIME_SCALE"] = str(time_scale)
     data["serve"]["startup_timeout_s"] *= scale
+    _scale_progress(data, scale)
     checks = data["checks"]
     checks["quality"][0]["samples"] = 100
     checks["quality"][1]["samples"] = 50
@@ -93,14 +94,22 @@ def bringup_task_data(source: Path) -> dict:
     data["checks"] = {"quality": data["checks"]["quality"]}
     for check, samples in zip(data["checks"]["quality"], (50, 30), strict=True):
         check["samples"] = samples
-    data["sandbox"].setdefault("env", {})["TWIN_TIME_SCALE"] = str(QUICK_SCALE)
+    env = data["sandbox"].setdefault("env", {})
+    _scale_progress(data, QUICK_SCALE / float(env.get("TWIN_TIME_SCALE", 1)))
+    env["TWIN_TIME_SCALE"] = str(QUICK_SCALE)
     return data
+
+
+def _scale_progress(data: dict, scale: float) -> None:
+    """The progress log's longest silence stays the same stretch of the twin's clock."""
+    outputs = data.setdefault("outputs", {})
+    outputs["progress_every_s"] = outputs.get("progress_every_s", 30.0) * scale
 
 
 def write_task(tmp_path: Path, data: dict, **changes) -> Path:
     """Write `data` (with dotted-path `changes`) as tmp_path/task.yaml, runs under tmp_path/runs."""
     data = json.loads(json.dumps(data))
-    data["outputs"] = {"runs_dir": str(tmp_path / "runs")}
+    data["outputs"] = {**data.get("outputs", {}), "runs_dir": str(tmp_path / "runs")}
     for dotted, value in changes.items():
         *parents, last = dotted.split(".")
         node = data

@@ -1,7 +1,8 @@
 """What a check kind declares, once: its spec, its run, its headline and target, and how it reads.
 
-The declaration type (`CheckKind`) that each kind module (checks/*_kind.py) fills in, and the small helpers
-those declarations share. The registry (registry.py) lists the kinds; nothing here runs a check.
+The declaration type (`CheckKind`) that each kind module (checks/*_kind.py) fills in, the progress a long check
+reports as it goes (`CheckProgress`), and the small helpers those declarations share. The registry (registry.py)
+lists the kinds; nothing here runs a check.
 """
 
 from __future__ import annotations
@@ -19,6 +20,37 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class CheckProgress:
+    """Part of a check done, for a person following it: `done` of `total` units (sweep levels, questions,
+    requests) and what the latest ones showed. `total` is an upper bound when the check may stop early (a sweep
+    stops climbing at its first failing rate)."""
+
+    done: int
+    total: int
+    unit: str
+    note: str
+    bounded: bool = False  # `total` is the most it can take, not what it will
+
+
+OnProgress = Callable[[CheckProgress], None]
+
+
+class Tally:
+    """A check's units (questions, requests) as they finish, told to `on_progress` every tenth and at the last."""
+
+    def __init__(self, total: int, unit: str, on_progress: OnProgress | None, note: Callable[[int, int], str]):
+        self.total, self.unit, self.on_progress, self.note = total, unit, on_progress, note  # note(done, right)
+        self.done = self.right = 0
+        self.every = max(1, -(-total // 10))
+
+    def add(self, right: bool = False) -> None:
+        self.done += 1
+        self.right += right
+        if self.on_progress and (self.done % self.every == 0 or self.done == self.total):
+            self.on_progress(CheckProgress(self.done, self.total, self.unit, self.note(self.done, self.right)))
+
+
+@dataclass(frozen=True)
 class CheckKind:
     name: str  # its key under the task's `checks:`, and its run_check choice
     description: str  # one line for the model and `porter check --help`
@@ -26,12 +58,14 @@ class CheckKind:
     many: bool  # a list of named entries (quality sets), or at most one
     direction: str  # "higher" or "lower": which way is better for the headline
     min_samples: int  # samples a side before its headline may decide a keep
-    run: Callable[[str, Any, Task], dict]  # base URL, spec, task -> the result document (bench_serving names)
+    # base URL, spec, task, progress (None: nobody follows) -> the result document (bench_serving names)
+    run: Callable[[str, Any, Task, OnProgress | None], dict]
     headline: Callable[[Any], str]  # field of the result that is the headline figure
     goal: Callable[[Any], Any]  # the target's goal, as the report shows it
     met: Callable[[dict, Any], bool]  # does one result meet the spec's target
     label: Callable[[Any], str]  # the target's name in tables
     render: Callable[[str, dict], str]  # result key, result -> what the model reads (and the report quotes)
+    brief: Callable[[dict], str]  # result -> its headline in a few words, for the progress log
     workload: Callable[[Any], str]  # what one run sends, for the prompt
     cost: Callable[[Any, Task], str]  # what one run costs here, for the prompt
 

@@ -234,14 +234,16 @@ async def run_schedule(
     planned: list[Planned],
     drain_timeout_s: float,
     deadlines: Deadlines = DEFAULT_DEADLINES,
+    max_concurrency: int | None = None,
 ) -> tuple[list[RequestRecord], ClientLag]:
-    """Send every planned request at its time; wait up to `drain_timeout_s` after the last send for the rest."""
+    """Send every planned request at its time; wait up to `drain_timeout_s` after the last send for the rest. With
+    `max_concurrency` a request due while that many are in flight waits its turn (bench_serving's semaphore)."""
     lag = ClientLag()
     collecting = gc.isenabled()
     # A full collection over thousands of live frames pauses the loop for tens of ms; collect after the level.
     gc.disable()
     try:
-        return await _run_schedule(session, base_url, planned, drain_timeout_s, lag, deadlines)
+        return await _run_schedule(session, base_url, planned, drain_timeout_s, lag, deadlines, max_concurrency)
     finally:
         if collecting:
             gc.enable()
@@ -254,7 +256,14 @@ async def _run_schedule(
     drain_timeout_s: float,
     lag: ClientLag,
     deadlines: Deadlines,
+    max_concurrency: int | None,
 ) -> tuple[list[RequestRecord], ClientLag]:
+    gate = asyncio.Semaphore(max_concurrency or len(planned) or 1)
+
+    async def send(item: Planned) -> RequestRecord:  # its latencies count from the send, as bench_serving's do
+        async with gate:
+            return await send_one(session, base_url, item, origin, deadlines)
+
     stop = asyncio.Event()
     probe = asyncio.create_task(_probe_loop_lag(lag, stop))
     origin = lag.origin_monotonic = time.monotonic()
@@ -264,7 +273,7 @@ async def _run_schedule(
         if delay > 0:
             await asyncio.sleep(delay)
         lag.send_lag_ms.append(max(0.0, (time.monotonic() - origin - item.send_at_s) * 1000))
-        sent.append((item, asyncio.create_task(send_one(session, base_url, item, origin, deadlines))))
+        sent.append((item, asyncio.create_task(send(item))))
     tasks = [task for _, task in sent]
     unfinished = (await asyncio.wait(tasks, timeout=drain_timeout_s))[1] if tasks else set()
     for task in unfinished:

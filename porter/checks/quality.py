@@ -32,6 +32,7 @@ import aiohttp
 from pydantic import Field, model_validator
 
 from porter.checks import request_failures, scoring
+from porter.checks.kind import OnProgress, Tally
 from porter.checks.loadgen import CheckError, Deadlines, make_session, read_capped, resolve_model
 from porter.schema import Spec
 
@@ -346,15 +347,19 @@ def reply_text(raw: bytes, chat: bool) -> str:
 
 
 def run_quality(
-    base_url: str, spec: QualityCheckSpec, model: str | None = None, deadlines: Deadlines | None = None
+    base_url: str,
+    spec: QualityCheckSpec,
+    model: str | None = None,
+    deadlines: Deadlines | None = None,
+    on_progress: OnProgress | None = None,
 ) -> QualityResult:
     """Ask the check's questions and score the replies (synchronous; runs its own event loop). Each answer's
-    deadline is `deadlines`, by default quality_deadlines(spec.max_tokens)."""
+    deadline is `deadlines`, by default quality_deadlines(spec.max_tokens); `on_progress` hears every tenth."""
     deadlines = deadlines or quality_deadlines(spec.max_tokens)
-    return asyncio.run(_run_quality(base_url.rstrip("/"), spec, model, deadlines))
+    return asyncio.run(_run_quality(base_url.rstrip("/"), spec, model, deadlines, on_progress))
 
 
-async def _run_quality(base_url: str, spec: QualityCheckSpec, model: str | None, deadlines: Deadlines) -> QualityResult:
+async def _run_quality(base_url, spec: QualityCheckSpec, model, deadlines, on_progress) -> QualityResult:
     path, rows = read_dataset(spec)
     shot_rows = read_shot_rows(spec)
     few_shot = spec.few_shot if spec.kind == "gsm8k" else 0
@@ -367,16 +372,19 @@ async def _run_quality(base_url: str, spec: QualityCheckSpec, model: str | None,
         gate = asyncio.Semaphore(CONCURRENCY)
         failures: list[str] = []
         limit = max(MIN_FAILURES, int(MAX_FAILURE_SHARE * len(asked)))
+        answered = Tally(len(asked), "questions", on_progress, lambda done, right: f"{right} of {done} right")
 
         async def one(index: int) -> tuple:
             async with gate:
                 if len(failures) > limit:
                     return "not asked: the check stopped", False, False, True
                 try:
-                    return await _ask_one(session, base_url, model_id, spec, rows, shots, index, deadlines)
+                    outcome = await _ask_one(session, base_url, model_id, spec, rows, shots, index, deadlines)
                 except CheckError as exc:  # a failed request counts as wrong; its evidence is kept
                     failures.append(_evidence(exc))
-                    return str(exc), False, False, True
+                    outcome = str(exc), False, False, True
+            answered.add(right=outcome[1] if spec.metric == "strict_match" else outcome[2])
+            return outcome
 
         outcomes = await asyncio.gather(*(one(index) for index in asked))
     evidence = request_failures.distinct(failures)

@@ -30,6 +30,11 @@ def render(key: str, result: dict) -> str:
     return "\n".join([head, *(f"  {line}" for line in request_failures.lines(result.get("failures")))])
 
 
+def brief(result: dict) -> str:
+    verdict = "passed" if result.get("passed") else "FAILED"
+    return f"{result.get('name')} {number(result.get('score'), 3)} of {result.get('n')} questions, {verdict}"
+
+
 def workload(spec: QualityCheckSpec) -> str:
     return f"quality {spec.name}: {spec.samples} questions ({spec.kind}, {spec.few_shot}-shot)"
 
@@ -45,12 +50,13 @@ KIND = CheckKind(
     many=True,
     direction="higher",
     min_samples=1,
-    run=lambda base_url, spec, task: run_quality(base_url, spec).to_dict(),
+    run=lambda base_url, spec, task, progress=None: run_quality(base_url, spec, on_progress=progress).to_dict(),
     headline=lambda spec: "score",
     goal=goal,
     met=lambda result, spec: bool(result.get("passed")),
     label=lambda spec: f"quality {spec.name}",
     render=render,
+    brief=brief,
     workload=workload,
     cost=cost,
 )

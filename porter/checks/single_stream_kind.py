@@ -26,6 +26,10 @@ def render(key: str, result: dict) -> str:
     return "\n".join([head, *(f"  {line}" for line in request_failures.lines(result.get("failures")))])
 
 
+def brief(result: dict) -> str:
+    return f"{number(result.get('output_tok_s'))} output tok/s (median of {result.get('completed')} requests)"
+
+
 def workload(spec: SingleStreamSpec) -> str:
     return (
         f"single stream: {spec.input_tokens} input / {spec.output_tokens} output tokens, one request at a "
@@ -47,12 +51,13 @@ KIND = CheckKind(
     many=False,
     direction="higher",
     min_samples=2,
-    run=lambda base_url, spec, task: run_single_stream(base_url, spec).to_dict(),
+    run=lambda base_url, spec, task, progress=None: run_single_stream(base_url, spec, on_progress=progress).to_dict(),
     headline=lambda spec: "output_tok_s",
     goal=lambda spec: spec.target_output_tok_s,
     met=at_least(lambda spec: "output_tok_s", lambda spec: spec.target_output_tok_s),
     label=lambda spec: "single stream (output tok/s)",
     render=render,
+    brief=brief,
     workload=workload,
     cost=cost,
 )

@@ -32,6 +32,7 @@ import aiohttp
 from pydantic import Field, model_validator
 
 from porter.checks import loadgen, metrics, request_failures, workload
+from porter.checks.kind import OnProgress, Tally
 from porter.schema import PositiveFloat, Spec
 
 MIN_COMPLETED_SHARE = 0.95
@@ -50,6 +51,9 @@ class WorkloadSpec(Spec):
     seed: int = Field(0, description="Seed of the prompts and of the Poisson arrivals.")
     min_requests: int = Field(
         32, ge=1, description="Requests each level measures at least (after warm-up), whatever `duration_s` says."
+    )
+    max_concurrency: int | None = Field(
+        None, ge=1, description="Requests in flight at most (bench_serving's --max-concurrency); unset: no cap."
     )
 
     @model_validator(mode="after")
@@ -137,6 +141,11 @@ class ThroughputResult:
         return self.knee is not None and target is not None and self.tok_s_per_node >= target
 
     @property
+    def every_level_passed(self) -> bool:
+        """No rate failed: the knee is above the top rate swept, which is only a lower bound on it."""
+        return bool(self.levels) and all(level.passed for level in self.levels)
+
+    @property
     def client_saturated(self) -> bool:
         return any(level.client.get("client_saturated") for level in self.levels)
 
@@ -154,6 +163,7 @@ class ThroughputResult:
             "target_tok_s_per_node": self.target_tok_s_per_node,
             "meets_target": self.meets_target,
             "client_saturated": self.client_saturated,
+            "every_level_passed": self.every_level_passed,
             "levels": [level.to_dict() for level in self.levels],
             "failures": request_failures.merge(level.failures for level in self.levels),  # every level's, added
         }
@@ -277,7 +287,9 @@ class _Sweep:
             for item in plan.requests
         ]
         drain_s = max(MIN_DRAIN_S, load.duration_s or 0.0)
-        records, lag = await loadgen.run_schedule(self.session, self.base_url, planned, drain_s)
+        records, lag = await loadgen.run_schedule(
+            self.session, self.base_url, planned, drain_s, max_concurrency=load.max_concurrency
+        )
         measured = [record for record in records if record.scheduled_s >= load.warmup_s]
         figures = metrics.summarize(measured, load.warmup_s, self.spec.slo.percentile)
         figures["exact_input_lengths"] = plan.exact_lengths
@@ -333,16 +345,19 @@ def _peak_requests(spec: ThroughputCheckSpec) -> int:
     return int(min(by_duration, load.num_prompts or math.inf, 8192))
 
 
-def run_single_stream(base_url: str, spec: SingleStreamSpec, model: str | None = None) -> SingleStreamResult:
+def run_single_stream(
+    base_url: str, spec: SingleStreamSpec, model: str | None = None, on_progress: OnProgress | None = None
+) -> SingleStreamResult:
     """Output tokens/s after the first token, one request at a time; the median of `spec.num_requests`."""
-    return asyncio.run(_run_single_stream(base_url.rstrip("/"), spec, model))
+    return asyncio.run(_run_single_stream(base_url.rstrip("/"), spec, model, on_progress))
 
 
-async def _run_single_stream(base_url: str, spec: SingleStreamSpec, model: str | None) -> SingleStreamResult:
+async def _run_single_stream(base_url: str, spec: SingleStreamSpec, model, on_progress) -> SingleStreamResult:
     async with loadgen.make_session(1) as session:
         model_id = await loadgen.resolve_model(session, base_url, model)
         tokenizer = workload.Tokenizer(session, base_url)
         records: list[loadgen.RequestRecord] = []
+        finished = Tally(spec.num_requests, "requests", on_progress, lambda done, _: _request_note(records[-1]))
         for index in range(spec.num_requests):
             generator = random.Random(f"single-{index}")  # the same text every run: speed depends on content
             marker = workload.level_marker(f"single-{time.time_ns()}-{index}")
@@ -351,11 +366,8 @@ async def _run_single_stream(base_url: str, spec: SingleStreamSpec, model: str |
             planned = [loadgen.Planned(index, 0.0, "/v1/completions", body)]
             batch, _ = await loadgen.run_schedule(session, base_url, planned, SINGLE_REQUEST_TIMEOUT_S)
             records += batch
-    speeds = [
-        (record.output_tokens - 1) / (record.end_s - record.first_token_s)
-        for record in records
-        if record.ok and record.output_tokens > 1 and record.end_s > record.first_token_s
-    ]
+            finished.add()
+    speeds = [speed for speed in map(_output_speed, records) if speed is not None]
     ttfts = [record.ttft_s * 1000 for record in records if record.ok]
     target = spec.target_output_tok_s
     return SingleStreamResult(
@@ -368,3 +380,15 @@ async def _run_single_stream(base_url: str, spec: SingleStreamSpec, model: str |
         model=model_id,
         failures=request_failures.of_records(records),
     )
+
+
+def _output_speed(record: loadgen.RequestRecord) -> float | None:
+    """Output tokens per second after the first token; None for a request that gave no such figure."""
+    if not record.ok or record.output_tokens <= 1 or record.end_s <= record.first_token_s:
+        return None
+    return (record.output_tokens - 1) / (record.end_s - record.first_token_s)
+
+
+def _request_note(record: loadgen.RequestRecord) -> str:
+    speed = _output_speed(record)
+    return f"last request {speed:,.1f} output tok/s" if speed is not None else f"last request failed: {record.error}"

@@ -10,10 +10,11 @@ failure of its requests with the server's answer.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from porter.checks import request_failures
-from porter.checks.kind import CheckKind, at_least
+from porter.checks.kind import CheckKind, CheckProgress, OnProgress, at_least
 from porter.checks.loadgen import SATURATION_LAG_MS
 from porter.checks.render import number
 from porter.checks.throughput import ThroughputCheckSpec, run_throughput
@@ -48,6 +49,12 @@ def render(key: str, result: dict) -> str:
     slo_text = f"{percentile} TTFT <= {slo.get('ttft_s')} s"
     if knee is None:
         head = f"throughput: no rate met the SLO ({slo_text}); target {number(target)}: NOT met"
+    elif every_level_passed(result):
+        head = (
+            f"throughput: no knee found below the top rate: every rate up to {number(knee, 2)} req/s met {slo_text}, "
+            f"so the knee is higher (sweep higher rates to find it); {number(figure)} tok/s per node at the top "
+            f"rate; target {number(target)}: {met}"
+        )
     else:
         head = (
             f"throughput: knee {number(knee, 2)} req/s (the highest rate with {slo_text}) -> {number(figure)} "
@@ -75,6 +82,62 @@ def render(key: str, result: dict) -> str:
     if failures:
         rows += ["  requests that failed (all rates; the first answer of each kind):", *(f"  {f}" for f in failures)]
     return "\n".join([head, *rows])
+
+
+def every_level_passed(result: dict) -> bool:
+    levels = result.get("levels") or []
+    return bool(levels) and all(level.get("passed") for level in levels)
+
+
+def brief(result: dict) -> str:
+    figure, _ = headline(result)
+    knee = result.get("knee_rps")
+    if knee is None:
+        return "no rate met the SLO"
+    if every_level_passed(result):
+        return f"no knee found below the top rate ({rate(knee)} req/s passed): {number(figure)} tok/s/node there"
+    return f"knee {rate(knee)} req/s, {number(figure)} tok/s/node"
+
+
+def rate(value: Any) -> str:
+    """A request rate as people write it: 12.5, 8, 10.25 (not 12.50)."""
+    return f"{value:g}" if isinstance(value, int | float) else "-"
+
+
+def level_note(level: dict, percentile: float) -> str:
+    """One swept rate in a few words, as `porter bench` and the progress log show it while the sweep runs."""
+    ttft = level.get(f"p{percentile:g}_ttft_ms")
+    verdict = "pass" if level.get("passed") else "fail (" + "; ".join(level.get("reasons") or ["failed"]) + ")"
+    client = level.get("client") or {}
+    late = max(client.get("p99_send_lag_ms") or 0, client.get("p99_loop_lag_ms") or 0)
+    lagged = (
+        f"; the load client ran late (p99 {late:.1f} ms): latencies overstated"
+        if client.get("client_saturated")
+        else ""
+    )
+    return (
+        f"{rate(level.get('rps'))} req/s: {verdict}, {level.get('completed', '-')}/{level.get('offered', '-')} "
+        f"done, p{percentile:g} TTFT {number(ttft / 1000 if ttft else None, 2)} s, "
+        f"{number(level.get('output_throughput'))} output tok/s{lagged}"
+    )
+
+
+def sweep_progress(spec: ThroughputCheckSpec, on_progress: OnProgress | None) -> Callable[[dict], None] | None:
+    """The sweep's on_level as CheckProgress: levels done of the most it can take (every rate, then the bisection
+    steps; once a rate fails, exactly the bisection steps remain)."""
+    if on_progress is None:
+        return None
+    rates, done, failed_at = len(set(spec.rps)), [], []
+
+    def on_level(level: dict) -> None:
+        done.append(level)
+        if not level.get("passed") and not failed_at:
+            failed_at.append(len(done))
+        total = (failed_at[0] if failed_at else rates) + spec.bisect_steps
+        note = level_note(level, spec.slo.percentile)
+        on_progress(CheckProgress(len(done), max(total, len(done)), "levels", note, bounded=not failed_at))
+
+    return on_level
 
 
 def drain_note(knee: dict) -> str | None:
@@ -134,12 +197,15 @@ KIND = CheckKind(
     many=False,
     direction="higher",
     min_samples=2,
-    run=lambda base_url, spec, task: run_throughput(base_url, spec, nodes=task.hardware.nodes).to_dict(),
+    run=lambda base_url, spec, task, progress=None: run_throughput(
+        base_url, spec, nodes=task.hardware.nodes, on_level=sweep_progress(spec, progress)
+    ).to_dict(),
     headline=headline_field,
     goal=lambda spec: spec.target_tok_s_per_node,
     met=at_least(headline_field, lambda spec: spec.target_tok_s_per_node),
     label=lambda spec: f"throughput ({spec.metric.removesuffix('_throughput')} tok/s/node at knee)",
     render=render,
+    brief=brief,
     workload=workload,
     cost=cost,
 )

@@ -150,8 +150,8 @@ def wait_port_free(base_url: str, wait_s: float = PORT_FREE_WAIT_S) -> None:
         if time.monotonic() > deadline:
             raise ServerConflict(
                 f"{base_url} is already taken by a process this run did not start (another server, one started from "
-                "bash, or the server of another porter run that was killed: `porter run --resume` of that run ends "
-                "it); porter does not launch onto a taken port: stop it first"
+                "bash, or the server of another porter run that was killed: `porter resume RUN_DIR` of that run "
+                "ends it); porter does not launch onto a taken port: stop it first"
             )
         time.sleep(POLL_INTERVAL_S)
 

@@ -21,7 +21,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from porter import __version__
@@ -105,14 +105,16 @@ def store_sample(key: str, sample: dict) -> None:
 
 
 @contextlib.contextmanager
-def measurement_lock(what: str, poll_s: float = 1.0, wait_s: float = MAX_LOCK_WAIT_S) -> Iterator[None]:
-    """Hold the node's measurement lock for the block; if another holds it, say so once and wait, at most
-    `wait_s` (then LockTimeout, naming the holder)."""
+def measurement_lock(
+    what: str, poll_s: float = 1.0, wait_s: float = MAX_LOCK_WAIT_S, on_wait: Callable[[str], None] | None = None
+) -> Iterator[None]:
+    """Hold the node's measurement lock for the block; if another holds it, say so once (and tell `on_wait` who
+    holds it) and wait, at most `wait_s` (then LockTimeout, naming the holder)."""
     path = state_dir() / LOCK_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
     descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     with os.fdopen(descriptor, "r+", encoding="utf-8", errors="replace") as lock:
-        _acquire(lock, path, poll_s, wait_s)
+        _acquire(lock, path, poll_s, wait_s, on_wait)
         lock.seek(0)
         lock.truncate()
         lock.write(f"pid {os.getpid()} ({what})\n")
@@ -126,7 +128,7 @@ def measurement_lock(what: str, poll_s: float = 1.0, wait_s: float = MAX_LOCK_WA
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _acquire(lock, path: Path, poll_s: float, wait_s: float) -> None:
+def _acquire(lock, path: Path, poll_s: float, wait_s: float, on_wait: Callable[[str], None] | None) -> None:
     deadline, said = time.monotonic() + wait_s, False
     while True:
         try:
@@ -142,6 +144,8 @@ def _acquire(lock, path: Path, poll_s: float, wait_s: float) -> None:
             if not said:
                 print(f"porter: waiting for the measurement lock ({path}): held by {holder}", file=sys.stderr)
                 said = True
+                if on_wait:
+                    on_wait(holder)
             time.sleep(poll_s)
 
 

@@ -20,7 +20,7 @@ from porter.ledger.transcript import write_state
 from porter.loop import accepting
 from porter.loop import conversation as context
 from porter.loop.prompt import first_messages
-from porter.loop.run_context import RunContext
+from porter.loop.run_context import RunContext, resume_command
 from porter.loop.tools import Finished, ToolResult, dispatch, tool_specs
 from porter.models import (
     Message,
@@ -39,7 +39,8 @@ MAX_TOOL_RESULT_CHARS = 24_000  # what one observation may cost in context; tria
 SANDBOX_CUT = re.compile(r"\n\[\.\.\. (\d+) bytes elided; full output in [^\n]* \.\.\.\]\n")
 READ_ON_LINES = 300  # the window a hint to read on from a cut proposes
 REPEATS_NUDGED, REPEATS_STOPPED = 3, 4  # identical failing calls in a row: told once, then the run stops
-OnAction = Callable[[RunContext, ToolCall | None], None]  # a tool call starts (None: it ended)
+# a tool call starts (no result yet), then ends with its result (an interruption reads as a failed one)
+OnAction = Callable[[RunContext, ToolCall, ToolResult | None], None]
 
 
 class LimitsExceeded(Exception):
@@ -74,16 +75,16 @@ def run_loop(
             step(ctx, model, messages, on_action)
             ctx.state.messages = [m.to_dict() for m in messages]
             write_state(ctx.run_dir, ctx.state.to_dict(), redact)
-            if on_step:
-                on_step(ctx)
             if accepting.confirm_targets(ctx):  # re-measures stale targets on the accepted configuration first
                 raise Finished("every target is met by the accepted configuration")
+            if on_step:
+                on_step(ctx)
     except Finished as finished:
         ctx.state.finished = finished.reason
     except LimitsExceeded as exceeded:
         ctx.state.finished = f"limit: {exceeded}"
     except KeyboardInterrupt:
-        ctx.state.finished = "interrupted (Ctrl-C); continue with --resume"
+        ctx.state.finished = f"interrupted (Ctrl-C or a kill); continue with: {resume_command(ctx)}"
         raise
     finally:
         ctx.state.solved = all_targets_met(ctx.task, ctx.state) and not ctx.is_pending()
@@ -133,15 +134,17 @@ def step(ctx: RunContext, model: Model, messages: list[Message], on_action: OnAc
 def run_call(ctx: RunContext, messages: list[Message], call: ToolCall, on_action: OnAction | None) -> None:
     ctx.transcript.record("tool_call", step=ctx.state.step, id=call.id, name=call.name, arguments=call.arguments)
     if on_action:
-        on_action(ctx, call)
+        on_action(ctx, call, None)
+    result = ToolResult(False, "interrupted before it finished", None)
     try:
         result = dispatch(ctx, call.name, call.arguments)
     except Finished as finished:
-        _record_result(ctx, messages, call, ToolResult(True, f"finishing: {finished.reason}", None))
+        result = ToolResult(True, f"finishing: {finished.reason}", None)
+        _record_result(ctx, messages, call, result)
         raise
     finally:
         if on_action:
-            on_action(ctx, None)
+            on_action(ctx, call, result)
     _record_result(ctx, messages, call, result)
 
 

@@ -11,6 +11,7 @@ ledger/decision.py's.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import TYPE_CHECKING
 
@@ -70,20 +71,26 @@ def measure(ctx: RunContext, kind_name: str, extra: int | None = None, config: s
         else:
             wanted = max(1, item.kind.min_samples - have)
         wanted = max(wanted, extra or 0)
-        for _ in range(wanted):
-            _record(ctx, evidence.new_sample(item, config, ctx.state.step, _run(ctx, item, base_url), cached=False))
+        for number in range(1, wanted + 1):
+            result = _run(ctx, item, base_url, number, wanted)
+            _record(ctx, evidence.new_sample(item, config, ctx.state.step, result, cached=False))
         results[item.key] = ctx.state.checks_on(config)[item.key]
     return results
 
 
-def _run(ctx: RunContext, item: registry.Declared, base_url: str) -> dict:
-    """One sample, under the node's lock. Whatever stops a check (a missing dataset, the server dying
-    mid-sweep, a client error) becomes a ToolError the agent reads; a check that did not finish leaves
+def _run(ctx: RunContext, item: registry.Declared, base_url: str, number: int, samples: int) -> dict:
+    """Sample `number` of `samples`, under the node's lock. Whatever stops a check (a missing dataset, the server
+    dying mid-sweep, a client error) becomes a ToolError the agent reads; a check that did not finish leaves
     no sample, and neither does one that finished after its server died (its late requests failed)."""
     server = ctx.server.process if ctx.server else None
+    watcher = ctx.check_watcher
+    waiting = functools.partial(watcher.waiting, item.key) if watcher else None
+    progress = functools.partial(watcher.progressed, item.key) if watcher else None
     try:
-        with measure_cache.measurement_lock(f"porter run {ctx.state.run_id}: {item.key}"):
-            result = item.kind.run(base_url, item.spec, ctx.task)
+        with measure_cache.measurement_lock(f"porter run {ctx.state.run_id}: {item.key}", on_wait=waiting):
+            if watcher:
+                watcher.sample_started(item.key, number, samples)
+            result = item.kind.run(base_url, item.spec, ctx.task, progress)
     except (TimeoutError, CheckError, aiohttp.ClientError, OSError) as exc:
         died = (
             f" The server exited (code {server.exit_code()}) meanwhile: call serve."

@@ -10,10 +10,13 @@ Does not decide what to keep (ledger/decision.py) and does not talk to the model
 from __future__ import annotations
 
 import functools
+import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Protocol
 
+from porter.checks.kind import CheckProgress
 from porter.engines import serve
 from porter.errors import ToolError
 from porter.ledger.state import RunState
@@ -24,6 +27,22 @@ from porter.sandbox import Process, Sandbox
 from porter.sandbox.guard import PathGuard, escaping_links
 from porter.sandbox.trees.tracked import TrackedRepo
 from porter.task import Task
+
+
+def resume_command(ctx: RunContext) -> str:
+    """The command that continues this run, as a person pastes it."""
+    return f"porter resume {shlex.quote(str(ctx.run_dir))}"
+
+
+class CheckWatcher(Protocol):
+    """Follows the checks as they run: told when each sample starts, while it waits for the node's measurement
+    lock, and as its units (levels, questions) end."""
+
+    def waiting(self, key: str, holder: str) -> None: ...  # for the node's measurement lock, which `holder` holds
+
+    def sample_started(self, key: str, number: int, samples: int) -> None: ...  # the lock is held: it runs
+
+    def progressed(self, key: str, step: CheckProgress) -> None: ...
 
 
 @dataclass
@@ -39,6 +58,7 @@ class RunContext:
     image_digest: str | None = None  # of the sandbox's image, part of every configuration's fingerprint
     server_started: float | None = None  # monotonic time of the running server's launch (server hours)
     services: list = field(default_factory=list)  # the sandbox's host services (porter/sandbox/services.py)
+    check_watcher: CheckWatcher | None = None  # who follows the checks as they run (the progress log), if anyone
 
     # ------------------------------------------------------------ paths
 

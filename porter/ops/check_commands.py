@@ -9,25 +9,30 @@ parse argv (porter/cli.py does).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import ValidationError
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from porter.checks import quality, registry, request_failures, throughput
+from porter.checks import quality, registry, request_failures, throughput, throughput_kind
+from porter.checks.kind import CheckProgress, OnProgress
 from porter.checks.loadgen import CheckError
 from porter.checks.quality import QualityCheckSpec
 from porter.checks.throughput import SingleStreamSpec, ThroughputCheckSpec
-from porter.checks.throughput_kind import drain_note
 from porter.ledger.measure_cache import LockTimeout, measurement_lock
+from porter.ops.progress_log import duration
 from porter.task import Task
 from porter.terminal import markup_safe, printable
 
 SINGLE_STREAM_REQUESTS = 3
+DEFAULT_DURATION_S = 60.0  # of arrivals per rate, when neither --duration nor --num-prompts is given
 DATASET_KINDS = {"gsm8k": "gsm8k", "mc": "multiple_choice"}
 
 
@@ -52,15 +57,15 @@ def parse_rates(text: str) -> list[float]:
     try:
         rates = [float(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise CheckError(f"--rps must be comma-separated numbers, got {text!r}") from None
+        raise CheckError(f"--request-rate must be comma-separated numbers (req/s), got {text!r}") from None
     if not rates or any(not math.isfinite(rate) or rate <= 0 for rate in rates):
-        raise CheckError(f"--rps needs one or more positive rates, got {text!r}")
+        raise CheckError(f"--request-rate needs one or more positive finite rates (req/s), got {text!r}")
     return rates
 
 
 def bench_main(
     url, input_len, output_len, cache_hit, rps, slo_ttft, slo_percentile, duration, single_stream, as_json,
-    min_requests=32,
+    min_requests=32, num_prompts=None, max_concurrency=None, output_file=None,
 ) -> int:  # fmt: skip
     """`porter bench`: an RPS sweep with an SLO (or --single-stream) against URL."""
     out = _console(as_json)
@@ -72,8 +77,11 @@ def bench_main(
                 num_requests=SINGLE_STREAM_REQUESTS,
                 target_output_tok_s=math.inf,
             )
-            with measurement_lock(f"porter bench --single-stream {url}"):
-                result = throughput.run_single_stream(url, spec)
+            with (
+                measurement_lock(f"porter bench --single-stream {url}"),
+                _bar(out, "single stream", spec.num_requests) as follow,
+            ):
+                result = throughput.run_single_stream(url, spec, on_progress=follow)
             _print_single(out, result)
             passed = result.completed > 0
         else:
@@ -83,8 +91,10 @@ def bench_main(
                         "input_tokens": input_len,
                         "output_tokens": output_len,
                         "cache_hit_rate": cache_hit,
-                        "duration_s": duration,
+                        "duration_s": duration if duration or num_prompts else DEFAULT_DURATION_S,
+                        "num_prompts": num_prompts,
                         "min_requests": min_requests,
+                        "max_concurrency": max_concurrency,
                     },
                     "rps": parse_rates(rps),
                     "slo": {"ttft_s": slo_ttft, "percentile": slo_percentile},
@@ -92,32 +102,44 @@ def bench_main(
                     "target_tok_s_per_node": math.inf,
                 }
             )
-            with measurement_lock(f"porter bench {url}"):
-                result = throughput.run_throughput(url, spec, on_level=lambda level: _print_progress(out, level))
+            most = len(set(spec.rps)) + spec.bisect_steps
+            with measurement_lock(f"porter bench {url}"), _bar(out, "sweep", most) as follow:
+                result = throughput.run_throughput(url, spec, on_level=throughput_kind.sweep_progress(spec, follow))
             _print_sweep(out, result)
             passed = result.knee is not None
     except CheckError as exc:
-        return _fail(str(exc), 2 if "--rps" in str(exc) else 1)
+        return _fail(str(exc), 2 if "--request-rate" in str(exc) else 1)
     except LockTimeout as exc:
         return _fail(str(exc), 1)
     except ValidationError as exc:
         return _fail(f"bad options: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}", 2)
+    document = json.dumps(result.to_dict())
+    if output_file:  # one JSON line appended per run, as bench_serving's --output-file
+        with open(output_file, "a", encoding="utf-8") as results:
+            results.write(document + "\n")
     if as_json:
-        print(json.dumps(result.to_dict()))
+        print(document)
     return 0 if passed else 1
 
 
-def _print_progress(out: Console, level: dict) -> None:
-    mark = "[green]pass[/]" if level["passed"] else f"[red]fail[/] ({'; '.join(level['reasons'])})"
-    out.print(
-        f"rps {level['rps']:g}: {level['completed']}/{level['offered']} completed, "
-        f"p99 TTFT {_number(level['p99_ttft_ms'])} ms, {mark}"
-    )
-    if level["client"].get("client_saturated"):
-        out.print(
-            f"[yellow]warning: the load client lagged (p99 send lag {level['client']['p99_send_lag_ms']:.1f} ms"
-            f", loop lag {level['client']['p99_loop_lag_ms']:.1f} ms): latencies are overstated[/]"
-        )
+@contextlib.contextmanager
+def _bar(out: Console, what: str, most: int | None = None) -> Iterator[OnProgress]:
+    """A line per level (or request) as it ends and, on a terminal, a progress bar with the time left at the pace
+    of the units done so far (a sweep has a handful, too few for rich's own estimate)."""
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    bar = Progress(*columns, TextColumn("{task.fields[left]}"), console=out, transient=True,
+                   disable=not out.is_terminal)  # fmt: skip
+    task = bar.add_task(what, total=most, left="")
+
+    def follow(step: CheckProgress) -> None:
+        out.print(markup_safe(step.note), highlight=False)
+        elapsed = bar.tasks[0].elapsed or 0.0
+        left = elapsed / step.done * (step.total - step.done) if step.done else None
+        shown = f"elapsed, {'up to ' if step.bounded else ''}{duration(left)} left" if left else "elapsed"
+        bar.update(task, completed=step.done, total=step.total, description=f"{what}: {step.unit}", left=shown)
+
+    with bar:
+        yield follow
 
 
 def _print_sweep(out: Console, result: throughput.ThroughputResult) -> None:
@@ -156,12 +178,19 @@ def _print_sweep(out: Console, result: throughput.ThroughputResult) -> None:
     out.print(table)
     if result.knee is None:
         out.print("[red]no level met the SLO[/]")
+    elif result.every_level_passed:
+        out.print(
+            f"no knee found below the top rate: every rate up to {result.knee_rps:g} req/s met the SLO, so the knee "
+            f"is higher (sweep higher rates to find it); at {result.knee_rps:g} req/s, output "
+            f"{result.per_node('output_throughput'):,.1f} and total {result.per_node('total_throughput'):,.1f} tok/s "
+            "per node"
+        )
     else:
         out.print(
             f"knee: {result.knee_rps:g} req/s, output {result.per_node('output_throughput'):,.1f} and total "
             f"{result.per_node('total_throughput'):,.1f} tok/s per node"
         )
-        drained = drain_note(result.knee.metrics)
+        drained = throughput_kind.drain_note(result.knee.metrics)
         if drained:
             out.print(f"[yellow]warning: {drained}[/]")
     for level in result.levels:
@@ -212,8 +241,8 @@ def quality_main(url, dataset, samples, as_json) -> int:
     except CheckError as exc:
         return _fail(str(exc), 2)
     try:
-        with measurement_lock(f"porter check quality {url}"):
-            result = quality.run_quality(url, spec)
+        with measurement_lock(f"porter check quality {url}"), _bar(out, spec.name, spec.samples) as follow:
+            result = quality.run_quality(url, spec, on_progress=follow)
     except (CheckError, LockTimeout) as exc:
         return _fail(str(exc), 1)
     table = Table(title=f"{markup_safe(result.name)} on {markup_safe(result.model)} ({result.n} questions)")
@@ -244,11 +273,11 @@ def task_main(task: Task, url: str, kind_name: str | None, as_json: bool) -> int
         return _fail(str(exc), 2)
     if not items:
         return _fail(f"the task declares no {kind_name or ''} check".replace("  ", " "), 2)
-    results, met = {}, True
+    results, met, out = {}, True, _console(as_json)
     for item in items:
         try:
-            with measurement_lock(f"porter check task {url}: {item.key}"):
-                results[item.key] = item.kind.run(url, item.spec, task)
+            with measurement_lock(f"porter check task {url}: {item.key}"), _bar(out, item.key) as follow:
+                results[item.key] = item.kind.run(url, item.spec, task, follow)
         except CheckError as exc:
             return _fail(f"{item.key}: {exc}", 1)
         met = met and item.kind.met(results[item.key], item.spec)

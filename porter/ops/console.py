@@ -1,18 +1,28 @@
-"""What `porter run` shows a person: a live status line per step and the summary table at the end.
+"""What `porter run` says to a person: each tool call in a few words (what it was, how it ended), the run's
+opening and closing lines, and the summary table at the end.
 
-Covers rendering only (rich); reads the run state, changes nothing.
+Covers wording only (the progress log writes the lines, live_status.py draws the panel); reads the run state,
+changes nothing. Text the model or a server wrote is shown as written, never as terminal controls or markup.
 """
 
 from __future__ import annotations
 
+import shlex
+
 from rich.console import Console
 from rich.table import Table
 
+from porter.checks import registry
+from porter.checks.render import number
 from porter.ledger.state import target_report
 from porter.loop.run_context import RunContext
+from porter.loop.tools import ToolResult
+from porter.models import ToolCall
+from porter.ops.progress_log import duration
 from porter.terminal import printable
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
+MAX_DETAIL_CHARS = 60
 
 
 def say(text: str) -> None:
@@ -24,23 +34,88 @@ def money(ctx: RunContext) -> str:
     return f"${ctx.state.cost_usd:.2f}" if ctx.state.cost_known else "$? (price unknown)"
 
 
-def status_line(ctx: RunContext) -> str:
+def call_label(call: ToolCall) -> str:
+    """The action as a person names it: `serve`, `run_check throughput`, `bash make -j8`, `tune moe-fp4`."""
+    arguments = call.arguments
+    detail = arguments.get("command") or arguments.get("kind") or arguments.get("name") or arguments.get("path")
+    detail = str(detail).strip().splitlines()[0][:MAX_DETAIL_CHARS] if detail else ""
+    return printable(f"{call.name} {detail}".strip())  # the model wrote it: no terminal control reaches the screen
+
+
+def call_outcome(ctx: RunContext, call: ToolCall, result: ToolResult) -> tuple[str, bool]:
+    """(how the call ended in a few words, whether those words already say how long it took)."""
+    facts = result.facts or {}
+    if not result.ok:
+        return "failed: " + _first_line(result.text.removeprefix(f"{call.name} failed: ")), False
+    if call.name == "serve":
+        return _served(ctx, facts), True
+    if call.name == "run_check":
+        return "; ".join(_checked(key, value) for key, value in (facts.get("results") or {}).items()), False
+    if call.name == "set_flags":
+        changed = facts.get("changed") or {}
+        words = [_flag(flag, value) for flag, value in changed.items()]
+        return f"flags changed: {' '.join(words)}" if words else "no flag changed", False
+    if call.name == "bash":
+        return ("timed out" if facts.get("timed_out") else f"exit {facts.get('exit_code')}"), False
+    if call.name == "tune":
+        changed = sorted(f"{repo}/{path}" for repo, paths in (facts.get("changed") or {}).items() for path in paths)
+        return f"exit {facts.get('exit_code')}; changed {', '.join(changed) if changed else 'no file'}", False
+    return _first_line(result.text), False
+
+
+def _served(ctx: RunContext, facts: dict) -> str:
+    took = duration(facts.get("seconds") or 0.0)
+    if facts.get("healthy"):
+        return f"healthy in {took}"
+    stages = len(ctx.task.engine.stages)
+    return f"crashed ({facts.get('crash_class')}) after stage {facts.get('stage')} of {stages}, in {took}"
+
+
+def _checked(key: str, result: dict) -> str:
+    words = registry.kind_of(key).brief(result)
+    samples = result.get("samples") or 0
+    return f"{words}; median of {samples} samples {number(result.get('median'))}" if samples > 1 else words
+
+
+def _flag(flag: str, value: object) -> str:
+    """A flag in CLI form (`--tp 4`, `--enable-x`, `--dp off`), or a serve-process variable (`$NAME`) as `NAME=v`."""
+    if flag.startswith("$"):
+        return f"unset {flag[1:]}" if value is None else f"{flag[1:]}={shlex.quote(str(value))}"
+    if value in (None, False):
+        return f"--{flag} off"
+    return f"--{flag}" if value is True else f"--{flag} {shlex.quote(str(value))}"
+
+
+def _first_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[0] if lines else "done"
+
+
+def target_lines(ctx: RunContext) -> list[tuple[str, str]]:
+    """(target, its value against its goal) for each target, as the run's closing lines say them."""
+    lines = []
+    for row in target_report(ctx.task, ctx.state):
+        value = row["value"]
+        shown = "not measured" if value is None else number(value, 3 if isinstance(value, float) and value < 10 else 1)
+        verdict = "met" if row["met"] else "NOT met"
+        stale = " (measured on another configuration)" if row["stale"] else ""
+        lines.append((f"target {row['target']}", f"{shown}{stale}, goal {row['goal']}: {verdict}"))
+    return lines
+
+
+def run_summary(ctx: RunContext) -> str:
     state = ctx.state
-    serve = state.pending.serve or state.accepted.serve
-    crash = (serve.crash_class if serve else None) or "-"
-    changed = {k: v for k, v in state.flags.items() if ctx.task.serve.flags.get(k) != v}
-    met = sum(row["met"] for row in target_report(ctx.task, state))
-    total = len(target_report(ctx.task, {}))
-    tokens = state.tokens["input"] + state.tokens["output"]
+    kept = len(state.kept_attempts())
+    tokens = state.tokens["input"] + state.tokens["cache_read"] + state.tokens["output"]
     return (
-        f"step {state.step} | {state.phase()} | flags {changed or 'baseline'} | last crash {crash} | "
-        f"targets met {met}/{total} | kept {len(state.kept_attempts())} | "
-        f"tokens {tokens} {money(ctx)} | relaunches {state.relaunches}"
+        f"{state.finished}; {'solved' if state.solved else 'not solved'}; kept {kept}, reverted "
+        f"{len(state.attempts) - kept}; {plural(state.step, 'step')}, {plural(state.relaunches, 'launch')}, "
+        f"{plural(tokens, 'token')}, {money(ctx)}"
     )
 
 
-def show_step(ctx: RunContext) -> None:
-    console.print(printable(status_line(ctx)), markup=False)  # flags and crash classes come from the model
+def plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}" + ("" if count == 1 else "es" if noun.endswith("ch") else "s")
 
 
 def summary_table(ctx: RunContext) -> Table:

@@ -261,7 +261,7 @@ def _datasets(task: Task) -> list[Finding]:
             try:
                 path = resolve_dataset(reference)
             except CheckError:
-                fix = f"porter data get {name} --out {Path(reference).parent}"
+                fix = f"porter data get {name} --out {shlex.quote(str(Path(reference).parent))}"
                 findings.append(Finding(f"dataset {label}", False, f"{reference} does not exist", fix))
                 continue
             digest = hashlib.sha256(path.read_bytes()).hexdigest()

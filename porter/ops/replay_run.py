@@ -1,6 +1,7 @@
 """`porter replay`: re-drive a recorded run without the LLM and say whether it reproduced.
 
-Covers re-running a recording's model replies (ReplayModel) in a fresh sandbox and run directory, then
+Covers re-running a recording's model replies (ReplayModel) in a fresh sandbox and a new run directory (under
+`runs/` of the working directory, never the recorded task's runs_dir), then
 comparing every observation with the recording: tool outcomes (ok, exit codes, healthy or the crash
 class, kept or reverted, targets met) must match exactly; measured figures must move in the same
 direction and stay within a tolerance, since timing differs between machines. Also reports what
@@ -23,6 +24,7 @@ from porter.task import Task, load_task
 
 METRIC_TOLERANCE = 0.5  # relative; a figure twice as far off as this is not the same run
 BEHAVIOUR_KEYS = ("ok", "exit_code", "timed_out", "healthy", "crash_class", "kept")
+DEFAULT_RUNS_DIR = "runs"  # where `porter run` puts its runs: a replay is a run of the replay agent
 
 
 @dataclass
@@ -59,13 +61,14 @@ def locate(path: str | Path) -> tuple[Path, Path]:
     return transcript, folder
 
 
-def replay(path: str | Path, runs_dir: str | None = None, sandbox_kind: str | None = None) -> ReplayReport:
+def replay(path: str | Path, runs_dir: str = DEFAULT_RUNS_DIR, sandbox_kind: str | None = None) -> ReplayReport:
+    """Replay the recording at `path` in a new run directory under `runs_dir` (relative to the working directory):
+    never where the recorded task says its runs went (a recorder's temporary folder, long gone, or its own runs)."""
     transcript, folder = locate(path)
     read_transcript(transcript)  # a broken recording is named before any sandbox starts
     task: Task = load_task(folder / "task.yaml")
     task.agent.provider = f"replay:{transcript}"
-    if runs_dir:
-        task.outputs.runs_dir = runs_dir
+    task.outputs.runs_dir = runs_dir
     if sandbox_kind:
         task.sandbox.kind = sandbox_kind
     report = ReplayReport(transcript)

@@ -12,8 +12,10 @@ import json
 import os
 import re
 import secrets
+import shlex
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import docker
@@ -24,7 +26,7 @@ from porter import __version__
 from porter.ledger.state import RunState
 from porter.ledger.transcript import Transcript
 from porter.loop import agent
-from porter.loop.run_context import RunContext
+from porter.loop.run_context import RunContext, resume_command
 from porter.models import Model, ModelError, make_model
 from porter.ops import console
 from porter.ops.live_status import LiveStatus
@@ -217,8 +219,9 @@ def _after_step(status: LiveStatus):
     """After every step: the live panel or line, then the report (report.html reloads itself in a browser)."""
 
     def on_step(ctx: RunContext) -> None:
-        status.on_step(ctx)
+        status.log.begin("report", "writing report.md, report.html and the plots")  # the heartbeat covers it
         write_report(ctx.run_dir, live=True)
+        status.on_step(ctx)
 
     return on_step
 
@@ -228,7 +231,9 @@ def _interrupt(signum, frame) -> None:
 
 
 def run_task(task: Task, task_path: str, resume_dir: str | None = None, fresh: bool = False) -> int:
-    """`porter run`: 0 when every target is met, 1 when the run ended without, 130 on Ctrl-C."""
+    """`porter run` (and `porter resume`): 0 when every target is met, 1 when the run ended without, 2 when it could
+    not start or the model failed, 130 on Ctrl-C. Everything it does goes to RUN_DIR/progress.log as it happens."""
+    opening = time.monotonic()
     try:
         choose_sandbox(task)
         model = agent_model(task, Path(resume_dir) if resume_dir else None)
@@ -237,21 +242,26 @@ def run_task(task: Task, task_path: str, resume_dir: str | None = None, fresh: b
         console.say(f"porter: cannot start the run: {exc}")
         return 2
     console.say(f"porter: run {ctx.state.run_id} in {ctx.run_dir} (agent: {model.name})")
+    console.say(f"porter: follow it with: tail -f {shlex.quote(str(ctx.run_dir / 'progress.log'))}")
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a run as cleanly as Ctrl-C does
-    try:
-        # a person typing the replies needs the terminal to themselves
-        with LiveStatus(ctx, enabled=model.name != "human") as status:
+    # a person typing the replies needs the terminal to themselves
+    with LiveStatus(ctx, enabled=model.name != "human") as status:
+        status.opened(model.name, resumed=bool(resume_dir), seconds=time.monotonic() - opening)
+        session = time.monotonic()
+        code, advice = None, ""
+        try:
             agent.run_loop(ctx, model, redact, on_step=_after_step(status), on_action=status.on_action)
-    except ModelError as exc:
-        console.say(
-            f"porter: the model failed: {exc}\nNothing is lost; after fixing it: porter run --resume {ctx.run_dir}"
-        )
-        return 2
-    except KeyboardInterrupt:
-        console.say(f"porter: interrupted; nothing half-applied. Continue with: porter run --resume {ctx.run_dir}")
-        return 130
-    finally:
-        finish_outputs(ctx)
-    ctx.sandbox.stop()  # kept (stopped) for inspection or --resume; `porter sandbox prune` removes it
+        except ModelError as exc:
+            code, advice = 2, f"the model failed: {exc}. Nothing is lost; after fixing it: {resume_command(ctx)}"
+        except KeyboardInterrupt:
+            code, advice = 130, f"interrupted; nothing half-applied. Continue with: {resume_command(ctx)}"
+        finally:
+            status.closing()
+            finish_outputs(ctx)
+            status.closed(time.monotonic() - session, advice if code == 2 else "")  # an interruption says it
+    if code is not None:
+        console.say(f"porter: {advice}")
+        return code
+    ctx.sandbox.stop()  # kept (stopped) for inspection or resume; `porter sandbox prune` removes it
     console.show_summary(ctx)
     return 0 if ctx.state.solved else 1

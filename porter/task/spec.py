@@ -333,6 +333,11 @@ class AgentSpec(Spec):
 
 class OutputsSpec(Spec):
     runs_dir: str = Field("runs", description="Where run directories are written (relative to the working dir).")
+    progress_every_s: PositiveFloat = Field(
+        30.0,
+        description="Longest silence of the run's progress log (RUN_DIR/progress.log), in seconds: while work runs, "
+        "a line saying what runs and for how long goes out at least this often.",
+    )
     author: str | None = Field(
         None,
         description="`Name <email>`: the author (and committer) of the exported patch series, the pushed branch and "
