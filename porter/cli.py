@@ -69,6 +69,23 @@ def validate(task: str, as_json: bool) -> None:
 
 
 @main.command()
+@click.argument("checkpoint")
+@click.option("--engine", "engine_name", type=click.Choice(["sglang", "vllm"]), required=True, help="The engine.")
+@click.option(
+    "--hardware", default="MI355X:8", show_default=True, help="GPU:COUNT of one node (MI300X, MI325X, MI355X)."
+)
+@click.option("--image", help="The serving image (default: the engine's pinned image, porter/upstream_facts.py).")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write the task here (default: stdout).")
+@click.option("--profile", type=click.Path(exists=True, dir_okay=False), help="Task sections merged over the draft.")
+@click.option("--var", "variables", multiple=True, help="NAME=VALUE for the profile's {NAME} (repeatable).")
+def init(checkpoint: str, engine_name: str, hardware: str, image, out, profile, variables) -> None:
+    """Draft a task from CHECKPOINT (a checkpoint directory, or a hub id whose config.json and index are fetched)."""
+    from porter.ops.init_task import init_main
+
+    sys.exit(init_main(checkpoint, engine_name, hardware, image, out, profile, variables))
+
+
+@main.command()
 @click.argument("task", type=click.Path(dir_okay=False))
 @click.option(
     "--provider", help="Override agent.provider: playbook, anthropic, openai, file:DIR, human, scripted:FILE, a+b."

@@ -7,19 +7,22 @@ and a keep decision compares two samples a side at least.
 
 from __future__ import annotations
 
-from porter.checks.kind import CheckKind, at_least
+from porter.checks.kind import CheckKind, at_least, goal_text
 from porter.checks.render import number
-from porter.checks.throughput import SingleStreamSpec, run_single_stream
+from porter.checks.throughput import AS_HIGH_AS_POSSIBLE, SingleStreamSpec, run_single_stream
 
 
 def render(key: str, result: dict) -> str:
     per_request = ", ".join(number(value) for value in result.get("per_request_tok_s") or [])
     met = "met" if result.get("meets_target") else "NOT met"
     errors = f"; {result['errors']} errors" if result.get("errors") else ""
+    target = result.get("target_output_tok_s")
+    verdict = (
+        f"target {number(target)}: {met}" if target is not None else "no target figure: as high as the budget allows"
+    )
     return (
         f"single stream: {number(result.get('output_tok_s'))} output tok/s (median of {result.get('completed')} "
-        f"requests: {per_request or '-'}; median TTFT {number(result.get('median_ttft_ms'), 0)} ms{errors}); "
-        f"target {number(result.get('target_output_tok_s'))}: {met}"
+        f"requests: {per_request or '-'}; median TTFT {number(result.get('median_ttft_ms'), 0)} ms{errors}); {verdict}"
     )
 
 
@@ -46,10 +49,11 @@ KIND = CheckKind(
     min_samples=2,
     run=lambda base_url, spec, task: run_single_stream(base_url, spec).to_dict(),
     headline=lambda spec: "output_tok_s",
-    goal=lambda spec: spec.target_output_tok_s,
+    goal=lambda spec: goal_text(spec.target_output_tok_s),
     met=at_least(lambda spec: "output_tok_s", lambda spec: spec.target_output_tok_s),
     label=lambda spec: "single stream (output tok/s)",
     render=render,
     workload=workload,
     cost=cost,
+    relative=lambda spec: spec.target_output_tok_s == AS_HIGH_AS_POSSIBLE,
 )

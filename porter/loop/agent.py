@@ -72,8 +72,9 @@ def run_loop(
             write_state(ctx.run_dir, ctx.state.to_dict(), redact)
             if on_step:
                 on_step(ctx)
-            if accepting.confirm_targets(ctx):  # re-measures stale targets on the accepted configuration first
-                raise Finished("every target is met by the accepted configuration")
+            ended = accepting.confirm_targets(ctx)  # targets met (stale ones re-measured first), or a plateau
+            if ended:
+                raise Finished(ended)
     except Finished as finished:
         ctx.state.finished = finished.reason
     except LimitsExceeded as exceeded:

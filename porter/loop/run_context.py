@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 
 from porter.engines import serve
 from porter.errors import ToolError
-from porter.ledger.state import RunState
+from porter.ledger.state import RunState, anchor_references
 from porter.ledger.transcript import Transcript, write_state
 from porter.loop import measuring
 from porter.redaction import redact
@@ -91,6 +91,7 @@ class RunContext:
         """The accepted configuration is what the last commits and the accepted flags make: called at start, at
         a keep and at a revert, the only moments it changes."""
         self.state.accepted_config = self.state.remember(measuring.configuration(self, accepted=True))
+        anchor_references(self.task, self.state)  # the first healthy accepted configuration fixes relative bars
         return self.state.accepted_config
 
     # ------------------------------------------------------------ server
