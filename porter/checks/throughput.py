@@ -26,10 +26,10 @@ import statistics
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
-from typing import Literal
+from typing import Annotated, Literal
 
 import aiohttp
-from pydantic import Field, model_validator
+from pydantic import Field, PlainValidator, model_validator
 
 from porter.checks import loadgen, metrics, workload
 from porter.schema import PositiveFloat, Spec
@@ -40,6 +40,25 @@ MIN_COMPLETED_SHARE = 0.95
 MAX_ERROR_SHARE = 0.01
 MIN_DRAIN_S = 120.0
 SINGLE_REQUEST_TIMEOUT_S = 900.0
+
+
+def _speed_target(value: object) -> float | str:
+    """A positive figure, or `max`: one clear error otherwise (a union would report each branch)."""
+    if value == AS_HIGH_AS_POSSIBLE:
+        return AS_HIGH_AS_POSSIBLE
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"expected a number of tok/s or {AS_HIGH_AS_POSSIBLE} (as high as the budget allows)")
+    if not value > 0:
+        raise ValueError(f"Input should be greater than 0 (got {value:g})")
+    return float(value)
+
+
+SpeedTarget = Annotated[float | str, PlainValidator(_speed_target)]
+
+
+def absolute(target: float | str) -> float | None:
+    """The figure a target holds, None for `max` (and for porter bench's infinite one)."""
+    return float(target) if isinstance(target, int | float) and math.isfinite(target) else None
 
 
 class WorkloadSpec(Spec):
@@ -74,7 +93,7 @@ class ThroughputCheckSpec(Spec):
         description="bench_serving metric the target holds, per node at the knee: output_throughput (generated "
         "tok/s, what serving figures usually quote) or total_throughput (prompt + generated tok/s)."
     )
-    target_tok_s_per_node: PositiveFloat | Literal["max"] = Field(
+    target_tok_s_per_node: SpeedTarget = Field(
         description="Tok/s per node of `metric` at the knee to reach, or max: as high as the budget allows."
     )
     bisect_steps: int = Field(2, ge=0, description="Bisection steps between the last pass and the first fail.")
@@ -84,14 +103,9 @@ class SingleStreamSpec(Spec):
     input_tokens: int = Field(ge=1)
     output_tokens: int = Field(ge=1)
     num_requests: int = Field(3, ge=1, description="Requests run one at a time; the median is reported.")
-    target_output_tok_s: PositiveFloat | Literal["max"] = Field(
+    target_output_tok_s: SpeedTarget = Field(
         description="Output tokens per second after the first token to reach, or max: as high as the budget allows."
     )
-
-
-def absolute(target: float | str) -> float | None:
-    """The figure a target holds, None for `max` (and for porter bench's infinite one)."""
-    return float(target) if isinstance(target, int | float) and math.isfinite(target) else None
 
 
 @dataclass
