@@ -203,7 +203,11 @@ def plateau_reason(task: Task, state, judged: list[Attempt], rows: list[dict]) -
         f"{row['target']} {_figure(row['value'])} (samples {', '.join(_figure(v) for v in row['samples'])})"
         for row in rows
     )
-    candidates = "; ".join(f"step {attempt.step} {attempt.summary}" for attempt in judged)
+    candidates = "; ".join(
+        f"step {attempt.step} {'; '.join(attempt.moves) or attempt.summary}: "
+        + ", ".join(f"{c.get('key')} {c.get('change', 0):+.1%}" for c in attempt.comparisons)
+        for attempt in judged
+    )
     flags = task.engine.describe_flags(changed) or "the task's flags"
     return (
         f"plateau: the last {len(judged)} candidates were each within noise of the accepted configuration "
