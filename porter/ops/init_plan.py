@@ -185,15 +185,17 @@ def fitting(result: Plan) -> list[Layout]:
 def _topology(result: Plan, facts: CheckpointFacts, engine: Engine) -> None:
     baseline, fits = result.baseline, fitting(result)
     same_ep = [layout for layout in fits if layout.expert_parallel == baseline.expert_parallel] or [baseline]
-    tps = sorted({layout.tp for layout in same_ep} | {baseline.tp}, reverse=True)
-    dps = sorted({layout.dp for layout in same_ep if layout.dp > 1} | ({baseline.dp} - {1}))
+    tps = [baseline.tp] + sorted({layout.tp for layout in same_ep} - {baseline.tp}, reverse=True)
+    dps = [baseline.dp] + sorted({layout.dp for layout in same_ep} - {baseline.dp})
     tp_flag, dp_flag, ep_flag = engine.tensor_parallel[0], engine.data_parallel[0], engine.expert_parallel[0]
     result.flags[tp_flag], result.flags[dp_flag] = baseline.tp, baseline.dp if baseline.dp > 1 else None
-    result.tunables[tp_flag] = [baseline.tp] + [tp for tp in tps if tp != baseline.tp]
-    result.tunables[dp_flag] = (
-        [None, *dps] if baseline.dp == 1 else [baseline.dp, *[d for d in dps if d != baseline.dp], None]
-    )
+    result.tunables[tp_flag] = tps
+    result.tunables[dp_flag] = [dp if dp > 1 else None for dp in dps]  # null: one replica, the flag left out
+    left_out = [layout for layout in result.layouts if layout.expert_parallel == baseline.expert_parallel]
+    left_out = [layout for layout in left_out if layout not in same_ep]
     result.comments[tp_flag] = "layouts that fit: " + ", ".join(layout.label() for layout in same_ep)
+    if left_out:
+        result.comments[tp_flag] += "; not " + ", ".join(_why_not(layout, facts, result) for layout in left_out)
     result.reachable = [layout for layout in same_ep if layout.tp in tps]
     if not facts.moe:
         return
@@ -206,6 +208,12 @@ def _topology(result: Plan, facts: CheckpointFacts, engine: Engine) -> None:
         result.flags[ep_flag], result.tunables[ep_flag] = None, [None, on]
         result.comments[ep_flag] = "whole experts per rank (an all-to-all instead of the expert all-reduce)"
         result.reachable += ep_fits
+
+
+def _why_not(layout: Layout, facts: CheckpointFacts, result: Plan) -> str:
+    if not layout.whole_blocks:
+        return f"{layout.label()} (expert share {layout.expert_share:g}, not whole {_granule(facts)}-blocks)"
+    return f"{layout.label()} (KV pool under {result.need_tokens} tokens)"
 
 
 def _share_text(facts: CheckpointFacts, result: Plan) -> str:

@@ -148,7 +148,7 @@ def build_task(
         "a relative target ends after this many candidates in a row within noise"
     )
     comments[("checks", "quality")] = "reference first_healthy: the score of the run's first healthy configuration"
-    comments[("checks", "throughput")] = "the story's workload; target max: as high as the budget allows"
+    comments[("checks", "throughput")] = "target max: as high as the budget allows"
     return task, comments
 
 
@@ -234,9 +234,9 @@ def apply_profile(task: dict, path: Path, engine: Engine, plan: init_plan.Plan, 
         raise InitError(f"profile {path}: expected a mapping of task sections")
     variables = {**(profile.get("variables") or {}), **given, "engine": engine.name}
     profile = _expand(profile, variables)
-    merged = _merge(task, profile.get("task") or {})
-    merged = _merge(merged, ((profile.get("engines") or {}).get(engine.name)) or {})
-    tune = profile.get("tune")
+    section = dict(((profile.get("engines") or {}).get(engine.name)) or {})
+    tune = {**(profile.get("tune") or {}), **(section.pop("tune", None) or {})}
+    merged = _merge(_merge(task, profile.get("task") or {}), section)
     if tune and plan.tune_shape:
         quant = (tune.get("quant") or {}).get(plan.quant_key or "", plan.quant_key)
         command = tune["command"].format(**plan.tune_shape, quant=quant)

@@ -35,9 +35,9 @@ def _emit(value: dict, path: tuple, indent: int, comments: dict, lines: list[str
                 _emit(entry, here, indent + 4, comments, inner)
                 lines.append(f"{pad}  - {inner[0].lstrip()}")
                 lines.extend(inner[1:])
-        elif isinstance(item, str) and len(item) > 100 and "\n" not in item and not item.startswith((" ", "'", '"')):
+        elif isinstance(item, str) and (len(item) > 100 or "\n" in item.strip()) and _foldable(item):
             lines.append(f"{pad}{key}: >-{suffix}")
-            lines.extend(_folded(item, pad + "  "))
+            lines.extend(_folded(" ".join(item.split()), pad + "  "))
         else:
             lines.append(f"{pad}{key}: {_scalar(item)}{suffix}")
 
@@ -52,3 +52,9 @@ def _folded(text: str, pad: str, width: int = 110) -> list[str]:
         else:
             line = f"{line} {word}" if line else word
     return [*lines, pad + line]
+
+
+def _foldable(text: str) -> bool:
+    """Prose or a command whose runs of whitespace are single spaces once folded (folding joins lines with one)."""
+    body = text.strip()
+    return not body.startswith(("'", '"', "#", "-", "*", "&", "!", "|", ">", "%", "@")) and "  " not in body
