@@ -189,3 +189,35 @@ def test_a_task_written_by_init_loads_with_its_comments(tmp_path):
     task = load_task(out, environ={})
     assert task.serve.flags["tensor-parallel-size"] == 4 and task.hardware.gpu == "MI300X"
     assert task.serve.tunables["speculative-config"][1] == '{"method": "mtp", "num_speculative_tokens": 1}'
+
+
+TWIN = ROOT / "sandboxes" / "twin"
+PROFILE = TWIN / "init_profile.yaml"
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_the_twin_tasks_are_what_init_writes_on_the_twins_checkpoint(tmp_path, engine):
+    """tasks/twin_corvid3_<engine>.yaml is porter init's output on the twin's own checkpoint with the twin profile
+    (its header says so): regenerated here, it must match, host command paths read from each file's folder."""
+    committed = ROOT / "tasks" / f"twin_corvid3_{engine}.yaml"
+    if not (TWIN / "families" / "corvid3.py").is_file() or not committed.is_file():
+        pytest.skip("the twin's corvid3 family (branch second-family) is not here")
+    checkpoint = tmp_path / "corvid-v3-fp8"
+    made = subprocess.run([sys.executable, str(TWIN / "make_checkpoint.py"), str(checkpoint), "--family", "corvid3"],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    out = tmp_path / "tasks" / committed.name
+    out.parent.mkdir()
+    words = ["init", str(checkpoint), "--engine", engine, "--hardware", "MI355X:8", "--profile", str(PROFILE)]
+    result = CliRunner().invoke(main, [*words, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert committed.read_text().startswith("# Written by `porter init")
+
+    def resolved(path: Path) -> dict:
+        data = yaml.safe_load(path.read_text())
+        sandbox = data["sandbox"]
+        for argv in [sandbox["local_setup"], sandbox["image_build"], *(s["command"] for s in sandbox["services"])]:
+            argv[0] = str((path.parent / argv[0]).resolve())
+        return data
+
+    assert resolved(out) == resolved(committed)
