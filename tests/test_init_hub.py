@@ -142,3 +142,14 @@ def test_bad_input_is_one_line(tmp_path):
     ):
         result = init(args, tmp_path, HF_HUB_OFFLINE="1")
         assert result.returncode == 2 and words in result.stderr and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_a_config_with_wrong_types_is_one_line(tmp_path):
+    checkpoint = tmp_path / "odd"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text(json.dumps({**CONFIG, "n_routed_experts": "many"}))
+    (tmp_path / "deep").mkdir()
+    (tmp_path / "deep" / "config.json").write_text("[" * 100_000 + "]" * 100_000)
+    for folder, words in ((checkpoint, "a field has a value init cannot read"), (tmp_path / "deep", "not JSON")):
+        result = init([str(folder), "--engine", "sglang"], tmp_path)
+        assert result.returncode == 2 and words in result.stderr and result.stderr.count("\n") == 1, result.stderr

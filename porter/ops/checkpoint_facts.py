@@ -109,6 +109,16 @@ def text_config(config: dict, why: dict) -> dict:
 
 
 def read_facts(config: dict, index: dict | None) -> CheckpointFacts:
+    """The checkpoint's facts; a config whose fields have the wrong types is one FactsError."""
+    try:
+        return _read_facts(config, index)
+    except (TypeError, ValueError, KeyError, ZeroDivisionError, AttributeError) as exc:
+        if isinstance(exc, FactsError):
+            raise
+        raise FactsError(f"config.json: a field has a value init cannot read ({type(exc).__name__}: {exc})") from None
+
+
+def _read_facts(config: dict, index: dict | None) -> CheckpointFacts:
     why: dict[str, str] = {}
     undecided: list[str] = []
     text = text_config(config, why)

@@ -76,8 +76,8 @@ def _read_bounded(path: Path) -> bytes:
 def _parse(raw: bytes, where: str) -> dict:
     try:
         value = json.loads(raw)
-    except ValueError as exc:
-        raise CheckpointError(f"{where}: not JSON ({exc})") from None
+    except (ValueError, RecursionError) as exc:
+        raise CheckpointError(f"{where}: not JSON ({str(exc)[:200]})") from None
     if not isinstance(value, dict):
         raise CheckpointError(f"{where}: expected a JSON object, got {type(value).__name__}")
     return value
