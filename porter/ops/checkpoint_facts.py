@@ -134,6 +134,13 @@ def _read_facts(config: dict, index: dict | None) -> CheckpointFacts:
     mtp_key, mtp = _first(text, MTP)
     mtp_layers = int(mtp) if mtp and (mtp_key != "num_mtp_modules" or text.get("use_mtp", True)) else 0
     why["MTP"] = f"{mtp_key} = {mtp}" if mtp_key else f"none of {', '.join(MTP)}"
+    named = [entry for entry in quantization.exclude if f"layers.{text['num_hidden_layers']}." in entry]
+    if mtp_layers and named:
+        # the story's day-0 defect class: engines register the MTP layer under their own prefix and must map these
+        why["MTP"] += (
+            f"; the exclude list names it by its checkpoint index ({len(named)} entries, e.g. {named[0]}): an engine "
+            "that registers the MTP layer under another prefix keeps it unquantized only if it maps those names"
+        )
     attention = read_attention(text, why)
     context_key, context = _first(text, ("max_position_embeddings", "seq_length", "max_seq_len"))
     why["context"] = f"{context_key}" if context_key else "unknown"
