@@ -77,6 +77,14 @@ def at_least(field: Callable[[Any], str], goal: Callable[[Any], float]) -> Calla
     return met
 
 
-def goal_text(target: Any) -> Any:
-    """A speed target as the report shows it: its figure, or what `max` means."""
+def speed_goal(target: Any) -> Any:
+    """A speed kind's goal: its figure, or what `max` means (as high as the budget allows)."""
     return "as high as the budget allows" if target == "max" else target
+
+
+def goal_text(target: Any) -> Any:
+    """A target as tables and prose show it: its figure (`:g`), or what a relative one means (`max`: as high as the
+    budget allows)."""
+    if target == "max":
+        return "as high as the budget allows"
+    return f"{target:g}" if isinstance(target, int | float) else target

@@ -7,7 +7,7 @@ and a keep decision compares two samples a side at least.
 
 from __future__ import annotations
 
-from porter.checks.kind import CheckKind, at_least, goal_text
+from porter.checks.kind import CheckKind, at_least, speed_goal
 from porter.checks.render import number
 from porter.checks.throughput import AS_HIGH_AS_POSSIBLE, SingleStreamSpec, run_single_stream
 
@@ -49,7 +49,7 @@ KIND = CheckKind(
     min_samples=2,
     run=lambda base_url, spec, task: run_single_stream(base_url, spec).to_dict(),
     headline=lambda spec: "output_tok_s",
-    goal=lambda spec: goal_text(spec.target_output_tok_s),
+    goal=lambda spec: speed_goal(spec.target_output_tok_s),
     met=at_least(lambda spec: "output_tok_s", lambda spec: spec.target_output_tok_s),
     label=lambda spec: "single stream (output tok/s)",
     render=render,

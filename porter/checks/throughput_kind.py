@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from porter.checks.kind import CheckKind, at_least, goal_text
+from porter.checks.kind import CheckKind, at_least, speed_goal
 from porter.checks.loadgen import SATURATION_LAG_MS
 from porter.checks.render import number
 from porter.checks.throughput import AS_HIGH_AS_POSSIBLE, ThroughputCheckSpec, run_throughput
@@ -132,7 +132,7 @@ KIND = CheckKind(
     min_samples=2,
     run=lambda base_url, spec, task: run_throughput(base_url, spec, nodes=task.hardware.nodes).to_dict(),
     headline=headline_field,
-    goal=lambda spec: goal_text(spec.target_tok_s_per_node),
+    goal=lambda spec: speed_goal(spec.target_tok_s_per_node),
     met=at_least(headline_field, lambda spec: spec.target_tok_s_per_node),
     label=lambda spec: f"throughput ({spec.metric.removesuffix('_throughput')} tok/s/node at knee)",
     render=render,
