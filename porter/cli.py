@@ -14,6 +14,7 @@ import click
 import yaml
 
 from porter import __version__
+from porter.engines.engine import ENGINES
 from porter.errors import RunDirError
 from porter.task import TaskError, load_task
 from porter.terminal import printable
@@ -95,6 +96,23 @@ def _run_options(command):
     for option in reversed(options):
         command = option(command)
     return command
+
+
+@main.command()
+@click.argument("checkpoint")
+@click.option("--engine", "engine_name", type=click.Choice(sorted(ENGINES)), required=True, help="The engine.")
+@click.option(
+    "--hardware", default="MI355X:8", show_default=True, help="GPU:COUNT of one node (MI300X, MI325X, MI355X)."
+)
+@click.option("--image", help="The serving image (default: the engine's pinned image, porter/upstream_facts.py).")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write the task here (default: stdout).")
+@click.option("--profile", type=click.Path(exists=True, dir_okay=False), help="Task sections merged over the draft.")
+@click.option("--var", "variables", multiple=True, help="NAME=VALUE for the profile's {NAME} (repeatable).")
+def init(checkpoint: str, engine_name: str, hardware: str, image, out, profile, variables) -> None:
+    """Draft a task from CHECKPOINT (a checkpoint directory, or a hub id whose config.json and index are fetched)."""
+    from porter.ops.init_task import init_main
+
+    sys.exit(init_main(checkpoint, engine_name, hardware, image, out, profile, variables))
 
 
 @main.command()

@@ -68,6 +68,10 @@ class CheckKind:
     brief: Callable[[dict], str]  # result -> its headline in a few words, for the progress log
     workload: Callable[[Any], str]  # what one run sends, for the prompt
     cost: Callable[[Any, Task], str]  # what one run costs here, for the prompt
+    # A relative target: a quality bar against the run's own first healthy configuration, or a speed figure with no
+    # goal (as high as the budget allows). `anchored` fixes a relative reference at the value the run measured.
+    relative: Callable[[Any], bool] = lambda spec: False
+    anchored: Callable[[Any, float], Any] = lambda spec, reference: spec
 
     @property
     def performance(self) -> bool:
@@ -100,7 +104,21 @@ def at_least(field: Callable[[Any], str], goal: Callable[[Any], float]) -> Calla
     """A `met` for a figure that must reach its goal."""
 
     def met(result: dict, spec: Any) -> bool:
-        value = result.get(field(spec))
-        return isinstance(value, int | float) and value >= goal(spec)
+        value, target = result.get(field(spec)), goal(spec)
+        # a goal that is no figure (as high as the budget allows) is never reached: a run optimises it to the end
+        return isinstance(value, int | float) and isinstance(target, int | float) and value >= target
 
     return met
+
+
+def speed_goal(target: Any) -> Any:
+    """A speed kind's goal: its figure, or what `max` means (as high as the budget allows)."""
+    return "as high as the budget allows" if target == "max" else target
+
+
+def goal_text(target: Any) -> Any:
+    """A target as tables and prose show it: its figure (`:g`), or what a relative one means (`max`: as high as the
+    budget allows)."""
+    if target == "max":
+        return "as high as the budget allows"
+    return f"{target:g}" if isinstance(target, int | float) else target

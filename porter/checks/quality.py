@@ -51,6 +51,9 @@ MAX_FAILURE_SHARE = 0.1
 MAX_DATASET_BYTES = 256 << 20  # GSM8K's test split is under 1 MB; the whole file is read into memory
 MIN_FAILURES = 5
 STOP = ["Question:", "</s>", "<|im_end|>"]
+# A reference measured by the run itself: the score of its first healthy accepted configuration (ledger/state.py keeps
+# it; until there is one, a result is judged against its own score, which makes it the candidate reference).
+FIRST_HEALTHY = "first_healthy"
 MC_FIELDS = ("Question", "Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3")
 LETTERS = "ABCD"
 
@@ -68,7 +71,11 @@ class QualityCheckSpec(Spec):
     )
     metric: Literal["strict_match", "flexible_match", "accuracy"] = Field("flexible_match")
     max_tokens: int = Field(512, ge=1, description="Generation budget per question.")
-    reference: float | None = Field(None, ge=0, le=1, description="Reference score (e.g. of the FP8 model).")
+    reference: float | Literal["first_healthy"] | None = Field(
+        None,
+        description="Reference score (e.g. of the FP8 model), or first_healthy: the score of the run's first healthy "
+        "accepted configuration (a relative target, for day 0 when no reference is known).",
+    )
     tolerance: float | None = Field(None, ge=0, le=1, description="Allowed drop below `reference`.")
     minimum: float | None = Field(None, ge=0, le=1, description="Absolute floor, instead of a reference.")
 
@@ -76,7 +83,13 @@ class QualityCheckSpec(Spec):
     def _has_a_bar(self) -> QualityCheckSpec:
         if self.minimum is None and (self.reference is None or self.tolerance is None):
             raise ValueError("a quality check needs `reference` and `tolerance`, or a `minimum`")
+        if isinstance(self.reference, float) and not 0 <= self.reference <= 1:
+            raise ValueError(f"reference must be a score between 0 and 1 (or {FIRST_HEALTHY}), got {self.reference}")
         return self
+
+    @property
+    def relative(self) -> bool:
+        return self.reference == FIRST_HEALTHY
 
 
 @dataclass
@@ -99,6 +112,7 @@ class QualityResult:
     reference: float | None = None
     tolerance: float | None = None
     minimum: float | None = None
+    sets_reference: bool = False  # a relative check with no reference yet: judged against its own score
     correct: list[bool] = field(default_factory=list, repr=False)
     question_ids: list[int] = field(default_factory=list, repr=False)
     replies: list[str] = field(default_factory=list, repr=False)
@@ -118,7 +132,9 @@ class QualityResult:
         if self.reference is None:
             return f"{self.name} {self.score:.3f} {bar} the minimum {self.minimum}"
         against = scoring.compare_to_reference(self.score, (self.ci_low, self.ci_high), self.n, self.reference)
-        text = f"{self.name} {self.score:.3f} {bar} (reference {self.reference:.3f} - tolerance {self.tolerance}); "
+        source = " (this run's first healthy configuration)" if self.sets_reference else ""
+        text = f"{self.name} {self.score:.3f} {bar} (reference {self.reference:.3f}{source} - tolerance "
+        text += f"{self.tolerance}); "
         text += against.verdict
         half_width = (self.ci_high - self.ci_low) / 2
         if self.tolerance is not None and half_width > self.tolerance:
@@ -151,6 +167,7 @@ class QualityResult:
             "tolerance",
             "minimum",
             "failures",
+            "sets_reference",
         )
         return {**{key: getattr(self, key) for key in keys}, "passed": self.passed, "verdict": self.verdict}
 
@@ -418,11 +435,13 @@ def _result(spec: QualityCheckSpec, path: Path, model_id: str, asked: list, outc
     successes = sum(correct)
     ci_low, ci_high = scoring.wilson(successes, n)
     gsm8k = spec.kind == "gsm8k"
+    score = successes / n if n else 0.0
+    sets_reference = spec.reference == FIRST_HEALTHY  # the run has no reference yet (measuring anchors the spec)
     return QualityResult(
         name=spec.name,
         kind=spec.kind,
         metric=spec.metric,
-        score=successes / n if n else 0.0,
+        score=score,
         strict_match=strict / n if gsm8k and n else None,
         flexible_match=flexible / n if gsm8k and n else None,
         ci_low=ci_low,
@@ -432,9 +451,10 @@ def _result(spec: QualityCheckSpec, path: Path, model_id: str, asked: list, outc
         dataset=spec.dataset,
         dataset_sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
         model=model_id,
-        reference=spec.reference,
+        reference=score if sets_reference else spec.reference,
         tolerance=spec.tolerance,
         minimum=spec.minimum,
+        sets_reference=sets_reference,
         correct=correct,
         question_ids=asked,
         replies=[outcome[0] for outcome in outcomes],

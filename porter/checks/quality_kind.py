@@ -3,7 +3,8 @@
 Its spec is quality.QualityCheckSpec (a list of named sets under `checks.quality`); one run asks the set's
 questions and scores them with a 95% interval (quality.py); the headline is the score, the target passes
 or fails (a gate, not a figure to improve: one sample decides). It reads as one line, and a line per
-distinct failed question with the server's answer.
+distinct failed question with the server's answer. A relative bar (reference first_healthy) is anchored at the
+score of the run's first healthy accepted configuration (ledger/state.py keeps it).
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ from porter.checks.quality import QualityCheckSpec, run_quality
 from porter.checks.render import number
 
 
-def goal(spec: QualityCheckSpec) -> float:
-    """The score to reach, as a number: the reference less its tolerance, or the minimum (the higher when both)."""
+def goal(spec: QualityCheckSpec) -> float | str:
+    """The score to reach, as a number: the reference less its tolerance, or the minimum (the higher when both). A
+    relative bar the run has not anchored yet (reference first_healthy) says what it will be."""
+    if spec.relative:
+        return f"the first healthy configuration's score - {spec.tolerance}"
     floors = [spec.minimum] if spec.minimum is not None else []
     if spec.reference is not None and spec.tolerance is not None:
         floors.append(round(spec.reference - spec.tolerance, 6))  # 0.96 - 0.03 is 0.9299999999999999 in binary
@@ -59,4 +63,6 @@ KIND = CheckKind(
     brief=brief,
     workload=workload,
     cost=cost,
+    relative=lambda spec: spec.relative,
+    anchored=lambda spec, reference: spec.model_copy(update={"reference": reference}),
 )

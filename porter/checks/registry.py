@@ -39,6 +39,14 @@ class _ChecksBase(Spec):
     min_improvement: float = Field(
         0.03, ge=0, lt=1, description="Smallest relative gain kept; the measured spread raises the bar above it."
     )
+    plateau_candidates: int = Field(
+        3,
+        ge=1,
+        description="With a relative speed target (as high as the budget allows), the run ends at a plateau: this many "
+        "candidates in a row, each judged within noise of the accepted configuration (rule no_gain). Three: one such "
+        "candidate can be a move that does nothing here; three in a row say the moves left are smaller than what the "
+        "measurements resolve, and each costs a launch and repeated sweeps.",
+    )
 
 
 # The task's `checks:` section: one field per registered kind, and the keep rule's minimum gain.

@@ -9,19 +9,22 @@ failure with the server's answer.
 from __future__ import annotations
 
 from porter.checks import request_failures
-from porter.checks.kind import CheckKind, at_least
+from porter.checks.kind import CheckKind, at_least, speed_goal
 from porter.checks.render import number
-from porter.checks.throughput import SingleStreamSpec, run_single_stream
+from porter.checks.throughput import AS_HIGH_AS_POSSIBLE, SingleStreamSpec, run_single_stream
 
 
 def render(key: str, result: dict) -> str:
     per_request = ", ".join(number(value) for value in result.get("per_request_tok_s") or [])
     met = "met" if result.get("meets_target") else "NOT met"
     errors = f"; {result['errors']} errors" if result.get("errors") else ""
+    target = result.get("target_output_tok_s")
+    verdict = (
+        f"target {number(target)}: {met}" if target is not None else "no target figure: as high as the budget allows"
+    )
     head = (
         f"single stream: {number(result.get('output_tok_s'))} output tok/s (median of {result.get('completed')} "
-        f"requests: {per_request or '-'}; median TTFT {number(result.get('median_ttft_ms'), 0)} ms{errors}); "
-        f"target {number(result.get('target_output_tok_s'))}: {met}"
+        f"requests: {per_request or '-'}; median TTFT {number(result.get('median_ttft_ms'), 0)} ms{errors}); {verdict}"
     )
     return "\n".join([head, *(f"  {line}" for line in request_failures.lines(result.get("failures")))])
 
@@ -53,11 +56,12 @@ KIND = CheckKind(
     min_samples=2,
     run=lambda base_url, spec, task, progress=None: run_single_stream(base_url, spec, on_progress=progress).to_dict(),
     headline=lambda spec: "output_tok_s",
-    goal=lambda spec: spec.target_output_tok_s,
+    goal=lambda spec: speed_goal(spec.target_output_tok_s),
     met=at_least(lambda spec: "output_tok_s", lambda spec: spec.target_output_tok_s),
     label=lambda spec: "single stream (output tok/s)",
     render=render,
     brief=brief,
     workload=workload,
     cost=cost,
+    relative=lambda spec: spec.target_output_tok_s == AS_HIGH_AS_POSSIBLE,
 )

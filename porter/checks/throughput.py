@@ -26,19 +26,40 @@ import statistics
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
-from typing import Literal
+from typing import Annotated, Literal
 
 import aiohttp
-from pydantic import Field, model_validator
+from pydantic import Field, PlainValidator, model_validator
 
 from porter.checks import loadgen, metrics, request_failures, workload
 from porter.checks.kind import OnProgress, Tally
 from porter.schema import PositiveFloat, Spec
 
+# A speed target with no figure to reach: the run optimises it until its budget or a measured plateau.
+AS_HIGH_AS_POSSIBLE = "max"
 MIN_COMPLETED_SHARE = 0.95
 MAX_ERROR_SHARE = 0.01
 MIN_DRAIN_S = 120.0
 SINGLE_REQUEST_TIMEOUT_S = 900.0
+
+
+def _speed_target(value: object) -> float | str:
+    """A positive figure, or `max`: one clear error otherwise (a union would report each branch)."""
+    if value == AS_HIGH_AS_POSSIBLE:
+        return AS_HIGH_AS_POSSIBLE
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"expected a number of tok/s or {AS_HIGH_AS_POSSIBLE} (as high as the budget allows)")
+    if not value > 0:
+        raise ValueError(f"Input should be greater than 0 (got {value:g})")
+    return float(value)
+
+
+SpeedTarget = Annotated[float | str, PlainValidator(_speed_target)]
+
+
+def absolute(target: float | str) -> float | None:
+    """The figure a target holds, None for `max` (and for porter bench's infinite one)."""
+    return float(target) if isinstance(target, int | float) and math.isfinite(target) else None
 
 
 class WorkloadSpec(Spec):
@@ -76,7 +97,9 @@ class ThroughputCheckSpec(Spec):
         description="bench_serving metric the target holds, per node at the knee: output_throughput (generated "
         "tok/s, what serving figures usually quote) or total_throughput (prompt + generated tok/s)."
     )
-    target_tok_s_per_node: PositiveFloat = Field(description="Tok/s per node of `metric` at the knee to reach.")
+    target_tok_s_per_node: SpeedTarget = Field(
+        description="Tok/s per node of `metric` at the knee to reach, or max: as high as the budget allows."
+    )
     bisect_steps: int = Field(2, ge=0, description="Bisection steps between the last pass and the first fail.")
 
 
@@ -84,7 +107,9 @@ class SingleStreamSpec(Spec):
     input_tokens: int = Field(ge=1)
     output_tokens: int = Field(ge=1)
     num_requests: int = Field(3, ge=1, description="Requests run one at a time; the median is reported.")
-    target_output_tok_s: PositiveFloat = Field(description="Output tokens per second after the first token.")
+    target_output_tok_s: SpeedTarget = Field(
+        description="Output tokens per second after the first token to reach, or max: as high as the budget allows."
+    )
 
 
 @dataclass
@@ -333,9 +358,7 @@ async def _run_throughput(base_url, spec, nodes, model, on_level) -> ThroughputR
             return level
 
         knee, levels = await find_knee(spec.rps, spec.bisect_steps, measure)
-    target = spec.target_tok_s_per_node
-    finite = target if math.isfinite(target) else None
-    return ThroughputResult(levels, knee, spec.slo, nodes, spec.metric, finite, model_id)
+    return ThroughputResult(levels, knee, spec.slo, nodes, spec.metric, absolute(spec.target_tok_s_per_node), model_id)
 
 
 def _peak_requests(spec: ThroughputCheckSpec) -> int:
@@ -369,14 +392,13 @@ async def _run_single_stream(base_url: str, spec: SingleStreamSpec, model, on_pr
             finished.add()
     speeds = [speed for speed in map(_output_speed, records) if speed is not None]
     ttfts = [record.ttft_s * 1000 for record in records if record.ok]
-    target = spec.target_output_tok_s
     return SingleStreamResult(
         output_tok_s=statistics.median(speeds) if speeds else 0.0,
         per_request_tok_s=speeds,
         median_ttft_ms=statistics.median(ttfts) if ttfts else None,
         completed=sum(1 for record in records if record.ok),
         errors=sum(1 for record in records if record.error),
-        target_output_tok_s=target if math.isfinite(target) else None,
+        target_output_tok_s=absolute(spec.target_output_tok_s),
         model=model_id,
         failures=request_failures.of_records(records),
     )

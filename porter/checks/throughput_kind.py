@@ -14,10 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 from porter.checks import request_failures
-from porter.checks.kind import CheckKind, CheckProgress, OnProgress, at_least
+from porter.checks.kind import CheckKind, CheckProgress, OnProgress, at_least, speed_goal
 from porter.checks.loadgen import SATURATION_LAG_MS
 from porter.checks.render import number
-from porter.checks.throughput import ThroughputCheckSpec, run_throughput
+from porter.checks.throughput import AS_HIGH_AS_POSSIBLE, ThroughputCheckSpec, run_throughput
 from porter.checks.workload import level_send_seconds
 
 # A knee level that spends more than this share of its duration draining after the last send reports a
@@ -46,19 +46,20 @@ def render(key: str, result: dict) -> str:
     knee = result.get("knee_rps")
     figure, target = headline(result)
     met = "met" if result.get("meets_target") else "NOT met"
+    verdict = f"target {number(target)}: {met}" if target is not None else "no target figure: as high as possible"
     slo_text = f"{percentile} TTFT <= {slo.get('ttft_s')} s"
     if knee is None:
-        head = f"throughput: no rate met the SLO ({slo_text}); target {number(target)}: NOT met"
+        head = f"throughput: no rate met the SLO ({slo_text}); {verdict}"
     elif every_level_passed(result):
         head = (
             f"throughput: no knee found below the top rate: every rate up to {number(knee, 2)} req/s met {slo_text}, "
             f"so the knee is higher (sweep higher rates to find it); {number(figure)} tok/s per node at the top "
-            f"rate; target {number(target)}: {met}"
+            f"rate; {verdict}"
         )
     else:
         head = (
             f"throughput: knee {number(knee, 2)} req/s (the highest rate with {slo_text}) -> {number(figure)} "
-            f"tok/s per node; target {number(target)}: {met}"
+            f"tok/s per node; {verdict}"
         )
     failed = [index for index, level in enumerate(levels) if not level.get("passed")]
     if failed and failed[0] < len(levels) - 1:
@@ -201,11 +202,12 @@ KIND = CheckKind(
         base_url, spec, nodes=task.hardware.nodes, on_level=sweep_progress(spec, progress)
     ).to_dict(),
     headline=headline_field,
-    goal=lambda spec: spec.target_tok_s_per_node,
+    goal=lambda spec: speed_goal(spec.target_tok_s_per_node),
     met=at_least(headline_field, lambda spec: spec.target_tok_s_per_node),
     label=lambda spec: f"throughput ({spec.metric.removesuffix('_throughput')} tok/s/node at knee)",
     render=render,
     brief=brief,
     workload=workload,
     cost=cost,
+    relative=lambda spec: spec.target_tok_s_per_node == AS_HIGH_AS_POSSIBLE,
 )

@@ -49,6 +49,15 @@ class Engine:
     read_draft: Callable[[dict[str, FlagValue]], Draft | None]  # the Draft a flag set configures (None: off)
     stages: tuple[tuple[str, str], ...]  # (stage, regex) in start-up order: the engine's own progress lines
     one_batch: str  # the engine's one-batch latency benchmark, for the prompt
+    # What `porter init` writes and plans with (ops/init_plan.py):
+    expert_parallel_switch: bool  # expert parallelism is a switch (True) or a group size (False)
+    moe_over_data_parallel: bool  # without expert parallelism, MoE layers shard over tp x dp ranks, not tp
+    memory_share: float  # the static-memory share init writes for memory_fraction, and why (in the module)
+    max_batched_tokens: str  # the flag bounding the tokens of one forward step (the largest MoE batch)
+    remote_code: str  # the flag that lets the engine run the checkpoint's own code (auto_map)
+    mtp_method: str  # the draft method that runs a checkpoint's own MTP layers
+    kv_cache_fp8: str  # the kv_cache_dtype value of an fp8 e4m3 cache
+    rocm_environment: tuple[tuple[str, str], ...]  # (variable, value) the engine's ROCm image serves with
     notes: tuple[str, ...] = field(default_factory=tuple)  # where each name was read (file, version)
 
     def topology_flags(self) -> set[str]:

@@ -9,6 +9,14 @@ also the MTP/NEXTN head's algorithm; `--kv-cache-dtype` and `--attention-backend
 `--dp` are argparse abbreviations sglang's own recipes use; they are accepted spellings here. Start-up
 lines: model_runner.py "Load weight end", cuda_graph_setup.py "Capture {target|draft} ... CUDA graph end"
 (older sglang: "Capture cuda graph end"), http_server.py "The server is fired up and ready to roll!".
+What `porter init` plans with: `--ep-size` is a group size within the TP ranks; without DP attention each
+`--dp-size` replica holds its own copy of the model, MoE split over its own TP ranks; `--chunked-prefill-size`
+bounds the tokens of a prefill step (fields/schedule.py); `--trust-remote-code`. `--mem-fraction-static` is
+(weights + KV pool) / device memory and defaults to an estimate, (memory - reserve) / memory with a reserve of
+0.5 GB + 1.5 MB per chunked-prefill token + 1 GB x tp x pp / 8 + graphs, at least 10 GB above 60 GB
+(arg_groups/memory_hook.py, handle_gpu_memory_settings): about 0.9 on a 288 GB GPU with 16k-token chunks; init writes
+0.85, the value of the public GLM-5.2 MI355X recipe (SemiAnalysisAI/InferenceX glm5.2_fp4_mi355x_sglang_mtp.sh
+uses 0.80-0.85), a tunable. SGLANG_USE_AITER is off in srt/environ.py (EnvBool(False)) and on in the ROCm image.
 """
 
 from __future__ import annotations
@@ -63,4 +71,12 @@ ENGINE = Engine(
     ),
     one_batch="python3 -m sglang.bench_one_batch --model-path MODEL --batch-size 1 8 32 --input-len 1024 "
     "--output-len 32 (plus the serve flags): prefill and decode time per batch, without the HTTP server",
+    expert_parallel_switch=False,
+    moe_over_data_parallel=False,
+    memory_share=0.85,
+    max_batched_tokens="chunked-prefill-size",
+    remote_code="trust-remote-code",
+    mtp_method="EAGLE",
+    kv_cache_fp8="fp8_e4m3",
+    rocm_environment=(("SGLANG_USE_AITER", "1"),),
 )

@@ -8,6 +8,11 @@ JSON flag `--speculative-config '{"method": "mtp", "num_speculative_tokens": N}'
 lines: default_loader.py "Loading weights took", gpu_model_runner.py "Model loading took", "Graph capturing
 finished", v1/engine/core.py "init engine (profile, create kv cache, warmup model) took", api_server.py
 "Starting vLLM server", uvicorn's "Application startup complete.".
+What `porter init` plans with: without `--enable-expert-parallel` the MoE layers shard over tp x dp ranks
+(model_executor/layers/fused_moe/config.py, FusedMoEParallelConfig.make: flatten_tp_across_dp_and_pcp), with it each
+of those ranks holds whole experts; `--max-num-batched-tokens` bounds one step; `--gpu-memory-utilization` defaults to
+0.92 (config/cache.py) and covers weights, profiled activations and the KV cache; VLLM_ROCM_USE_AITER is off unless
+set (envs.py), on in the public ROCm recipes.
 """
 
 from __future__ import annotations
@@ -42,4 +47,12 @@ ENGINE = Engine(
     ),
     one_batch="vllm bench latency --model MODEL --batch-size 8 --input-len 1024 --output-len 32 (plus the serve "
     "flags): end-to-end latency of one batch, without the HTTP server",
+    expert_parallel_switch=True,
+    moe_over_data_parallel=True,
+    memory_share=0.92,
+    max_batched_tokens="max-num-batched-tokens",
+    remote_code="trust-remote-code",
+    mtp_method="mtp",
+    kv_cache_fp8="fp8_e4m3",
+    rocm_environment=(("VLLM_ROCM_USE_AITER", "1"),),
 )

@@ -16,6 +16,8 @@ judged together) is kept when it moves the run forward, by evidence the agent's 
   sweeps ran: ledger/noise.py says why; never below the task's minimum), with every quality check within
   tolerance. Another figure compared that got worse beyond its bar is a trade, kept only when each of its
   pending samples still meets its target.
+A run whose speed targets are relative (as high as the budget allows) ends at a plateau: its last candidates, each
+judged within noise of the accepted configuration (`plateau`).
 Every Decision names its rule and states its margin. Measures nothing, serves nothing and commits nothing:
 porter/loop/accepting.py gathers the evidence these functions read and applies what they decide.
 """
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 from porter.checks import registry
 from porter.ledger import noise
-from porter.ledger.records import Decision, Sample, StartUp
+from porter.ledger.records import Attempt, Decision, Sample, StartUp
 from porter.task import Task
 
 
@@ -172,3 +174,48 @@ def holds_target(task: Task, key: str, samples: list[Sample]) -> bool:
     """Whether every pending sample of a figure that got worse still meets its target (a trade that keeps it)."""
     item = registry.by_key(task, key)
     return all(item.kind.met(sample.result, item.spec) for sample in samples)
+
+
+SPEED_RULES = ("gain", "trade", "loss", "no_gain")  # the rules that judge a candidate by its speed figures
+
+
+def plateau(attempts: list[Attempt], candidates: int) -> list[Attempt] | None:
+    """The last `candidates` candidates judged by their speed figures, when each was within noise of the accepted
+    configuration: no figure better beyond its bar (rule no_gain) and none worse beyond it. None otherwise. A crash,
+    a failed quality check or a revert the agent asked for says nothing of the figures, so it neither counts nor
+    breaks the run of candidates."""
+    judged = [attempt for attempt in attempts if attempt.rule in SPEED_RULES]
+    last = judged[-candidates:]
+    if len(last) < candidates:
+        return None
+    within = all(
+        attempt.rule == "no_gain" and not any(c.get("worse") for c in attempt.comparisons or []) for attempt in last
+    )
+    return last if within else None
+
+
+def plateau_reason(task: Task, state, judged: list[Attempt], rows: list[dict]) -> str:
+    """The plateau and the best configuration with its evidence: its changes from the task's flags, its commits,
+    and every target's median and samples measured on it."""
+    changed = {k: v for k, v in state.accepted_flags.items() if task.serve.flags.get(k) != v}
+    commits = [f"{name} {commit}" for attempt in state.kept_attempts() for name, commit in attempt.commits.items()]
+    evidence = "; ".join(
+        f"{row['target']} {_figure(row['value'])} (samples {', '.join(_figure(v) for v in row['samples'])})"
+        for row in rows
+    )
+    candidates = "; ".join(
+        f"step {attempt.step} {'; '.join(attempt.moves) or attempt.summary}: "
+        + ", ".join(f"{c.get('key')} {c.get('change', 0):+.1%}" for c in attempt.comparisons)
+        for attempt in judged
+    )
+    flags = task.engine.describe_flags(changed) or "the task's flags"
+    return (
+        f"plateau: the last {len(judged)} candidates were each within noise of the accepted configuration "
+        f"({candidates}). Best configuration {state.accepted_config}: {flags}; "
+        f"commits: {', '.join(commits) or 'none'}; "
+        f"measured on it: {evidence}"
+    )
+
+
+def _figure(value) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)

@@ -47,6 +47,9 @@ class RunState:
     finished: str | None = None
     solved: bool = False
     fresh: bool = False  # --fresh: measure everything, reuse nothing from the cache
+    # check key -> {"value", "config"}: a relative quality bar's reference, the score of the first healthy accepted
+    # configuration (anchor_references)
+    references: dict[str, dict] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         plain = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -121,6 +124,7 @@ def target_report(task: Task, state: RunState | None) -> list[dict[str, Any]]:
     """
     rows = []
     for item in registry.declared(task):
+        relative = item.kind.relative(item.spec)
         row = {
             "target": item.kind.label(item.spec),
             "key": item.key,
@@ -132,8 +136,13 @@ def target_report(task: Task, state: RunState | None) -> list[dict[str, Any]]:
             "measured_on": None,
             "samples": [],
             "cached": 0,
+            "relative": relative,
+            "open": relative and item.kind.performance,  # no goal to reach: improved while the budget lasts
         }
         if isinstance(state, RunState):
+            reference = state.references.get(item.key) if relative else None
+            if reference:
+                row["goal"] = item.kind.goal(item.kind.anchored(item.spec, reference["value"]))
             _fill(row, item, state)
         rows.append(row)
     return rows
@@ -151,7 +160,9 @@ def _fill(row: dict, item: registry.Declared, state: RunState) -> None:
     row["cached"] = sum(1 for s in measured if s.cached)
     if item.kind.performance:
         row["value"] = median_of(measured)
-        row["met"] = not row["stale"] and row["value"] is not None and row["value"] >= row["goal"]
+        # an open target is met by a figure of the accepted configuration: the best the run has, with its samples
+        reached = row["open"] or (isinstance(row["goal"], int | float) and row["value"] >= row["goal"])
+        row["met"] = not row["stale"] and row["value"] is not None and reached
     else:
         row["value"] = measured[-1].value
         row["met"] = not row["stale"] and item.kind.met(measured[-1].result, item.spec)
@@ -168,9 +179,33 @@ def all_targets_met(task: Task, state: RunState, allow_stale: bool = False) -> b
 def _met_ignoring_staleness(task: Task, row: dict, state: RunState) -> bool:
     if not row["stale"]:
         return row["met"]
+    if row["open"]:
+        return True  # measured somewhere: the re-measure on the accepted configuration gives its figure
     item = registry.by_key(task, row["key"])
     latest = [s for s in state.samples if s.key == row["key"]][-1]
     return item.kind.met(latest.result, item.spec)
+
+
+def open_targets(rows: list[dict]) -> list[dict]:
+    """Targets with no goal to reach (as high as the budget allows): they keep a run going until its end."""
+    return [row for row in rows if row.get("open")]
+
+
+def anchor_references(task: Task, state: RunState) -> list[str]:
+    """Fix each relative quality bar at its score on the accepted configuration, the first time that configuration
+    started healthy and has the check's sample; returns the keys anchored now."""
+    serve = state.accepted.serve
+    if serve is None or not serve.healthy:
+        return []
+    anchored = []
+    for item in registry.declared(task):
+        if item.kind.performance or not item.kind.relative(item.spec) or item.key in state.references:
+            continue
+        samples = state.samples_on(state.accepted_config, item.key)
+        if samples and samples[0].value is not None:
+            state.references[item.key] = {"value": samples[0].value, "config": state.accepted_config}
+            anchored.append(item.key)
+    return anchored
 
 
 def stale_targets(task: Task, state: RunState) -> list[str]:

@@ -5,8 +5,9 @@ pending, not served as it is, the sandbox changed outside the repos; then the ev
 quality measured when missing, speed samples topped up to the kind's minimum, a source fix served again
 with the accepted flags) and its application: one commit per repo with a message a reviewer can act on,
 the accepted flags and configuration moved, the stale targets re-measured, an attempt recorded; `revert`
-(the dropped edits kept as diffs in the run's reverted/, never as commits); and confirming the targets
-before a run ends. The rules themselves are ledger/decision.py's. Does not run the loop or talk to the model.
+(the dropped edits kept as diffs in the run's reverted/, never as commits); and deciding that a run ends: its
+targets confirmed, or its relative targets at a plateau, said with the best configuration and its evidence.
+The rules themselves are ledger/decision.py's. Does not run the loop or talk to the model.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from porter.engines.startup_stage import forged_stages, startup_stage
 from porter.errors import ToolError
 from porter.ledger import decision, evidence
 from porter.ledger.records import RULES, Attempt, Decision, Side, StartUp
-from porter.ledger.state import all_targets_met, target_report
+from porter.ledger.state import all_targets_met, open_targets, target_report
 from porter.loop import measuring, observations
 from porter.loop.run_context import RunContext
 from porter.redaction import redact
@@ -333,22 +334,28 @@ def _refresh(ctx: RunContext) -> tuple[list[str], str | None]:
         return [], str(exc)
 
 
-def confirm_targets(ctx: RunContext) -> bool:
-    """Solved only on the accepted configuration's own figures: stale targets are re-measured first."""
+def confirm_targets(ctx: RunContext) -> str | None:
+    """Why the run ends now, or None: every target met on the accepted configuration's own figures (stale targets
+    re-measured first), or, with relative speed targets, a plateau (ledger/decision.py) with every other target met."""
     state = ctx.state
     if ctx.is_pending() or not all_targets_met(ctx.task, state, allow_stale=True):
-        return False
-    if all_targets_met(ctx.task, state):
-        return True
-    try:
-        if ctx.server is None or ctx.server_fingerprint != state.accepted_config:
-            record_serve(ctx, ctx.relaunch())
-        refreshed = measuring.refresh_stale(ctx)
-    except (ToolError, SandboxError) as exc:
-        ctx.transcript.record("note", step=state.step, text=f"could not re-measure the stale targets: {exc}")
-        return False
-    ctx.transcript.record("note", step=state.step, text=f"re-measured stale targets before finishing: {refreshed}")
-    return all_targets_met(ctx.task, state)
+        return None
+    if not all_targets_met(ctx.task, state):
+        try:
+            if ctx.server is None or ctx.server_fingerprint != state.accepted_config:
+                record_serve(ctx, ctx.relaunch())
+            refreshed = measuring.refresh_stale(ctx)
+        except (ToolError, SandboxError) as exc:
+            ctx.transcript.record("note", step=state.step, text=f"could not re-measure the stale targets: {exc}")
+            return None
+        ctx.transcript.record("note", step=state.step, text=f"re-measured stale targets before finishing: {refreshed}")
+        if not all_targets_met(ctx.task, state):
+            return None
+    rows = target_report(ctx.task, state)
+    if not open_targets(rows):
+        return "every target is met by the accepted configuration"
+    judged = decision.plateau(state.attempts, ctx.task.checks.plateau_candidates)
+    return decision.plateau_reason(ctx.task, state, judged, rows) if judged else None
 
 
 def _what_failed(ctx: RunContext) -> str:
@@ -356,8 +363,11 @@ def _what_failed(ctx: RunContext) -> str:
     crash = state.pending.first_crash or (state.accepted.serve if state.accepted.crash_class else None)
     if crash:
         return f"The server failed to start: {crash.crash_class}.\n    {crash.key_line}\n(log: {crash.log})"
-    rows = [row for row in target_report(ctx.task, state) if not row["met"]]
-    return "Below target: " + "; ".join(f"{row['target']} {_number(row['value'])} < {row['goal']}" for row in rows)
+    rows = [row for row in target_report(ctx.task, state) if not row["met"] or row["open"]]
+    return "Below target: " + "; ".join(
+        f"{row['target']} {_number(row['value'])}" + (f" < {row['goal']}" if not row["open"] else f" ({row['goal']})")
+        for row in rows
+    )
 
 
 def _number(value) -> str:

@@ -75,10 +75,11 @@ def run_loop(
             step(ctx, model, messages, on_action)
             ctx.state.messages = [m.to_dict() for m in messages]
             write_state(ctx.run_dir, ctx.state.to_dict(), redact)
-            if accepting.confirm_targets(ctx):  # re-measures stale targets on the accepted configuration first
-                raise Finished("every target is met by the accepted configuration")
             if on_step:
                 on_step(ctx)
+            ended = accepting.confirm_targets(ctx)  # targets met (stale ones re-measured first), or a plateau
+            if ended:
+                raise Finished(ended)
     except Finished as finished:
         ctx.state.finished = finished.reason
     except LimitsExceeded as exceeded:

@@ -5,8 +5,8 @@ image digest; running one kind of check through the registry against the server 
 measurement lock, keeping every result as a sample of the configuration it ran on (a configuration
 measured for the first time gets the kind's minimum number of samples, later runs add one); reusing
 samples cached by earlier runs unless the run is --fresh; and re-measuring the targets the accepted
-configuration has no figure for. The records and their keys are porter.ledger's; what to keep is
-ledger/decision.py's.
+configuration has no figure for; a relative quality bar measured against the reference the run anchored. The
+records and their keys are porter.ledger's; what to keep is ledger/decision.py's.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from porter.checks.loadgen import CheckError
 from porter.errors import ToolError
 from porter.ledger import evidence, measure_cache
 from porter.ledger.records import Configuration, Sample
-from porter.ledger.state import stale_targets
+from porter.ledger.state import anchor_references, stale_targets
 
 if TYPE_CHECKING:
     from porter.loop.run_context import RunContext
@@ -83,6 +83,8 @@ def _run(ctx: RunContext, item: registry.Declared, base_url: str, number: int, s
     dying mid-sweep, a client error) becomes a ToolError the agent reads; a check that did not finish leaves
     no sample, and neither does one that finished after its server died (its late requests failed)."""
     server = ctx.server.process if ctx.server else None
+    reference = ctx.state.references.get(item.key)
+    spec = item.kind.anchored(item.spec, reference["value"]) if reference else item.spec
     watcher = ctx.check_watcher
     waiting = functools.partial(watcher.waiting, item.key) if watcher else None
     progress = functools.partial(watcher.progressed, item.key) if watcher else None
@@ -90,7 +92,7 @@ def _run(ctx: RunContext, item: registry.Declared, base_url: str, number: int, s
         with measure_cache.measurement_lock(f"porter run {ctx.state.run_id}: {item.key}", on_wait=waiting):
             if watcher:
                 watcher.sample_started(item.key, number, samples)
-            result = item.kind.run(base_url, item.spec, ctx.task, progress)
+            result = item.kind.run(base_url, spec, ctx.task, progress)
     except (TimeoutError, CheckError, aiohttp.ClientError, OSError) as exc:
         died = (
             f" The server exited (code {server.exit_code()}) meanwhile: call serve."
@@ -115,8 +117,8 @@ def _server_on(ctx: RunContext, config: str) -> str:
 
 def _reuse_cached(ctx: RunContext, item: registry.Declared, config: str) -> int:
     """Samples of this exact configuration and check from earlier runs, as many as a decision needs."""
-    if ctx.state.fresh:
-        return 0
+    if ctx.state.fresh or (item.kind.relative(item.spec) and not item.kind.performance):
+        return 0  # a relative quality verdict is this run's own: another run judged it against its own reference
     key = evidence.cache_key(ctx.state.configs[config], item)
     cached = measure_cache.cached_samples(key)[-item.kind.min_samples :]
     for result in cached:
@@ -127,6 +129,7 @@ def _reuse_cached(ctx: RunContext, item: registry.Declared, config: str) -> int:
 def _record(ctx: RunContext, sample: Sample) -> None:
     state = ctx.state
     state.samples.append(sample)
+    anchor_references(ctx.task, state)
     item = registry.by_key(ctx.task, sample.key)
     if not sample.cached:
         measure_cache.store_sample(evidence.cache_key(state.configs[sample.config], item), sample.result)

@@ -19,7 +19,7 @@ from typing import Protocol
 from porter.checks.kind import CheckProgress
 from porter.engines import serve
 from porter.errors import ToolError
-from porter.ledger.state import RunState
+from porter.ledger.state import RunState, anchor_references
 from porter.ledger.transcript import Transcript, write_state
 from porter.loop import measuring
 from porter.redaction import redact
@@ -111,6 +111,7 @@ class RunContext:
         """The accepted configuration is what the last commits and the accepted flags make: called at start, at
         a keep and at a revert, the only moments it changes."""
         self.state.accepted_config = self.state.remember(measuring.configuration(self, accepted=True))
+        anchor_references(self.task, self.state)  # the first healthy accepted configuration fixes relative bars
         return self.state.accepted_config
 
     # ------------------------------------------------------------ server

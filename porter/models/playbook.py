@@ -9,7 +9,7 @@ facts (file, header, module names, shapes, flags), never an engine's file names 
 - slow fallback for a shape -> run the task's tuning command for that shape (again for a shape it did not answer);
 - out of memory -> the next lower value of a memory tunable the log names; an unsupported kernel or
   backend -> another allowed value of the flag the log names;
-- below target once healthy -> walk the task's tunables (speculative decoding for single-stream speed,
+- below target or open (as high as the budget allows) -> walk the tunables (speculative decoding for single stream,
   topology then KV dtype and the rest for throughput), measure, and let porter keep or revert.
 When no rule applies it says why and finishes, or hands the run to the LLM named after `+`.
 Multi-step rules carry their stage in the reply text (`[playbook:rule:stage]`), so a resumed run continues.
@@ -95,7 +95,7 @@ class PlaybookModel:
 
 def _all_met(history: list[Event]) -> bool:
     targets = _status(history).get("targets") or []
-    return bool(targets) and all(row["met"] for row in targets)
+    return bool(targets) and all(row["met"] and not row.get("open") for row in targets)
 
 
 def _status(history: list[Event]) -> dict:
@@ -334,7 +334,7 @@ class Playbook:
         tune = self._tune_candidate()
         if tune:
             return tune
-        unmet = {row["target"].split(" ")[0] for row in self.status.get("targets") or [] if not row["met"]}
+        unmet = {r["target"].split(" ")[0] for r in self.status.get("targets") or [] if not r["met"] or r.get("open")}
         tried = [e.arguments.get("flags") for e in self.history if e.name == "set_flags"]
         # a move judged on one goal is not judged on another: fp8 KV may not move a prefill-bound knee and
         # still speed up decode

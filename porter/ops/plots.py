@@ -22,6 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 from matplotlib.lines import Line2D  # noqa: E402
 
 from porter.checks import registry  # noqa: E402
+from porter.checks.throughput import absolute
 from porter.ops.run_reading import RunRecord  # noqa: E402
 
 LEGEND_WIDTH = 70  # characters of a legend label before it wraps
@@ -99,9 +100,11 @@ def _sweep_plot(record: RunRecord, plots_dir: Path, sweeps: list[dict]) -> Path:
         if knees:
             for axis in (left, right):
                 axis.axvline(statistics.median(knees), color=style["color"], linestyle=":", linewidth=1.5)
-    left.set_ylim(0, max(left.get_ylim()[1], spec.target_tok_s_per_node * 1.12))
+    target = absolute(spec.target_tok_s_per_node)  # None: as high as the budget allows, no line to draw
+    left.set_ylim(0, max(left.get_ylim()[1], (target or 0) * 1.12))
     right.set_ylim(0, max(right.get_ylim()[1], slo.ttft_s * 1.25))
-    _limit_line(left, spec.target_tok_s_per_node, f"target {spec.target_tok_s_per_node:g} tok/s")
+    if target is not None:
+        _limit_line(left, target, f"target {target:g} tok/s")
     _limit_line(right, slo.ttft_s, f"SLO p{slo.percentile:g} TTFT {slo.ttft_s:g} s")
     metric = spec.metric.removesuffix("_throughput")
     left.set(

@@ -23,6 +23,7 @@ from pathlib import Path
 import git
 
 from porter.checks import registry
+from porter.checks.kind import goal_text
 from porter.ledger.records import RULES, Attempt
 from porter.ops import pr_reproduce, pr_series
 from porter.ops.pr_series import ChangeSet
@@ -217,7 +218,7 @@ def _problem(draft: Draft) -> list[str]:
             item = registry.by_key(task, comparison["key"])
             lines.append(
                 f"{serving}, {item.kind.label(item.spec)} is {significant(comparison['accepted_median'])} "
-                f"(target {item.kind.goal(item.spec):g})."
+                f"(target {goal_text(item.kind.goal(item.spec))})."
             )
     warning = _warning_before(draft)
     if warning:
@@ -306,7 +307,7 @@ def _accuracy(draft: Draft) -> list[str]:
             goal = registry.by_key(draft.record.task, key)
             lines.append(
                 f"- {key.split(':', 1)[1]}: {score_text(result)}, {verdict} the bar "
-                f"{goal.kind.goal(goal.spec):g} (reference {result.get('reference')})"
+                f"{goal_text(goal.kind.goal(goal.spec))} (reference {result.get('reference')})"
             )
     return lines or ["Not measured on the configuration with this change (it changes no model output)."]
 

@@ -1,0 +1,330 @@
+"""What `porter init` decides from a checkpoint's facts, an engine's declaration and a node: the task's moving parts.
+
+Covers the parallel layouts (TP x DP using every GPU, with and without expert parallelism) and whether each fits: the
+weights a GPU holds (routed experts split over the engine's MoE ranks), the KV pool left under the engine's memory
+share, and the KV headroom that pool must hold; the baseline layout and why; the topology, KV-dtype, memory and draft
+tunables in the engine's own flag names (engines/*.py); the MoE tuning rows aiter will look up (every padded M, each
+rank's expert share, shared experts fused or not: upstream_facts.py); the workload preset. Engine facts come from the
+Engine declaration and aiter's from upstream_facts.py, never from a model's name. Does not write YAML (init_task.py).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from porter.engines.engine import Draft, Engine
+from porter.ops.checkpoint_facts import CheckpointFacts
+from porter.ops.hardware import GIB, Gpu
+from porter.schema import FlagValue
+from porter.upstream_facts import (
+    AITER_FMOE_UNTUNED_COLUMNS,
+    AITER_FP8,
+    AITER_MOE_QUANT,
+    AITER_MXFP4_PAD,
+    aiter_padded_m,
+)
+
+# The story's workload (tasks/glm52_mi355x.yaml): 20k-token prompts with 60% prefix-cache hits and 1k tokens out, a
+# knee under a 5 s p99 TTFT; single stream 10k in, 1.5k out. Targets are relative: nobody knows them on day 0.
+PRESET = {
+    "throughput": {
+        "workload": {
+            "input_tokens": 20000,
+            "output_tokens": 1000,
+            "cache_hit_rate": 0.6,
+            "duration_s": 300,
+            "warmup_s": 30,
+            "seed": 0,
+        },
+        "rps": [0.5, 1.0, 1.5, 2.0, 2.4, 3.0],
+        "slo": {"ttft_s": 5, "percentile": 99},
+        "metric": "output_throughput",
+        "target_tok_s_per_node": "max",
+        "bisect_steps": 2,
+    },
+    "single_stream": {"input_tokens": 10000, "output_tokens": 1500, "num_requests": 5, "target_output_tok_s": "max"},
+}
+# A KV pool that holds fewer than this many requests of the preset per replica sets the knee by memory, not compute:
+# the story's knee (~2.4 req/s of 21k tokens, ~20 s each) keeps ~50 requests in flight on a node.
+HEADROOM_REQUESTS = 16
+MAX_BATCHED_TOKENS = 16384  # one step's tokens (a prefill chunk): the largest M the MoE kernel sees
+DRAFT_DEPTHS = (1, 3)  # one MTP layer drafts deeper by recurrence; acceptance falls fast past 3 (the story's 3/1/4)
+
+
+@dataclass
+class Layout:
+    tp: int
+    dp: int
+    expert_parallel: bool
+    moe_ranks: int  # the ranks the routed experts are split over (the engine's rule: tp, or tp x dp)
+    weights_per_gpu: float
+    kv_room_per_gpu: float  # bytes the engine's memory share leaves for the KV pool
+    kv_per_token: dict[str, float]  # one GPU's KV bytes per token of its replica, by KV dtype
+    expert_share: float  # the expert width one rank computes
+    whole_blocks: bool  # that share is a whole number of the quantization's blocks or groups
+
+    def tokens(self, kv: str) -> int:
+        return max(0, int(self.kv_room_per_gpu / self.kv_per_token[kv])) if self.kv_per_token[kv] else 1 << 40
+
+    def label(self) -> str:
+        text = f"TP{self.tp}" + (f" x DP{self.dp}" if self.dp > 1 else "")
+        return text + (" + EP" if self.expert_parallel else "")
+
+
+@dataclass
+class Plan:
+    layouts: list[Layout]
+    baseline: Layout
+    kv_baseline: str  # "auto", or the fp8 value when only an fp8 cache leaves the headroom
+    need_tokens: int
+    flags: dict[str, FlagValue] = field(default_factory=dict)
+    tunables: dict[str, list[FlagValue]] = field(default_factory=dict)
+    comments: dict[str, str] = field(default_factory=dict)  # flag -> why, written beside it
+    reachable: list[Layout] = field(default_factory=list)  # the layouts the topology tunables can reach
+    drafts: list[Draft] = field(default_factory=list)
+    tune_rows: list[dict] = field(default_factory=list)  # aiter's untuned CSV rows
+    tune_shape: dict | None = None  # the checkpoint's MoE shape, for a profile's own tune command
+    quant_key: str | None = None  # the aiter quantization columns (upstream_facts.AITER_MOE_QUANT)
+    inferred: list[str] = field(default_factory=list)
+    undecided: list[str] = field(default_factory=list)
+
+
+def layouts(facts: CheckpointFacts, engine: Engine, gpu: Gpu, count: int) -> list[Layout]:
+    found = []
+    for tp in sorted((d for d in range(1, count + 1) if count % d == 0), reverse=True):
+        for expert_parallel in (False, True) if facts.moe else (False,):
+            found.append(_layout(facts, engine, gpu, tp, count // tp, expert_parallel))
+    return found
+
+
+def _layout(facts: CheckpointFacts, engine: Engine, gpu: Gpu, tp: int, dp: int, expert_parallel: bool) -> Layout:
+    moe_ranks = tp * dp if engine.moe_over_data_parallel else tp
+    routed = facts.weight_bytes * facts.routed_fraction
+    weights = (facts.weight_bytes - routed) / tp + routed / moe_ranks
+    attention = facts.attention
+    if attention.kv_lora_rank:  # MLA's latent is one per token, not per head: every TP rank holds all of it
+        rank_share = 1.0
+    else:
+        rank_share = math.ceil(attention.kv_heads / tp) / attention.kv_heads
+    kv = {
+        "auto": facts.kv_bytes_per_token(_dtype_bytes(facts)) * rank_share,
+        "fp8": facts.kv_bytes_per_token(1) * rank_share,
+    }
+    share, whole = 0.0, True
+    if facts.moe:
+        width = _padded_width(facts)
+        share = width if expert_parallel else width / moe_ranks
+        granule = _granule(facts)
+        whole = share == int(share) and int(share) % granule == 0
+    room = gpu.memory_bytes * engine.memory_share - weights
+    return Layout(tp, dp, expert_parallel, moe_ranks, weights, room, kv, share, whole)
+
+
+def _dtype_bytes(facts: CheckpointFacts) -> int:
+    return 4 if facts.dtype == "float32" else 2
+
+
+def _granule(facts: CheckpointFacts) -> int:
+    quant = facts.quantization
+    if quant.block:
+        return int(quant.block[0])
+    return int(quant.group_size or 1)
+
+
+def _padded_width(facts: CheckpointFacts) -> int:
+    width = facts.moe.expert_width
+    if facts.quantization.method == "mxfp4" and width % AITER_MXFP4_PAD:
+        return width + AITER_MXFP4_PAD - width % AITER_MXFP4_PAD
+    return width
+
+
+def need_tokens(preset: dict) -> int:
+    load = preset["throughput"]["workload"]
+    return HEADROOM_REQUESTS * (load["input_tokens"] + load["output_tokens"])
+
+
+def choose_baseline(found: list[Layout], need: int) -> tuple[Layout, str, str]:
+    """(layout, KV dtype, why): the widest TP that fits with a KV pool of `need` tokens and whole expert shares,
+    without expert parallelism when it can; a bf16 (auto) cache before an fp8 one."""
+    for kv in ("auto", "fp8"):
+        for expert_parallel in (False, True):
+            for layout in found:
+                if layout.expert_parallel == expert_parallel and layout.whole_blocks and layout.tokens(kv) >= need:
+                    why = f"the widest layout whose KV pool holds {need} tokens a replica with a {kv} KV cache"
+                    if expert_parallel:
+                        why += (
+                            ", with expert parallelism: without it no layout gives each rank whole quantization blocks"
+                        )
+                    return layout, kv, why
+    widest = found[1] if len(found) > 1 and found[1].expert_parallel else found[0]
+    return widest, "fp8", f"NOTHING FITS with {need} tokens of KV headroom: the widest layout, written to fail loudly"
+
+
+def plan(facts: CheckpointFacts, engine: Engine, gpu: Gpu, count: int, preset: dict = PRESET) -> Plan:
+    found = layouts(facts, engine, gpu, count)
+    need = need_tokens(preset)
+    baseline, kv, why = choose_baseline(found, need)
+    result = Plan(found, baseline, kv, need)
+    result.inferred.append(f"baseline {baseline.label()}: {why}")
+    _topology(result, facts, engine)
+    _memory_and_cache(result, facts, engine)
+    _speculative(result, facts, engine)
+    _tuning(result, facts, gpu)
+    if not baseline.whole_blocks or baseline.tokens(kv) < need:
+        result.undecided.append(
+            f"no layout of {count} x {gpu.name} holds the weights with {need} tokens of KV headroom"
+        )
+    return result
+
+
+def fitting(result: Plan) -> list[Layout]:
+    return [layout for layout in result.layouts if layout.whole_blocks and layout.tokens("fp8") >= result.need_tokens]
+
+
+def _topology(result: Plan, facts: CheckpointFacts, engine: Engine) -> None:
+    baseline, fits = result.baseline, fitting(result)
+    same_ep = [layout for layout in fits if layout.expert_parallel == baseline.expert_parallel] or [baseline]
+    tps = [baseline.tp] + sorted({layout.tp for layout in same_ep} - {baseline.tp}, reverse=True)
+    dps = [baseline.dp] + sorted({layout.dp for layout in same_ep} - {baseline.dp})
+    tp_flag, dp_flag, ep_flag = engine.tensor_parallel[0], engine.data_parallel[0], engine.expert_parallel[0]
+    result.flags[tp_flag], result.flags[dp_flag] = baseline.tp, baseline.dp if baseline.dp > 1 else None
+    result.tunables[tp_flag] = tps
+    result.tunables[dp_flag] = [dp if dp > 1 else None for dp in dps]  # null: one replica, the flag left out
+    left_out = [layout for layout in result.layouts if layout.expert_parallel == baseline.expert_parallel]
+    left_out = [layout for layout in left_out if layout not in same_ep]
+    result.comments[tp_flag] = "layouts that fit: " + ", ".join(layout.label() for layout in same_ep)
+    if left_out:
+        result.comments[tp_flag] += "; not " + ", ".join(_why_not(layout, facts, result) for layout in left_out)
+    result.reachable = [layout for layout in same_ep if layout.tp in tps]
+    if not facts.moe:
+        return
+    ep_fits = [layout for layout in fits if layout.expert_parallel and layout.tp == baseline.tp]
+    on: FlagValue = True if engine.expert_parallel_switch else baseline.tp
+    if baseline.expert_parallel:
+        result.flags[ep_flag], result.tunables[ep_flag] = on, [on]
+        result.comments[ep_flag] = f"needed: without it a rank's expert share is {_share_text(facts, result)}"
+    elif ep_fits:
+        result.flags[ep_flag], result.tunables[ep_flag] = None, [None, on]
+        result.comments[ep_flag] = "whole experts per rank (an all-to-all instead of the expert all-reduce)"
+        result.reachable += ep_fits
+
+
+def _why_not(layout: Layout, facts: CheckpointFacts, result: Plan) -> str:
+    if not layout.whole_blocks:
+        return f"{layout.label()} (expert share {layout.expert_share:g}, not whole {_granule(facts)}-blocks)"
+    return f"{layout.label()} (KV pool under {result.need_tokens} tokens)"
+
+
+def _share_text(facts: CheckpointFacts, result: Plan) -> str:
+    no_ep = next(layout for layout in result.layouts if layout.tp == result.baseline.tp and not layout.expert_parallel)
+    return f"{no_ep.expert_share:g} of {facts.moe.expert_width}, not whole {_granule(facts)}-wide blocks"
+
+
+def _memory_and_cache(result: Plan, facts: CheckpointFacts, engine: Engine) -> None:
+    share = engine.memory_share
+    result.flags[engine.memory_fraction] = share
+    result.tunables[engine.memory_fraction] = [share, round(share - 0.05, 2)]
+    kv_value = "auto" if result.kv_baseline == "auto" else engine.kv_cache_fp8
+    result.flags[engine.kv_cache_dtype] = kv_value
+    result.tunables[engine.kv_cache_dtype] = list(dict.fromkeys([kv_value, "auto", engine.kv_cache_fp8]))
+    per_token = facts.kv_bytes_per_token(_dtype_bytes(facts))
+    result.comments[engine.kv_cache_dtype] = (
+        f"{per_token / 1024:.1f} KiB a token at {facts.dtype}, half in fp8 ({facts.attention.kind})"
+    )
+    result.flags[engine.max_batched_tokens] = MAX_BATCHED_TOKENS
+    result.comments[engine.max_batched_tokens] = "one step's tokens: the largest batch the MoE tuning rows cover"
+    if facts.remote_code:
+        result.flags[engine.remote_code] = True
+        result.comments[engine.remote_code] = "config.json's auto_map names the checkpoint's own code"
+    if facts.quantization.kv_cache:
+        result.inferred.append(f"the checkpoint carries a {facts.quantization.kv_cache} KV-cache scheme")
+
+
+def _speculative(result: Plan, facts: CheckpointFacts, engine: Engine) -> None:
+    if not facts.mtp_layers:
+        return
+    depths = sorted(set(DRAFT_DEPTHS) | {facts.mtp_layers})
+    result.drafts = [Draft(engine.mtp_method, depth) for depth in depths]
+    for draft in result.drafts:
+        for flag, value in engine.draft_flags(draft).items():
+            result.flags[flag] = None
+            values = result.tunables.setdefault(flag, [None])
+            if value not in values:
+                values.append(value)
+    first = engine.speculative_flags[0]
+    result.comments[first] = f"the checkpoint's {facts.mtp_layers} MTP layer(s) as the draft, depths {depths}"
+
+
+def tune_shapes(result: Plan, facts: CheckpointFacts) -> list[tuple[int, int, int, int]]:
+    """(model_dim, inter_dim, expert, topk) of every layout in the tunables, as aiter's own lists write them."""
+    moe, shapes = facts.moe, []
+    model_dim = _padded(moe.hidden) if facts.quantization.method == "mxfp4" else moe.hidden
+    fused = moe.shared_experts and moe.shared_width == moe.expert_width
+    for layout in result.reachable or [result.baseline]:
+        if layout.expert_parallel:
+            shapes.append((model_dim, int(layout.expert_share), moe.experts // layout.moe_ranks, moe.top_k))
+            continue
+        shapes.append((model_dim, int(layout.expert_share), moe.experts, moe.top_k))
+        if fused:
+            shapes.append(
+                (model_dim, int(layout.expert_share), moe.experts + moe.shared_experts, moe.top_k + moe.shared_experts)
+            )
+    return list(dict.fromkeys(shapes))
+
+
+def _padded(value: int) -> int:
+    return value if value % AITER_MXFP4_PAD == 0 else value + AITER_MXFP4_PAD - value % AITER_MXFP4_PAD
+
+
+def quant_key(facts: CheckpointFacts, gpu: Gpu) -> tuple[str | None, str]:
+    """The aiter columns of the checkpoint's quantization (upstream_facts.AITER_MOE_QUANT), or None and why not."""
+    quant = facts.quantization
+    if quant.method == "none":
+        return "none", "unquantized bf16 experts"
+    if quant.block and quant.weight_bits == 8:
+        return "fp8-block", f"fp8 with {quant.block[0]}x{quant.block[1]} blocks"
+    if quant.weight_bits == 8 and quant.weight_kind == "float" and not quant.group_size:
+        return "fp8-channel", "fp8 per channel, per-token activations"
+    if quant.weight_bits == 4 and quant.group_size == 32 and gpu.arch != "gfx950" and quant.weight_kind == "float":
+        return None, f"MXFP4 kernels need gfx950 (aiter's per_1x32 fp4); {gpu.name} is {gpu.arch}"
+    if quant.weight_bits == 4 and quant.group_size == 32:
+        weight_only = "weight-only" in quant.summary or quant.method == "mxfp4"
+        kind = "int4" if quant.weight_kind == "int" else "fp4"
+        key = f"{kind}-weight-only" if weight_only or kind == "int4" else kind
+        return (key, quant.summary) if key in AITER_MOE_QUANT else (None, f"aiter lists no {key} fused MoE")
+    return None, f"aiter's own untuned lists have no fused-MoE columns for {quant.summary}"
+
+
+def _tuning(result: Plan, facts: CheckpointFacts, gpu: Gpu) -> None:
+    if not facts.moe:
+        return
+    moe = facts.moe
+    result.tune_shape = {
+        "model_dim": moe.hidden,
+        "inter_dim": moe.expert_width,
+        "experts": moe.experts,
+        "topk": moe.top_k,
+    }
+    key, why = quant_key(facts, gpu)
+    result.quant_key = key
+    if key is None:
+        result.undecided.append(f"no MoE tuning rows: {why}; AITER_ONLINE_TUNE=1 makes aiter tune what it meets")
+        return
+    fp8 = AITER_FP8.get(gpu.arch, "torch.float8_e4m3fn")
+    q_a, q_w, q_type = (value.format(fp8=fp8) for value in AITER_MOE_QUANT[key])
+    act = "ActivationType.Swiglu" if facts.activation == "swiglu-clamped" else "ActivationType.Silu"
+    tokens = sorted({aiter_padded_m(m) for m in range(1, MAX_BATCHED_TOKENS + 1)})
+    for model_dim, inter, experts, topk in tune_shapes(result, facts):
+        for token in tokens:
+            values = [token, model_dim, inter, experts, topk, act, "torch.bfloat16", q_a, q_w, q_type, 1, 0]
+            result.tune_rows.append(dict(zip(AITER_FMOE_UNTUNED_COLUMNS, values, strict=True)))
+    result.inferred.append(
+        f"MoE tuning: {len(result.tune_rows)} rows ({why}; every padded M up to {MAX_BATCHED_TOKENS} tokens x "
+        f"{len(tune_shapes(result, facts))} shapes: each layout's expert share, a same-width shared expert fused or "
+        "not)"
+    )
+
+
+def gib(value: float) -> str:
+    return f"{value / GIB:.0f} GiB"

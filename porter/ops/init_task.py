@@ -1,0 +1,384 @@
+"""`porter init CHECKPOINT --engine E --hardware GPU:N`: a commented task drafted from the checkpoint, and a report.
+
+Covers assembling the task (the model, the node, the engine's image and the trees it installs, the serve command and
+flags in the engine's own names with the plan's layouts, memory, KV and draft tunables, the quality sets and the
+workload preset with relative targets, the MoE tuning command), merging a profile over it (a YAML file of task
+sections, per engine and for all, with {variables}: the twin's image, in-image checkpoint, device service and
+local_setup; relative command paths in it are relative to the profile and rewritten for the output file), writing it
+with a comment beside what init decided and why, and printing what it inferred, why, and what it could not decide.
+Reading the checkpoint is checkpoint_source.py and checkpoint_facts.py; deciding is init_plan.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import shlex
+import sys
+from pathlib import Path
+
+import yaml
+
+from porter.engines.engine import Engine, engine_named
+from porter.ops import init_plan, task_yaml
+from porter.ops.checkpoint_facts import CheckpointFacts, FactsError, read_facts
+from porter.ops.checkpoint_source import CheckpointError, CheckpointFiles, read_checkpoint
+from porter.ops.datasets import OUTPUT_NAMES
+from porter.ops.hardware import GIB, Gpu, parse_hardware
+from porter.upstream_facts import AITER_FMOE_TUNED, AITER_FMOE_TUNER, default_image, layouts_of
+
+DATA = "${PORTER_DATA:-/data/evals}"
+QUALITY = [
+    {
+        "name": "gsm8k",
+        "kind": "gsm8k",
+        "dataset": f"{DATA}/gsm8k/{OUTPUT_NAMES['gsm8k']}",
+        "samples": 1319,
+        "few_shot": 5,
+        "few_shot_dataset": f"{DATA}/gsm8k/{OUTPUT_NAMES['gsm8k-train']}",
+        "metric": "flexible_match",
+        "max_tokens": 1024,
+        "reference": "first_healthy",
+        "tolerance": 0.015,
+    },
+    {
+        "name": "gpqa-diamond",
+        "kind": "multiple_choice",
+        "dataset": f"{DATA}/gpqa/{OUTPUT_NAMES['gpqa-diamond']}",
+        "samples": 198,
+        "few_shot": 0,
+        "metric": "accuracy",
+        "max_tokens": 16384,
+        "reference": "first_healthy",
+        "tolerance": 0.04,
+    },
+]
+PLATEAU_CANDIDATES = 3
+ARGV_PATHS = (("sandbox", "local_setup"), ("sandbox", "image_build"))  # a profile's host commands, first word a path
+
+
+class InitError(Exception):
+    """Bad input to porter init: one line."""
+
+
+def init_main(
+    checkpoint: str,
+    engine_name: str,
+    hardware: str,
+    image: str | None,
+    out: str | None,
+    profile: str | None,
+    variables: tuple[str, ...],
+) -> int:
+    try:
+        engine, (gpu, count) = engine_named(engine_name), parse_hardware(hardware)
+        files = read_checkpoint(checkpoint)
+        facts = read_facts(files.config, files.index)
+        plan = init_plan.plan(facts, engine, gpu, count)
+        task, comments = build_task(files, facts, plan, engine, gpu, count, image)
+        header = _header(files, engine, hardware, out, profile, variables)
+        if profile:
+            task, extra = apply_profile(task, Path(profile), engine, plan, _variables(variables), out)
+            header += extra
+    except (CheckpointError, FactsError, InitError, ValueError, OSError) as exc:
+        print(f"porter: {exc}", file=sys.stderr)
+        return 2
+    text = task_yaml.render(task, comments, header)
+    if out:
+        Path(out).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    report = sys.stdout if out else sys.stderr
+    print(describe(files, facts, plan, engine, gpu, count, task, out), file=report)
+    return 0
+
+
+def build_task(
+    files: CheckpointFiles,
+    facts: CheckpointFacts,
+    plan: init_plan.Plan,
+    engine: Engine,
+    gpu: Gpu,
+    count: int,
+    image: str | None,
+) -> tuple[dict, dict]:
+    image = image or default_image(engine.name)
+    base = files.model_id.split("/")[-1]
+    comments: dict[tuple, str] = {}
+    repos = [{"name": entry.repo, "path": entry.path, "upstream": entry.upstream} for entry in layouts_of(image or "")]
+    if not repos:
+        plan.undecided.append(f"image {image} is not pinned in porter/upstream_facts.py: declare the repos to patch")
+    serve = {
+        "engine": engine.name,
+        "command": engine.launch,
+        "host": "0.0.0.0",
+        "port": engine.default_port,
+        "health_path": "/health",
+        "startup_timeout_s": 2400,
+        "flags": plan.flags,
+        "tunables": plan.tunables,
+    }
+    for flag, why in plan.comments.items():
+        comments[("serve", "flags", flag)] = why
+    task = {
+        "name": _slug(f"{base}-{gpu.name}-{engine.name}"),
+        "description": f"Serve {files.model_id} on {count}x {gpu.name} with {engine.name}: quality within tolerance "
+        "of its first healthy configuration, throughput and single stream as high as the budget allows.",
+        "model": _model(files, facts, base),
+        "hardware": {"gpu": gpu.name, "count": count, "nodes": 1},
+        "sandbox": _sandbox(engine, image, repos),
+        "repos": repos,
+        "serve": serve,
+        "checks": {
+            "plateau_candidates": PLATEAU_CANDIDATES,
+            "quality": copy.deepcopy(QUALITY),
+            **copy.deepcopy(init_plan.PRESET),
+        },
+        "tune": _tune(plan, repos),
+        "agent": {
+            "provider": "anthropic",
+            "model": "claude-sonnet-4-5",
+            "api_key_env": "ANTHROPIC_API_KEY",
+            "limits": {"max_steps": 120, "max_cost_usd": 40, "max_wall_hours": 14, "max_relaunches": 40},
+        },
+        "outputs": {"runs_dir": "runs"},
+    }
+    comments[("checks", "plateau_candidates")] = (
+        "a relative target ends after this many candidates in a row within noise"
+    )
+    comments[("checks", "quality")] = "reference first_healthy: the score of the run's first healthy configuration"
+    comments[("checks", "throughput")] = "target max: as high as the budget allows"
+    return task, comments
+
+
+def _model(files: CheckpointFiles, facts: CheckpointFacts, base: str) -> dict:
+    path = files.source if files.local else f"${{MODEL_WEIGHTS:-/data/models/{base}}}"
+    quant = facts.quantization.method
+    return {
+        "id": files.model_id,
+        "path": path,
+        "mount": f"/models/{base}",
+        "quantization": None if quant == "none" else quant,
+        "dtype": facts.dtype,
+    }
+
+
+def _sandbox(engine: Engine, image: str | None, repos: list[dict]) -> dict:
+    return {
+        "kind": "docker",
+        "image": image,
+        "devices": ["/dev/kfd", "/dev/dri"],
+        "group_add": ["video", "render"],
+        "ipc": "host",
+        "shm_size": "64g",
+        "security_opt": ["seccomp=unconfined"],
+        "cap_add": ["SYS_PTRACE"],
+        "mounts": [
+            {"host": "${PORTER_SANDBOX_CACHE:-/data/porter-cache}", "container": "/root/.cache", "read_only": False}
+        ],
+        "env": dict(engine.rocm_environment),
+        "network": "none",
+        "memory": "1536g",
+        "pids": 32768,
+        "max_file_size": "256g",
+        "workdir": repos[0]["path"] if repos else "/",
+    }
+
+
+def _tune(plan: init_plan.Plan, repos: list[dict]) -> list[dict]:
+    aiter = next((repo for repo in repos if repo["name"] == "aiter"), None)
+    if not plan.tune_rows:
+        return []
+    if aiter is None:
+        plan.undecided.append("no tune command: the image has no pinned aiter tree to run aiter's tuner in")
+        return []
+    header = ",".join(plan.tune_rows[0])
+    rows = " ".join(shlex.quote(",".join(str(v) for v in row.values())) for row in plan.tune_rows)
+    untuned = "/tmp/porter_untuned_fmoe.csv"
+    command = (
+        f"printf '%s\\n' {header} {rows} > {untuned} && python3 {AITER_FMOE_TUNER} -i {untuned} -o {AITER_FMOE_TUNED}"
+    )
+    shape = plan.tune_shape
+    description = (
+        f"Tune aiter's fused MoE for the checkpoint's experts (model_dim {shape['model_dim']}, expert width "
+        f"{shape['inter_dim']}, E={shape['experts']}, topk={shape['topk']}) at every padded M and each layout's "
+        f"share; rows already tuned are skipped. The engine falls back to a slow default for a shape with no row."
+    )
+    return [
+        {"name": "moe", "description": description, "workdir": aiter["path"], "command": command, "timeout_s": 14400}
+    ]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9_.-]+", "-", text.lower()).strip("-")
+
+
+def _variables(pairs: tuple[str, ...]) -> dict[str, str]:
+    found = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not re.fullmatch(r"[a-z_][a-z0-9_]*", name):
+            raise InitError(f"--var takes NAME=VALUE (NAME in lower case), got {pair!r}")
+        found[name] = value
+    return found
+
+
+def apply_profile(task: dict, path: Path, engine: Engine, plan: init_plan.Plan, given: dict, out: str | None):
+    """The task with the profile's sections merged in, and the profile's header lines."""
+    try:
+        profile = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise InitError(f"profile {path}: {exc}") from None
+    if not isinstance(profile, dict):
+        raise InitError(f"profile {path}: expected a mapping of task sections")
+    variables = {**(profile.get("variables") or {}), **given, "engine": engine.name}
+    profile = _expand(profile, variables)
+    section = dict(((profile.get("engines") or {}).get(engine.name)) or {})
+    tune = {**(profile.get("tune") or {}), **(section.pop("tune", None) or {})}
+    merged = _merge(_merge(task, profile.get("task") or {}), section)
+    if tune and plan.tune_shape:
+        quant = (tune.get("quant") or {}).get(plan.quant_key or "", plan.quant_key)
+        command = tune["command"].format(**plan.tune_shape, quant=quant)
+        merged["tune"] = [{**{k: v for k, v in tune.items() if k not in ("command", "quant")}, "command": command}]
+    _rebase_paths(merged, path.parent, Path(out).resolve().parent if out else Path.cwd())
+    return merged, [str(line) for line in profile.get("header") or []]
+
+
+def _expand(value, variables: dict):
+    if isinstance(value, str):
+        for name, replacement in variables.items():
+            value = value.replace(f"{{{name}}}", str(replacement))
+        return value
+    if isinstance(value, dict):
+        return {key: _expand(item, variables) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_expand(item, variables) for item in value]
+    return value
+
+
+def _merge(base: dict, over: dict) -> dict:
+    merged = dict(base)
+    for key, value in over.items():
+        merged[key] = (
+            _merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+        )
+    return merged
+
+
+def _rebase_paths(task: dict, profile_dir: Path, out_dir: Path) -> None:
+    """A relative first word of a profile's host command is relative to the profile: make it relative to the task."""
+    argvs = [task.get(section, {}).get(key) for section, key in ARGV_PATHS]
+    argvs += [service.get("command") for service in task.get("sandbox", {}).get("services") or []]
+    for argv in argvs:
+        if argv and isinstance(argv[0], str) and argv[0].startswith("."):
+            argv[0] = os.path.relpath((profile_dir / argv[0]).resolve(), out_dir)
+
+
+def _header(files: CheckpointFiles, engine: Engine, hardware: str, out, profile, variables) -> list[str]:
+    words = [
+        "porter",
+        "init",
+        files.model_id if not files.local else "CHECKPOINT",
+        "--engine",
+        engine.name,
+        "--hardware",
+        hardware,
+    ]
+    words += ["--profile", str(profile)] if profile else []
+    words += [item for pair in variables for item in ("--var", pair)]
+    words += ["--out", str(out)] if out else []
+    return [
+        f"Written by `{' '.join(words)}` from {files.model_id}'s config.json"
+        + (" and weight index" if files.index else "")
+        + "; edit it, or rerun init.",
+        "Every flag is the engine's own name (porter/engines/); the layouts, tunables and tuning rows say why below.",
+    ]
+
+
+def describe(
+    files,
+    facts: CheckpointFacts,
+    plan: init_plan.Plan,
+    engine: Engine,
+    gpu: Gpu,
+    count: int,
+    task: dict,
+    out: str | None,
+) -> str:
+    moe = facts.moe
+    lines = [f"porter init: {files.model_id} ({files.source}) for {engine.name} on {count}x {gpu.name}", "Inferred:"]
+    facts_rows = [
+        ("architecture", f"{facts.architecture} ({facts.model_type}), dtype {facts.dtype}", facts.why.get("dtype")),
+        ("quantization", facts.quantization.summary + _exclude_text(facts), facts.why.get("quantization")),
+        ("MoE", _moe_text(moe), facts.why.get("MoE")),
+        ("MTP layers", str(facts.mtp_layers), facts.why.get("MTP")),
+        (
+            "attention",
+            f"{facts.attention.kind}, {facts.attention.full_layers} layers with a growing KV cache"
+            + (f"; {facts.attention.bounded_layers}" if facts.attention.bounded_layers else ""),
+            facts.why.get("attention"),
+        ),
+        ("context", str(facts.context_length), facts.why.get("context")),
+        ("weights", f"{facts.weight_bytes / 1e9:.1f} GB", facts.why.get("weights")),
+        (
+            "KV per token",
+            f"{facts.kv_bytes_per_token(2) / 1024:.1f} KiB bf16, {facts.kv_bytes_per_token(1) / 1024:.1f} KiB fp8",
+            "every full-attention layer's cache for one token",
+        ),
+    ]
+    lines += [f"  {name}: {value}" + (f"  [{why}]" if why else "") for name, value, why in facts_rows]
+    lines.append(
+        f"Layouts ({gpu.name} {gpu.memory_gib} GiB, {engine.memory_fraction} {engine.memory_share}, "
+        f"headroom {plan.need_tokens} KV tokens a replica):"
+    )
+    for layout in plan.layouts:
+        tokens = f"{layout.tokens('auto') / 1e6:.2f}M/{layout.tokens('fp8') / 1e6:.2f}M tokens bf16/fp8"
+        share = (
+            f", expert share {layout.expert_share:g}{'' if layout.whole_blocks else ' (not whole blocks)'}"
+            if moe
+            else ""
+        )
+        lines.append(
+            f"  {layout.label():<16} weights {layout.weights_per_gpu / GIB:6.1f} GiB/GPU, KV room "
+            f"{layout.kv_room_per_gpu / GIB:6.1f} GiB, {tokens}{share}"
+        )
+    lines += [f"  {line}" for line in plan.inferred]
+    lines.append("Could not decide:")
+    lines += [f"  - {line}" for line in [*facts.undecided, *plan.undecided, *_always_undecided(facts)]] or ["  nothing"]
+    lines.append(f"Wrote {out}: check it with `porter validate {out}`" if out else "Task written to stdout.")
+    return "\n".join(lines)
+
+
+def _moe_text(moe) -> str:
+    if moe is None:
+        return "dense"
+    shared = (
+        f", {moe.shared_experts} shared of width {moe.shared_width}" if moe.shared_experts else ", no shared expert"
+    )
+    return (
+        f"hidden {moe.hidden}, expert width {moe.expert_width}, {moe.experts} experts, top-{moe.top_k}{shared}; "
+        f"{moe.moe_layers} MoE layers, {moe.dense_layers} dense"
+    )
+
+
+def _exclude_text(facts: CheckpointFacts) -> str:
+    quant = facts.quantization
+    if not quant.exclude_key:
+        return "; no exclude list"
+    regex = sum(entry.startswith("re:") for entry in quant.exclude)
+    globs = sum("*" in entry and not entry.startswith("re:") for entry in quant.exclude)
+    return f"; {quant.exclude_key}: {len(quant.exclude)} entries ({regex} re:, {globs} glob)"
+
+
+def _always_undecided(facts: CheckpointFacts) -> list[str]:
+    found = [
+        "the attention backend is left to the engine's default for this GPU and head size",
+        "targets: nobody knows them on day 0, so they are relative (see checks:)",
+    ]
+    if facts.mtp_layers:
+        found.append(
+            "whether the engine has a draft model class for this architecture's MTP layers (preflight "
+            "checks the flags only; the first launch with a draft says)"
+        )
+    return found
