@@ -11,10 +11,12 @@ import pytest
 import yaml
 from twin_tasks import ROOT, bringup_task_data, build_twin, fast_task_data, run_with, tool_results, write_task
 
+from porter.engines.engine import ENGINES
 from porter.models.playbook import Event, Playbook
 from porter.models.remedies import (
     exclude_alias_edit,
     excluded_by_edit,
+    flag_candidates,
     renamed_module,
     speculative_configs,
     topologies,
@@ -138,17 +140,36 @@ def test_exclude_edit_in_a_yaml_list_and_its_commit_subject():
 
 def test_flag_searches_follow_the_tunables():
     task = load_task(ROOT / "tasks" / "glm52_mi355x.yaml", environ={})
-    assert speculative_configs(task.serve.tunables)[-1] == {
+    assert speculative_configs(task.serve.tunables, ENGINES["sglang"])[-1] == {
         "speculative-algorithm": "EAGLE",
         "speculative-num-steps": 5,
         "speculative-eagle-topk": 1,
         "speculative-num-draft-tokens": 6,
     }
-    assert topologies(task.serve.tunables, 8) == [
+    assert topologies(task.serve.tunables, 8, ENGINES["sglang"]) == [
         {"tp-size": 8, "dp-size": None},
         {"tp-size": 4, "dp-size": 2},
         {"tp-size": 2, "dp-size": 4},
     ]
+
+
+def test_flag_searches_read_vllms_spelling():
+    """The vLLM task porter init writes: the draft is one JSON flag, the split is tensor- x data-parallel-size;
+    the searches find both through the engine declaration, as they find sglang's separate flags."""
+    task = load_task(ROOT / "tasks" / "twin_corvid3_vllm.yaml", environ={})
+    vllm = ENGINES["vllm"]
+    drafts = speculative_configs(task.serve.tunables, vllm)
+    assert [vllm.read_draft(config).steps for config in drafts] == [1, 3]
+    assert all(set(config) == {"speculative-config"} for config in drafts)
+    assert topologies(task.serve.tunables, 8, vllm) == [
+        {"tensor-parallel-size": 8, "data-parallel-size": None},
+        {"tensor-parallel-size": 4, "data-parallel-size": 2},
+        {"tensor-parallel-size": 2, "data-parallel-size": 4},
+        {"tensor-parallel-size": 1, "data-parallel-size": 8},
+    ]
+    candidates = flag_candidates(task, {"single", "throughput"})
+    assert [goal for goal, config in candidates if config in drafts] == ["single_stream", "single_stream"]
+    assert not any("tp-size" in config or "speculative-algorithm" in config for _, config in candidates)
 
 
 def started(inter_dim: int) -> Event:

@@ -9,11 +9,13 @@ calls no tools: playbook.py turns these answers into tool calls.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
 from pathlib import PurePosixPath
 
+from porter.engines.engine import Engine, engine_named
 from porter.task import FlagValue, Task, TuneSpec
 
 HIP_HEADERS = {
@@ -237,9 +239,11 @@ def values_in_use(values: list[FlagValue], lines: list[str]) -> list[FlagValue]:
 def flag_candidates(task: Task, unmet: set[str]) -> list[tuple[str, dict[str, FlagValue]]]:
     """Flag changes worth measuring, in order: for single-stream speed, speculative decoding then each
     remaining tunable (a single-stream check is cheap); for throughput, the topology then each remaining
-    tunable. A move is listed once per goal it may serve."""
+    tunable. A move is listed once per goal it may serve. Flags are read through the task's engine
+    declaration (engines/), so sglang's and vLLM's spellings are searched alike."""
+    engine = engine_named(task.serve.engine)
     tunables = task.serve.tunables
-    handled = {"tp", "dp", "tp-size", "dp-size"} | {k for k in tunables if k.startswith("speculative-")}
+    handled = engine.topology_flags() | set(engine.speculative_flags)
     others = [
         {flag: value}
         for flag, values in tunables.items()
@@ -249,38 +253,39 @@ def flag_candidates(task: Task, unmet: set[str]) -> list[tuple[str, dict[str, Fl
     ]
     candidates: list[tuple[str, dict[str, FlagValue]]] = []
     if "single" in unmet:
-        candidates += [("single_stream", config) for config in [*speculative_configs(tunables), *others]]
+        drafts = speculative_configs(tunables, engine)
+        candidates += [("single_stream", config) for config in [*drafts, *others]]
     if "throughput" in unmet:
-        candidates += [("throughput", config) for config in [*topologies(tunables, task.hardware.count), *others]]
+        splits = topologies(tunables, task.hardware.count, engine)
+        candidates += [("throughput", config) for config in [*splits, *others]]
     return candidates
 
 
-def speculative_configs(tunables: dict[str, list[FlagValue]]) -> list[dict[str, FlagValue]]:
-    """One config per allowed draft depth, shallow first: algorithm, depth, the smallest top-k, and the
-    smallest draft-token count above the depth."""
-    algorithms = [v for v in tunables.get("speculative-algorithm", []) if v]
-    steps = sorted(v for v in tunables.get("speculative-num-steps", []) if v)
-    if not algorithms or not steps:
-        return []
-    topk = min((v for v in tunables.get("speculative-eagle-topk", []) if v), default=None)
-    drafts = sorted(v for v in tunables.get("speculative-num-draft-tokens", []) if v)
-    configs = []
-    for depth in steps:
-        draft = next((d for d in drafts if d >= depth + 1), drafts[-1] if drafts else None)
-        config: dict[str, FlagValue] = {"speculative-algorithm": algorithms[0], "speculative-num-steps": depth}
-        if topk is not None:
-            config["speculative-eagle-topk"] = topk
-        if draft is not None:
-            config["speculative-num-draft-tokens"] = draft
-        configs.append(config)
-    return configs
+def speculative_configs(tunables: dict[str, list[FlagValue]], engine: Engine) -> list[dict[str, FlagValue]]:
+    """One draft configuration per allowed draft depth, shallow first, in the engine's own flags: of the
+    combinations the tunables allow (read back through the engine's draft spelling), the smallest top-k and
+    the smallest verified-token count above the depth."""
+    names = [flag for flag in engine.speculative_flags if flag in tunables]
+    by_depth: dict[int, tuple[tuple, dict[str, FlagValue]]] = {}
+    for values in itertools.product(*(tunables[flag] for flag in names)):
+        flags = {flag: value for flag, value in zip(names, values, strict=True) if value is not None}
+        draft = engine.read_draft(flags) if flags else None
+        if draft is None:
+            continue
+        tokens = draft.draft_tokens or draft.steps + 1
+        below = tokens < draft.steps + 1  # fewer verified tokens than the depth drafts: only when nothing else is
+        rank = (draft.topk, below, -tokens if below else tokens, -len(flags))  # then the most flags spelled out
+        if draft.steps not in by_depth or rank < by_depth[draft.steps][0]:
+            by_depth[draft.steps] = (rank, flags)
+    return [by_depth[depth][1] for depth in sorted(by_depth)]
 
 
-def topologies(tunables: dict[str, list[FlagValue]], gpus: int) -> list[dict[str, FlagValue]]:
-    """TP x DP splits that use every GPU, widest TP first (the baseline), then more data parallelism."""
-    tp_name = "tp" if "tp" in tunables else "tp-size"
-    dp_name = "dp" if "dp" in tunables else "dp-size"
-    if tp_name not in tunables or dp_name not in tunables:
+def topologies(tunables: dict[str, list[FlagValue]], gpus: int, engine: Engine) -> list[dict[str, FlagValue]]:
+    """TP x DP splits that use every GPU, widest TP first (the baseline), then more data parallelism, in the
+    engine's spelling of the two flags."""
+    tp_name = next((flag for flag in engine.tensor_parallel if flag in tunables), None)
+    dp_name = next((flag for flag in engine.data_parallel if flag in tunables), None)
+    if tp_name is None or dp_name is None:
         return []
     splits = []
     for tp in sorted((v for v in tunables[tp_name] if v), reverse=True):
