@@ -8,7 +8,7 @@ import json
 import pytest
 from sse_server import SseServer
 
-from porter.checks import quality, quality_kind, scoring
+from porter.checks import quality, quality_data, quality_kind, scoring
 from porter.checks.loadgen import CheckError
 from porter.checks.quality import QualityCheckSpec
 
@@ -144,9 +144,9 @@ def test_compare_two_runs_paired_and_unpaired():
 
 
 def test_builtin_datasets_resolve_and_a_missing_one_lists_them():
-    assert quality.resolve_dataset("builtin:twin-gsm8k").name == "twin-gsm8k.jsonl"
+    assert quality_data.resolve_dataset("builtin:twin-gsm8k").name == "twin-gsm8k.jsonl"
     with pytest.raises(CheckError, match="no built-in dataset 'nope'; available: .*twin-gpqa.*twin-gsm8k"):
-        quality.resolve_dataset("builtin:nope")
+        quality_data.resolve_dataset("builtin:nope")
 
 
 @pytest.mark.parametrize(
@@ -162,7 +162,7 @@ def test_bad_datasets_are_named(tmp_path, content, message):
     path = tmp_path / "set.jsonl"
     path.write_text(content)
     with pytest.raises(CheckError, match=message):
-        quality.check_fields(quality.read_rows(path), ("question", "answer"), path)
+        quality_data.check_fields(quality_data.read_rows(path), ("question", "answer"), path)
 
 
 @pytest.mark.parametrize("count, samples, few_shot, asked", [(300, 200, 5, 200), (20, 200, 5, 15), (10, 3, 0, 3)])

@@ -21,7 +21,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from porter.checks.quality import MC_FIELDS, check_fields, read_rows
+from porter.checks.quality import MC_FIELDS
+from porter.checks.quality_data import check_fields, read_rows
 
 TOKEN = "hf_test_token_not_real"
 GSM8K_ROWS = [{"question": f"What is {n} + {n}?", "answer": f"{n} + {n} = {2 * n}\n#### {2 * n}"} for n in range(250)]

@@ -19,9 +19,7 @@ Extraction and statistics live in scoring.py.
 from __future__ import annotations
 
 import asyncio
-import csv
 import hashlib
-import io
 import json
 import random
 from dataclasses import dataclass, field
@@ -31,12 +29,11 @@ from typing import Literal
 import aiohttp
 from pydantic import Field, model_validator
 
-from porter.checks import request_failures, scoring
+from porter.checks import quality_data, request_failures, scoring
 from porter.checks.kind import OnProgress, Tally
 from porter.checks.loadgen import CheckError, Deadlines, make_session, read_capped, resolve_model
 from porter.schema import Spec
 
-DATA_DIR = Path(__file__).parent / "data"
 SEED = 1234
 CONCURRENCY = 32
 ATTEMPTS = 3
@@ -48,7 +45,6 @@ SLOWEST_HEALTHY_DECODE_TOK_S = 20.0
 QUALITY_ALLOWANCE_S = 60.0
 # The check stops once more than this share of its questions failed (and at least MIN_FAILURES did).
 MAX_FAILURE_SHARE = 0.1
-MAX_DATASET_BYTES = 256 << 20  # GSM8K's test split is under 1 MB; the whole file is read into memory
 MIN_FAILURES = 5
 STOP = ["Question:", "</s>", "<|im_end|>"]
 # A reference measured by the run itself: the score of its first healthy accepted configuration (ledger/state.py keeps
@@ -172,69 +168,6 @@ class QualityResult:
         return {**{key: getattr(self, key) for key in keys}, "passed": self.passed, "verdict": self.verdict}
 
 
-def builtin_names() -> list[str]:
-    return sorted(path.stem for path in DATA_DIR.glob("*.jsonl"))
-
-
-def resolve_dataset(reference: str) -> Path:
-    """A path, or `builtin:NAME` -> porter/checks/data/NAME.jsonl; a missing one lists what exists."""
-    if reference.startswith("builtin:"):
-        name = reference.removeprefix("builtin:")
-        path = DATA_DIR / f"{name}.jsonl"
-        if not path.is_file():
-            raise CheckError(f"no built-in dataset {name!r}; available: {', '.join(builtin_names()) or 'none'}")
-        return path
-    path = Path(reference).expanduser()
-    if not path.is_file():
-        raise CheckError(f"dataset file {path} does not exist (built-in sets: {', '.join(builtin_names())})")
-    return path
-
-
-def read_rows(path: Path) -> list[dict]:
-    """Rows of a JSONL or CSV file; errors name the file and the line."""
-    try:
-        if path.stat().st_size > MAX_DATASET_BYTES:
-            raise CheckError(f"{path}: larger than {MAX_DATASET_BYTES >> 20} MB; a quality set is a few MB")
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CheckError(f"{path}: not UTF-8 text (byte {exc.start}); datasets are UTF-8 JSONL or CSV") from None
-    except OSError as exc:
-        raise CheckError(f"{path}: cannot read it: {exc.strerror or exc}") from None
-    if path.suffix.lower() == ".csv":
-        try:
-            return list(csv.DictReader(io.StringIO(text, newline="")))
-        except csv.Error as exc:
-            raise CheckError(f"{path}: not a readable CSV: {exc}") from None
-    rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as exc:
-            raise CheckError(f"{path}:{number}: not a JSON object: {exc}") from None
-        if not isinstance(row, dict):
-            raise CheckError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
-        rows.append(row)
-    return rows
-
-
-def check_fields(rows: list[dict], fields: tuple[str, ...], path: Path) -> None:
-    """Every row has every field as text; numbers (an answer written as 42) become their text."""
-    if not rows:
-        raise CheckError(f"{path}: the dataset is empty")
-    for number, row in enumerate(rows, start=1):
-        for name in fields:
-            value = row.get(name)
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                row[name] = value = str(value)
-            if value is not None and not isinstance(value, str):
-                raise CheckError(f"{path}: row {number}: `{name}` is a {type(value).__name__}; expected text")
-        missing = [name for name in fields if not (row.get(name) or "").strip()]
-        if missing:
-            raise CheckError(f"{path}: row {number} lacks {missing}; expected fields {list(fields)}")
-
-
 def quality_deadlines(max_tokens: int) -> Deadlines:
     """Each answer's deadline: never under QUALITY_DEADLINES, longer as the generation budget grows."""
     total = max(QUALITY_DEADLINES.total_s, QUALITY_ALLOWANCE_S + max_tokens / SLOWEST_HEALTHY_DECODE_TOK_S)
@@ -243,11 +176,11 @@ def quality_deadlines(max_tokens: int) -> Deadlines:
 
 def read_dataset(spec: QualityCheckSpec) -> tuple[Path, list[dict]]:
     """The check's dataset file and its rows, checked: fields present as text, enough rows to ask anything."""
-    path = resolve_dataset(spec.dataset)
-    rows = read_rows(path)
+    path = quality_data.resolve_dataset(spec.dataset)
+    rows = quality_data.read_rows(path)
     gsm8k = spec.kind == "gsm8k"
-    check_fields(rows, ("question", "answer") if gsm8k else MC_FIELDS, path)
-    check_size(len(rows), spec.few_shot if gsm8k and not spec.few_shot_dataset else 0, path)
+    quality_data.check_fields(rows, ("question", "answer") if gsm8k else MC_FIELDS, path)
+    quality_data.check_size(len(rows), spec.few_shot if gsm8k and not spec.few_shot_dataset else 0, path)
     return path, rows
 
 
@@ -255,20 +188,12 @@ def read_shot_rows(spec: QualityCheckSpec) -> list[dict] | None:
     """The separate few-shot file's rows (gsm8k with `few_shot_dataset`), checked; None without one."""
     if spec.kind != "gsm8k" or not spec.few_shot_dataset or not spec.few_shot:
         return None
-    path = resolve_dataset(spec.few_shot_dataset)
-    rows = read_rows(path)
-    check_fields(rows, ("question", "answer"), path)
+    path = quality_data.resolve_dataset(spec.few_shot_dataset)
+    rows = quality_data.read_rows(path)
+    quality_data.check_fields(rows, ("question", "answer"), path)
     if len(rows) < spec.few_shot:
         raise CheckError(f"{path} has {len(rows)} rows, fewer than the check's {spec.few_shot} few-shot examples")
     return rows
-
-
-def check_size(count: int, few_shot: int, path: Path) -> None:
-    if count <= few_shot:
-        raise CheckError(
-            f"{path} has {count} rows: its {few_shot} few-shot examples leave no question to ask; "
-            "use a larger dataset or lower few_shot"
-        )
 
 
 def choose(count: int, samples: int, few_shot: int, shot_pool: int | None = None) -> tuple[list[int], list[int]]:

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from porter.checks import quality, registry, request_failures, throughput, throughput_kind
+from porter.checks import quality, quality_data, registry, request_failures, throughput, throughput_kind
 from porter.checks.kind import CheckProgress, OnProgress
 from porter.checks.loadgen import CheckError
 from porter.checks.quality import QualityCheckSpec
@@ -215,8 +215,8 @@ def dataset_spec(dataset: str, samples: int) -> QualityCheckSpec:
     if kind not in DATASET_KINDS or not where:
         raise CheckError(f"--dataset must be gsm8k:PATH_OR_BUILTIN or mc:PATH_OR_BUILTIN, got {dataset!r}")
     if not where.startswith("builtin:") and not Path(where).expanduser().exists():
-        if where not in quality.builtin_names():
-            names = ", ".join(quality.builtin_names()) or "none"
+        if where not in quality_data.builtin_names():
+            names = ", ".join(quality_data.builtin_names()) or "none"
             raise CheckError(f"--dataset {where!r} is neither a file nor a built-in set (built-in: {names})")
         where = f"builtin:{where}"
     gsm8k = kind == "gsm8k"

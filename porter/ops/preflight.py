@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from porter.checks.loadgen import CheckError
-from porter.checks.quality import resolve_dataset
+from porter.checks.quality_data import resolve_dataset
 from porter.engines.parser_check import ask_parser
 from porter.models import DEFAULT_KEY_ENV, ModelError, api_key
 from porter.ops.runs import prepare_local_root
