@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from porter.checks.request_failures import MAX_BODY_BYTES, answer_text
-from porter.checks.stream_parse import parse_stream_yielding
+from porter.checks.stream_parse import RequestRecord, parse_stream_yielding
 
 READ_BUFFER_BYTES = 1 << 20
 LOOP_PROBE_INTERVAL_S = 0.005
@@ -51,37 +51,6 @@ DEFAULT_DEADLINES = Deadlines()
 
 class CheckError(Exception):
     """A check that cannot run at all (server unreachable, no model, bad dataset); the message says why."""
-
-
-@dataclass
-class RequestRecord:
-    """What happened to one request; times are seconds on the monotonic clock, relative to the level start."""
-
-    index: int
-    scheduled_s: float
-    sent_s: float | None = None
-    first_token_s: float | None = None
-    end_s: float | None = None
-    token_times_s: list[float] = field(default_factory=list)
-    prompt_tokens: int | None = None
-    output_tokens: int = 0
-    cached_tokens: int | None = None
-    error: str | None = None  # what failed, in porter's words (the status and the answer's start for HTTP)
-    status: int | None = None  # the HTTP status of a refused request
-    body: str = ""  # the server's answer to a refused request, or its error frame (request_failures.answer_text)
-    timed_out: bool = False
-    text: str = ""
-    first_token_event: dict | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and not self.timed_out and self.end_s is not None
-
-    @property
-    def ttft_s(self) -> float | None:
-        if self.first_token_s is None or self.sent_s is None:
-            return None
-        return self.first_token_s - self.sent_s
 
 
 @dataclass

@@ -2,11 +2,11 @@
 stream is bad when it is.
 
 Covers cutting the raw reads (each stamped with its arrival time) into SSE events, decoding their JSON, and
-filling a request's record: the time of every token frame (text, reasoning or tool-call deltas), the usage
-counts a server reports (a negative or non-integer count is not a figure), and the first problem (a malformed
-frame, a stream cut inside a frame, an error frame with the server's words, no [DONE]). Runs in slices so a
-long stream never stalls the other streams' clocks. Does not send requests (loadgen.py) nor compute the
-statistics (metrics.py).
+filling a request's record (RequestRecord, declared here): the time of every token frame (text, reasoning or
+tool-call deltas), the usage counts a server reports (a negative or non-integer count is not a figure), and the
+first problem (a malformed frame, a stream cut inside a frame, an error frame with the server's words, no
+[DONE]). Runs in slices so a long stream never stalls the other streams' clocks. Does not send requests
+(loadgen.py) nor compute the statistics (metrics.py).
 """
 
 from __future__ import annotations
@@ -14,13 +14,42 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import TYPE_CHECKING
 
 from porter.checks.request_failures import answer_text
 
-if TYPE_CHECKING:
-    from porter.checks.loadgen import RequestRecord
+
+@dataclass
+class RequestRecord:
+    """What happened to one request; times are seconds on the monotonic clock, relative to the level start."""
+
+    index: int
+    scheduled_s: float
+    sent_s: float | None = None
+    first_token_s: float | None = None
+    end_s: float | None = None
+    token_times_s: list[float] = field(default_factory=list)
+    prompt_tokens: int | None = None
+    output_tokens: int = 0
+    cached_tokens: int | None = None
+    error: str | None = None  # what failed, in porter's words (the status and the answer's start for HTTP)
+    status: int | None = None  # the HTTP status of a refused request
+    body: str = ""  # the server's answer to a refused request, or its error frame (request_failures.answer_text)
+    timed_out: bool = False
+    text: str = ""
+    first_token_event: dict | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.timed_out and self.end_s is not None
+
+    @property
+    def ttft_s(self) -> float | None:
+        if self.first_token_s is None or self.sent_s is None:
+            return None
+        return self.first_token_s - self.sent_s
+
 
 PARSE_SLICE = 128
 MAX_FRAME_EVIDENCE = 4096  # bytes of an error frame kept as the server's words

@@ -1,4 +1,4 @@
-"""What an engine is to porter, declared once per engine (engines/sglang.py, engines/vllm.py), and the registry.
+"""What an engine is to porter: the declaration each engine module (engines/sglang.py, engines/vllm.py) fills in.
 
 An `Engine` names, in that engine's own spelling: how it is launched and on which port by default, the
 flags that mean tensor, data, pipeline and expert parallelism (and sglang's DP attention), speculative
@@ -6,7 +6,7 @@ decoding (separate flags, or one JSON flag), the KV cache dtype, the static-memo
 backend and the served model name; the lines its start-up prints stage by stage; its one-batch
 benchmark. Flag rules, the accept rules' move groups, the playbook's searches, serve's identity check,
 preflight, the report, the prompt and `porter init` ask it instead of naming a flag themselves. A task
-names its engine (`serve.engine`); adding one is a module of its own and one entry in ENGINES.
+names its engine (`serve.engine`); adding one is a module of its own and one entry in engines/registry.py.
 """
 
 from __future__ import annotations
@@ -112,23 +112,3 @@ def json_draft(flag: str) -> tuple[Callable, Callable]:
         return Draft(str(config.get("method")), int(steps)) if isinstance(steps, int) else None
 
     return write, read
-
-
-def _engines() -> dict[str, Engine]:
-    from porter.engines import sglang, vllm
-
-    return {engine.name: engine for engine in (sglang.ENGINE, vllm.ENGINE)}
-
-
-ENGINES: dict[str, Engine] = _engines()
-
-
-def engine_named(name: str) -> Engine:
-    if name not in ENGINES:
-        raise ValueError(f"unknown engine {name!r}; the engines are {sorted(ENGINES)}")
-    return ENGINES[name]
-
-
-def guess_engine(command: str) -> str:
-    """The engine a serve command launches, for a task that does not name one."""
-    return "vllm" if re.search(r"(^|[\s/])vllm(\s|$)|vllm\.entrypoints", command) else "sglang"

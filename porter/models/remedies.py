@@ -15,7 +15,8 @@ import os
 import re
 from pathlib import PurePosixPath
 
-from porter.engines.engine import Engine, engine_named
+from porter.engines.engine import Engine
+from porter.engines.registry import engine_named
 from porter.task import FlagValue, Task, TuneSpec
 
 HIP_HEADERS = {
