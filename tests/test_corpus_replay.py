@@ -34,7 +34,7 @@ def test_the_corpus_covers_every_twin_scenario():
     assert {name for name, agent in recorded_by.items() if agent == "playbook"} == scenarios
     for recording in recordings:
         image = yaml.safe_load((recording / "task.yaml").read_text())["sandbox"]["image"]
-        assert image.split(":", 1)[1].removesuffix("-vllm") in scenarios, recording.name
+        assert image.rsplit(":", 1)[1].removesuffix("-vllm") in scenarios, recording.name
     assert any(agent != "playbook" for agent in recorded_by.values())  # the corpus holds runs from the seat too
     assert Path(CORPUS / "README.md").is_file()
 

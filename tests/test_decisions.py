@@ -7,6 +7,7 @@ import random
 import pytest
 from helpers import sweep
 
+from porter.engines.registry import engine_named
 from porter.engines.startup_stage import startup_stage
 from porter.ledger.noise import compare, knee_resolution
 from porter.models.remedies import pair_candidates
@@ -88,8 +89,9 @@ def test_the_start_up_stage_counts_progress_lines_before_the_traceback(tmp_path)
         '  File "loader.py", line 3\n'
         "[2026-07-02 10:00:10 TP0] Capture cuda graph begin\n"
     )
-    assert startup_stage(log) == 2
-    assert startup_stage(log, stop_line_no=2) == 1
+    sglang = engine_named("sglang")
+    assert startup_stage(log, sglang) == (2, ["weights loaded"])  # by sglang's own stage lines, up to the traceback
+    assert startup_stage(log, sglang, stop_line_no=2) == (0, [])
 
 
 @pytest.mark.parametrize(

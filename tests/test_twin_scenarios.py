@@ -183,7 +183,10 @@ def test_quality_trap_scores_below_the_gate_while_the_legitimate_flag_passes(sce
 def test_twin_task_files_validate_and_name_their_image(task_file: Path) -> None:
     task = load_task(task_file)
     assert task.sandbox.image.startswith(f"{TWIN_TAG}:")
-    scenario = task.sandbox.image.rsplit(":", 1)[1]
+    name = task.sandbox.image.rsplit(":", 1)[1]
+    scenario = name.removesuffix("-vllm")  # a --front vllm image of the scenario
     assert scenario == "glm52-day0" or scenario in SCENARIOS
     assert task.sandbox.network == "none" and not task.sandbox.devices
-    assert task.repos[0].path == "/sgl-workspace/twin"
+    front = "vllm" if name.endswith("-vllm") else "sglang"
+    assert task.serve.engine == front
+    assert task.repos[0].path == "/" + layout.repo_dir(front).lstrip("/")  # where the twin lays the front out

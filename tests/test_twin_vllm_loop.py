@@ -85,7 +85,7 @@ SCRIPT = [
 def test_a_scripted_agent_serves_mtp_through_vllms_json_flag(image, tmp_path) -> None:
     ctx = run_scripted(scaled_task(tmp_path, single_stream=True, time_scale=TIME_SCALE), SCRIPT)
     state = ctx.state
-    assert [attempt["outcome"] for attempt in state.attempts] == ["kept", "kept"]
+    assert [attempt.outcome for attempt in state.attempts] == ["kept", "kept"]
     assert state.accepted_flags["speculative-config"] == MTP3
     assert state.solved, state.finished
     log = max((ctx.run_dir / "logs").glob("*.log"), key=lambda path: path.stat().st_mtime).read_text()

@@ -171,6 +171,7 @@ ADVICE = {
     "porter resume RUN_DIR": "a taken port's message: RUN_DIR is the run that holds it",
     "porter data get {name} --out {shlex.quote(str(Path(reference).parent))}": "preflight's fix of a missing dataset",
     "porter validate --help": "the task loader's hint for an unknown field",
+    "porter validate {out}": "porter init's last line, naming the file it wrote (run in the README's init lines)",
 }
 
 
@@ -303,11 +304,25 @@ def readme_plans(interrupted, server, hub, tmp_path) -> dict[str, tuple]:
     shutil.copy(next(interrupted["run_dir"].glob("logs/serve-002.log")), tmp_path / "crash.log")
     data_env = {"HF_ENDPOINT": hub, "PORTER_DATASETS_SERVER": hub, "HF_TOKEN": TOKEN, "PORTER_DATA": str(tmp_path)}
     real = "the real task needs an MI355X node, its image and weights"
+    checkpoint, drafted = tmp_path / "corvid-v3-fp8", str(tmp_path / "glm52_fp8.yaml")
+    make = ROOT / "sandboxes" / "twin" / "make_checkpoint.py"
+    subprocess.run([sys.executable, str(make), str(checkpoint), "--family", "corvid3"], check=True, timeout=120)
     return {
         "porter run tasks/twin_glm52.yaml": ("parse", [], "the whole playbook run: tests/test_outputs.py runs it"),
         "porter data get gsm8k": ("run", [], 0, "rows, sha256", data_env),
         "porter data get gpqa-diamond": ("run", [], 0, "198 rows", data_env),
         "porter validate tasks/glm52_mi355x.yaml": ("run", [], 0, "valid", {}),
+        # init on a local checkpoint folder (the README's "or a local folder"; the hub id needs the hub), then the
+        # validate of what it wrote, in that order
+        "porter init zai-org/GLM-5.2-FP8 --engine sglang --hardware MI355X:8 --out tasks/glm52_fp8.yaml": (
+            "run",
+            ["zai-org/GLM-5.2-FP8", str(checkpoint), "tasks/glm52_fp8.yaml", drafted],
+            0,
+            f"check it with `porter validate {drafted}`",
+            {},
+        ),  # fmt: skip
+        "porter validate tasks/glm52_fp8.yaml": ("run", ["tasks/glm52_fp8.yaml", drafted], 0, "valid", {}),
+        "porter init CHECKPOINT": ("parse", ["CHECKPOINT", f"{checkpoint} --engine vllm"], "the same, named"),
         "porter preflight tasks/glm52_mi355x.yaml": ("run", [], 2, "lmsysorg/sglang-rocm", {}),
         "porter run tasks/glm52_mi355x.yaml": ("parse", [], real),
         f"porter resume {example_run}": ("run", [example_run, run_dir], 1, "", {}),

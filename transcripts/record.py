@@ -27,10 +27,14 @@ from porter.redaction import redact
 from porter.task import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
+# each scenario's task: tasks/twin_<scenario>.yaml, the flagship's for glm52-day0, and for corvid3-day0 the task
+# porter init writes for the vLLM front (the corpus's recording of a vLLM bring-up)
+TASKS = ROOT / "tasks"
 SCENARIOS = {
-    path.stem.removeprefix("twin_").replace("_", "-"): path for path in sorted((ROOT / "tasks").glob("twin_*.yaml"))
-}
-SCENARIOS["glm52-day0"] = SCENARIOS.pop("glm52")
+    path.stem.removeprefix("twin_").replace("_", "-"): path
+    for path in sorted(TASKS.glob("twin_*.yaml"))
+    if not path.stem.startswith(("twin_corvid3_", "twin_glm52"))
+} | {"glm52-day0": TASKS / "twin_glm52.yaml", "corvid3-day0": TASKS / "twin_corvid3_vllm.yaml"}
 
 
 def bring_up(task_file: Path, runs_dir: Path) -> Path:
@@ -46,7 +50,7 @@ def bring_up(task_file: Path, runs_dir: Path) -> Path:
 
 
 def record(scenario: str, scratch: Path) -> Path:
-    subprocess.run([str(ROOT / "sandboxes" / "twin" / "build.sh"), "--scenario", scenario], check=True)
+    subprocess.run(load_task(SCENARIOS[scenario]).sandbox.image_build, check=True)  # the image, for its front
     task_path = bring_up(SCENARIOS[scenario], scratch / scenario / "runs")
     task = load_task(task_path)
     ctx = runs.open_run(task, str(task_path))
