@@ -14,7 +14,7 @@ import click
 import yaml
 
 from porter import __version__
-from porter.engines.registry import ENGINES
+from porter.engines.known import ENGINES
 from porter.errors import RunDirError
 from porter.task import TaskError, load_task
 from porter.terminal import printable

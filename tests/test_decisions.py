@@ -7,7 +7,7 @@ import random
 import pytest
 from helpers import sweep
 
-from porter.engines.registry import engine_named
+from porter.engines.known import engine_named
 from porter.engines.startup_stage import startup_stage
 from porter.ledger.noise import compare, knee_resolution
 from porter.models.remedies import pair_candidates

@@ -17,7 +17,7 @@ import yaml
 from click.testing import CliRunner
 
 from porter.cli import main
-from porter.engines.registry import ENGINES
+from porter.engines.known import ENGINES
 from porter.ops import init_plan
 from porter.ops.checkpoint_facts import read_facts
 from porter.ops.hardware import GIB, parse_hardware

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from twin_tasks import ROOT, bringup_task_data, build_twin, fast_task_data, run_with, tool_results, write_task
 
-from porter.engines.registry import ENGINES
+from porter.engines.known import ENGINES
 from porter.models.playbook import Event, Playbook
 from porter.models.remedies import (
     exclude_alias_edit,

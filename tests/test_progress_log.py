@@ -17,7 +17,7 @@ from sse_server import SseServer
 from porter import redaction
 from porter.checks import quality, throughput, throughput_kind
 from porter.checks.kind import CheckProgress
-from porter.engines.registry import engine_named
+from porter.engines.known import engine_named
 from porter.ops.live_status import render_panel
 from porter.ops.progress_log import ProgressLog, StageWatch, Work, duration, format_line, heartbeat
 

@@ -6,7 +6,7 @@ decoding (separate flags, or one JSON flag), the KV cache dtype, the static-memo
 backend and the served model name; the lines its start-up prints stage by stage; its one-batch
 benchmark. Flag rules, the accept rules' move groups, the playbook's searches, serve's identity check,
 preflight, the report, the prompt and `porter init` ask it instead of naming a flag themselves. A task
-names its engine (`serve.engine`); adding one is a module of its own and one entry in engines/registry.py.
+names its engine (`serve.engine`); adding one is a module of its own and one entry in engines/known.py.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from porter.redaction import redact as redact_secrets
 from porter.redaction import redact_conversation
 
 MAX_TOOL_RESULT_CHARS = 24_000  # what one observation may cost in context; triage keeps the cause inside it
-# The marker sandbox/base.py's OutputCapture puts where it cut a command's output (its bytes and a host log path)
+# The marker sandbox/interface.py's OutputCapture puts where it cut a command's output (its bytes and a host log path)
 SANDBOX_CUT = re.compile(r"\n\[\.\.\. (\d+) bytes elided; full output in [^\n]* \.\.\.\]\n")
 READ_ON_LINES = 300  # the window a hint to read on from a cut proposes
 REPEATS_NUDGED, REPEATS_STOPPED = 3, 4  # identical failing calls in a row: told once, then the run stops
@@ -246,7 +246,7 @@ def cap_text(
 
 
 def _explain_sandbox_cut(text: str, call: ToolCall | None, facts: dict | None) -> str:
-    """The sandbox keeps a command's first and last bytes (sandbox/base.py OutputCapture) and names a log on the
+    """The sandbox keeps a command's first and last bytes (sandbox/interface.py OutputCapture) and names a log on the
     host the model cannot read: cut both parts to whole lines and say where the output goes on and how to read
     on from there (the count of lines left out is unknown: only bytes were counted)."""
     match = SANDBOX_CUT.search(text)

@@ -16,7 +16,7 @@ import re
 from pathlib import PurePosixPath
 
 from porter.engines.engine import Engine
-from porter.engines.registry import engine_named
+from porter.engines.known import engine_named
 from porter.task import FlagValue, Task, TuneSpec
 
 HIP_HEADERS = {

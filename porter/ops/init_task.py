@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from porter.engines.engine import Engine
-from porter.engines.registry import engine_named
+from porter.engines.known import engine_named
 from porter.ops import init_plan, task_yaml
 from porter.ops.checkpoint_facts import CheckpointFacts, FactsError, read_facts
 from porter.ops.checkpoint_source import CheckpointError, CheckpointFiles, read_checkpoint

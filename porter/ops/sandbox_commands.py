@@ -22,7 +22,6 @@ import docker
 import docker.errors
 
 from porter.sandbox import make_sandbox
-from porter.sandbox.base import SandboxError
 from porter.sandbox.docker_options import (
     INTERNAL_NETWORK,
     MANAGED_LABEL,
@@ -31,6 +30,7 @@ from porter.sandbox.docker_options import (
     REACH_HOST_NETWORK,
     owner_alive,
 )
+from porter.sandbox.interface import SandboxError
 from porter.task import Task, TaskError, load_task
 
 # The manual sandbox is for a person: show up to 10 MB of output instead of the agent's 20 kB.

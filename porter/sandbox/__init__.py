@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from porter.sandbox.base import ExecResult, Process, Sandbox, SandboxDied, SandboxError
 from porter.sandbox.docker import DockerSandbox
 from porter.sandbox.docker_options import container_options
+from porter.sandbox.interface import ExecResult, Process, Sandbox, SandboxDied, SandboxError
 from porter.sandbox.local import LocalSandbox
 from porter.task import Task
 

@@ -23,15 +23,6 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from porter.sandbox.base import (
-    DEFAULT_OUTPUT_LIMIT,
-    SCRATCH_DIR,
-    ExecResult,
-    OutputCapture,
-    SandboxDied,
-    SandboxError,
-    refuse_secrets,
-)
 from porter.sandbox.docker_options import (
     MANAGED_LABEL,
     OWNER_PID,
@@ -46,6 +37,15 @@ from porter.sandbox.docker_options import (
 from porter.sandbox.docker_process import DockerProcess
 from porter.sandbox.guard import PathGuard
 from porter.sandbox.host_firewall import close_host_listeners
+from porter.sandbox.interface import (
+    DEFAULT_OUTPUT_LIMIT,
+    SCRATCH_DIR,
+    ExecResult,
+    OutputCapture,
+    SandboxDied,
+    SandboxError,
+    refuse_secrets,
+)
 from porter.sandbox.trees.baseline import ensure_baseline, extract_tree
 from porter.sandbox.trees.overlay import WEIGHTS_MOUNT, build_from_dir, build_from_tar
 from porter.task import OVERLAY_REPO, Task

@@ -25,7 +25,7 @@ from pathlib import Path
 from docker.types import Mount, Ulimit
 
 from porter import state_dir
-from porter.sandbox.base import SCRATCH_DIR, SandboxError, refuse_secrets
+from porter.sandbox.interface import SCRATCH_DIR, SandboxError, refuse_secrets
 from porter.sandbox.trees.overlay import WEIGHTS_MOUNT
 from porter.task import Task
 

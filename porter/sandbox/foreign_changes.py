@@ -13,7 +13,7 @@ from __future__ import annotations
 import fnmatch
 from pathlib import Path, PurePosixPath
 
-from porter.sandbox.base import SCRATCH_DIR, Sandbox
+from porter.sandbox.interface import SCRATCH_DIR, Sandbox
 from porter.sandbox.trees.overlay import WEIGHTS_MOUNT
 from porter.task import Task
 

@@ -23,7 +23,7 @@ import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 
-from porter.sandbox.base import SandboxError
+from porter.sandbox.interface import SandboxError
 
 # What porter reads of one sandbox-written file at once: enough for any source file, bounded for a huge or
 # endless one (a log, a dump) that would otherwise be read whole into porter's memory.

@@ -22,8 +22,8 @@ import docker
 import docker.errors
 from docker.types import Mount
 
-from porter.sandbox.base import SandboxError
 from porter.sandbox.docker_options import image_name, internal_network
+from porter.sandbox.interface import SandboxError
 from porter.task import Task
 
 RULE_COMMENT = "porter-no-host-listeners"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from porter.sandbox.base import SandboxError
+from porter.sandbox.interface import SandboxError
 from porter.task import Task
 
 

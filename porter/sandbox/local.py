@@ -28,7 +28,8 @@ import threading
 import time
 from pathlib import Path
 
-from porter.sandbox.base import (
+from porter.sandbox.guard import PathGuard
+from porter.sandbox.interface import (
     DEFAULT_OUTPUT_LIMIT,
     SCRATCH_DIR,
     ExecResult,
@@ -36,7 +37,6 @@ from porter.sandbox.base import (
     SandboxError,
     refuse_secrets,
 )
-from porter.sandbox.guard import PathGuard
 from porter.sandbox.trees.baseline import ensure_baseline
 from porter.sandbox.trees.overlay import build_from_dir
 from porter.task import Task

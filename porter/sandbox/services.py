@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from porter.sandbox.base import SandboxError
+from porter.sandbox.interface import SandboxError
 from porter.task import Mount, ServiceSpec, Task
 
 # What a host service inherits of porter's environment: enough to find and run its program, nothing else.

@@ -15,7 +15,7 @@ from pydantic import Field, field_validator, model_validator
 
 from porter.checks.registry import ChecksSpec
 from porter.engines.engine import Engine
-from porter.engines.registry import ENGINES, engine_named, guess_engine
+from porter.engines.known import ENGINES, engine_named, guess_engine
 from porter.redaction import looks_secret
 from porter.schema import (
     ENV_NAME,

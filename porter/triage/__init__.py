@@ -19,9 +19,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from porter.terminal import printable
-from porter.triage.render import Finding, Triage, build_triage
 from porter.triage.rules import CATEGORIES
 from porter.triage.scanner import CHUNK_BYTES, Scanner
+from porter.triage.summary import Finding, Triage, build_triage
 
 __all__ = ["CATEGORIES", "Finding", "Triage", "triage_file", "triage_lines", "triage_main", "triage_text"]
 

@@ -15,7 +15,7 @@ import tarfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from porter.sandbox.base import SandboxError
+from porter.sandbox.interface import SandboxError
 from porter.sandbox.trees import safe_git
 
 BASELINE_AUTHOR = {

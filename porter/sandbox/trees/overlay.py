@@ -22,7 +22,7 @@ from pathlib import Path, PurePosixPath
 
 import git
 
-from porter.sandbox.base import SandboxError
+from porter.sandbox.interface import SandboxError
 from porter.sandbox.trees.baseline import ensure_baseline, extract_tree
 
 # Where a docker sandbox sees the host weight directory (read-only); the overlay's links point into it.

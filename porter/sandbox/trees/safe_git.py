@@ -22,7 +22,7 @@ from pathlib import Path
 
 import git
 
-from porter.sandbox.base import SandboxError
+from porter.sandbox.interface import SandboxError
 
 HARDENING = (
     "core.hooksPath=/dev/null",
