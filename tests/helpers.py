@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import time
+import urllib.request
+from pathlib import Path
 
 from porter.checks.throughput import LevelResult, SloSpec, ThroughputResult, find_knee
 
@@ -35,3 +38,16 @@ def sweep(true_knee: float) -> dict:
 
     knee, levels = asyncio.run(find_knee(SWEEP_RATES, 2, level))
     return ThroughputResult(levels, knee, SloSpec(ttft_s=2), 1, "output_throughput", None, "m").to_dict()
+
+
+def wait_until_healthy(url: str, process, log: Path, timeout_s: float = 60) -> None:
+    """Poll URL/health until it answers 200 or the server's process exits; fail with its log's tail if it did."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=5) as response:
+                if response.status == 200:
+                    break
+        except OSError:  # refused while it starts, or an HTTP error
+            time.sleep(0.2)
+    assert process.poll() is None, log.read_text()[-3000:]

@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import free_port
+from helpers import free_port, wait_until_healthy
 from twin_tasks import QUICK_SCALE, running_device
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,15 +118,9 @@ def server(root: Path):
             stdout=handle,
             stderr=subprocess.STDOUT,
         )
-        url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 60
-        while time.monotonic() < deadline and process.poll() is None:
-            try:
-                if get(url + "/health")[0] == 200:
-                    break
-            except OSError:
-                time.sleep(0.2)
+        url = f"http://127.0.0.1:{port}"
         try:
-            assert process.poll() is None, log.read_text()[-3000:]
+            wait_until_healthy(url, process, log)
             yield url, log
         finally:
             process.terminate()

@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # each scenario's task: tasks/twin_<scenario>.yaml, the flagship's for glm52-day0, and for corvid3-day0 the task
 # porter init writes for the vLLM front (the corpus's recording of a vLLM bring-up)
 TASKS = ROOT / "tasks"
+BRING_UP_SCALE = "0.1"  # the twin's clock of a bring-up (quality only) in every recording: start-ups in seconds
 SCENARIOS = {
     path.stem.removeprefix("twin_").replace("_", "-"): path
     for path in sorted(TASKS.glob("twin_*.yaml"))
@@ -43,6 +44,8 @@ def bring_up(task_file: Path, runs_dir: Path) -> Path:
     data["checks"]["quality"][0]["samples"] = 50
     data["checks"]["quality"][1]["samples"] = 30
     data["outputs"] = {"runs_dir": str(runs_dir)}
+    if "TWIN_TIME_SCALE" in data["sandbox"]["env"]:
+        data["sandbox"]["env"]["TWIN_TIME_SCALE"] = BRING_UP_SCALE
     path = runs_dir.parent / f"{task_file.stem}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -65,7 +68,10 @@ def record(scenario: str, scratch: Path) -> Path:
         shutil.copy(ctx.run_dir / name, target / name)
     # host paths in the task (the device service, the local layout) relative to the recording, for any clone
     task_yaml = target / "task.yaml"
-    task_yaml.write_text(task_yaml.read_text().replace(f"{ROOT}/", "../../"))
+    text = task_yaml.read_text().replace(f"{ROOT}/", "../../")
+    # the image as the task file names it (${PORTER_TWIN_TAG:-porter-twin2}:NAME), not as this shell resolved it
+    written = yaml.safe_load(SCENARIOS[scenario].read_text())["sandbox"]["image"]
+    task_yaml.write_text(text.replace(f"image: {task.sandbox.image}\n", f"image: {written}\n", 1))
     print(f"{scenario}: {ctx.state.finished} (solved: {ctx.state.solved}, steps {ctx.state.step})")
     return target
 
