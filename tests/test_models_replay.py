@@ -45,6 +45,7 @@ def tool_result(text: str, call_id: str = "toolu_01") -> list[Message]:
         ("1461.3 tok/s", "1502.8 tok/s"),
         ("id 123e4567-e89b-12d3-a456-426614174000", "id 00000000-1111-2222-3333-444444444444"),
         ("trailing spaces   ", "trailing spaces"),
+        ("-rw-r--r-- 1 root 4415 Dec  4 20:45 config.json", "-rw-r--r-- 1 root 4415 Dec 14 21:31 config.json"),
     ],
 )
 def test_volatile_parts_do_not_change_the_digest(first, second):
@@ -65,21 +66,24 @@ def test_behaviour_changes_the_digest(first, second):
     assert observation_digest(tool_result(first)) != observation_digest(tool_result(second))
 
 
-def read_log_result(total: int, shown: str, number: int = 19, goal: object = 0.93) -> list[Message]:
-    text = f"serve-001.log (launch 1; launches [1]; {total} lines): 1 lines match 'quant'\n{number:7d}  {shown}"
+def read_log_result(total: int, shown: str, number: int = 19, goal: object = 0.93, matched: int = 1) -> list[Message]:
+    text = f"serve-001.log (launch 1; launches [1]; {total} lines): {matched} lines match 'quant'\n{number:7d}  {shown}"
     target = {"target": "quality gsm8k", "goal": goal, "value": 0.76, "met": False}
     status = {"pending": False, "flags_changed": {}, "server": "healthy", "targets": [target]}
     facts = {"tool": "read_log", "ok": True, "launch": 1, "lines": total, "shown": 1, "status": status}
     return [Message("tool", text, tool_call_id="c1", name="read_log", facts=facts)]
 
 
-def test_a_server_log_read_counts_what_it_shows_not_where_or_how_long():
+def test_a_server_log_read_counts_what_it_found_not_which_lines_or_how_long():
     """The checks' traffic adds batch lines by timing and two streams interleave: a log read after them is 94 or
-    96 lines long, a start-up line at 41 or 42; porter's rendering of a goal is not the agent's doing either."""
+    96 lines long, a start-up line at 41 or 42, a progress line or a build line where the other was (a seat's
+    replay of the same grep); what the read found is its header: the log, the launch, how many lines matched.
+    porter's rendering of a goal is not the agent's doing either."""
     line = "Using Quark config from /models/glm/config.json (exclude: 7 patterns)"
     recorded = observation_digest(read_log_result(96, line))
     assert recorded == observation_digest(read_log_result(94, line, number=18, goal="0.96 - 0.03"))
-    assert recorded != observation_digest(read_log_result(96, "other line"))
+    assert recorded == observation_digest(read_log_result(96, "[aiter] start build [mla_rope_and_cache]"))
+    assert recorded != observation_digest(read_log_result(96, line, matched=2))
     met = read_log_result(96, line)
     met[0].facts["status"]["targets"][0]["met"] = True
     assert recorded != observation_digest(met)

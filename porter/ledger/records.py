@@ -81,6 +81,9 @@ class Side:
 
     serve: StartUp | None = None  # its latest start-up
     first_crash: StartUp | None = None  # its first crash since the last accept or revert (pending side)
+    # (pending side) what the agent said of each repo's edit at an accept refused for a crash, [summary, why]:
+    # that repo's commit subject and reason when it is kept later under another accept's summary
+    said: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def crash_class(self) -> str | None:
@@ -88,7 +91,7 @@ class Side:
         return None if self.serve is None or self.serve.healthy else self.serve.crash_class
 
     def to_dict(self) -> dict:
-        return {"serve": _dict(self.serve), "first_crash": _dict(self.first_crash)}
+        return {"serve": _dict(self.serve), "first_crash": _dict(self.first_crash), "said": dict(self.said)}
 
     @classmethod
     def from_dict(cls, data: dict | None) -> Side:
@@ -96,7 +99,9 @@ class Side:
         first = data.get("first_crash")
         if not isinstance(first, dict):  # a state.json of porter before records: the class, its record beside it
             first = data.get("first_crash_serve")
-        return cls(StartUp.from_dict(data.get("serve")), StartUp.from_dict(first))
+        said = data.get("said") if isinstance(data.get("said"), dict) else {}
+        said = {str(k): [str(x) for x in v] for k, v in said.items() if isinstance(v, list) and len(v) == 2}
+        return cls(StartUp.from_dict(data.get("serve")), StartUp.from_dict(first), said)
 
 
 @dataclass

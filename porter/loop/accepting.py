@@ -88,6 +88,9 @@ def accept(ctx: RunContext, summary: str, why: str) -> dict:
             "change inside a declared repo; outputs the engine writes itself belong in sandbox.build_products."
         )
     if not served.healthy and ctx.state.accepted.crash_class is None:
+        for name, repo in ctx.repos.items():  # its words stay with the edits they describe, kept or not later
+            if repo.is_dirty():
+                ctx.state.pending.said.setdefault(name, [summary, why])
         raise ToolError(
             f"accept refused: the accepted configuration starts and the pending change does not ({served.crash_class});"
             " a change is kept past a crash only when the accepted configuration crashed too. The pending change is "
@@ -142,7 +145,8 @@ def _commit_crash_fix(ctx: RunContext, summary: str, why: str, served: StartUp) 
     for name in dirty:
         repo = ctx.repos[name]
         # the agent's own summary is the subject, as a maintainer writes it; what crashed is in the body
-        message = commit_message(summary, failed, why or summary, ", ".join(repo.changed_files()), proof)
+        subject, reason = state.pending.said.get(name, [summary, why])
+        message = commit_message(subject, failed, reason or subject, ", ".join(repo.changed_files()), proof)
         commits[name] = repo.accept(state.repos[name], message)
     state.pending.first_crash = None
     ctx.mark_accepted()
@@ -284,7 +288,8 @@ def _keep(ctx: RunContext, summary: str, why: str, verdict: Decision) -> dict:
         if repo.is_dirty():
             files = ", ".join(repo.changed_files())
             changed = f"{files}" + (f"\nServe flags changed alongside: {flag_changes}" if flag_changes else "")
-            message = commit_message(summary, failed, why or summary, changed, proof)
+            subject, reason = state.pending.said.get(name, [summary, why])
+            message = commit_message(subject, failed, reason or subject, changed, proof)
             commits[name] = repo.accept(state.repos[name], message)
     if flags_too:
         state.accepted_flags = dict(state.flags)

@@ -17,8 +17,10 @@ pids, durations (a number with a time unit), every number with decimals, trailin
 Integers without a unit are kept: exit codes, line numbers and counts are behaviour.
 Results of porter's launching and measuring tools (serve, run_check, tune, accept, revert, set_flags) are
 first reduced to what they decided (`behaviour()`): healthy or the crash class, targets met, kept or not; the
-run's status other results carry is reduced the same way. A read_log result counts without the log's length and
-line numbers (the log grows with the checks' traffic and interleaves two streams, by timing).
+run's status other results carry is reduced the same way. A read_log result counts as its header (the log, the
+launch, how many lines matched), without the log's length or the lines: the log grows with the checks' traffic and
+interleaves two streams, by timing, so which lines a read shows is not behaviour. A file time as `ls -l` prints it is
+a date.
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ NORMALISATIONS: list[tuple[re.Pattern, str]] = [
     (re.compile(r"(?:/private)?/(?:tmp|var/folders|var/tmp)/[^\s'\":,)\]}]*"), "<tmp>"),
     (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"), "<time>"),
     (re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"), "<time>"),
+    # a file's time as `ls -l` prints it (Dec  4 20:45, or the year for an old file)
+    (
+        re.compile(r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +\d{1,2} +(?:\d{1,2}:\d{2}|\d{4})\b"),
+        "<date>",
+    ),
     (re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<id>"),
     (re.compile(r"\b0x[0-9a-fA-F]+\b"), "<hex>"),
     (re.compile(r"\b(?=[0-9a-fA-F]*[a-fA-F])(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{7,}\b"), "<hex>"),
@@ -76,10 +83,9 @@ def _observation(messages: list[Message]) -> list[list[str]]:
 MEASURING_TOOLS = {"serve", "run_check", "tune", "accept", "revert", "set_flags"}
 BEHAVIOUR_FACTS = ("tool", "ok", "exit_code", "timed_out", "healthy", "crash_class", "signature", "kept")
 # A server log grows with the batch lines of the traffic the checks sent, by timing, and its lines come in the
-# order two streams (stdout, stderr) were flushed: how long the log is and where a line sits in it are not
-# behaviour; what the read shows is. read_log's header and facts carry the length, its lines their numbers.
+# order two streams (stdout, stderr) were flushed: how long the log is and which lines a read shows are not
+# behaviour; what the read found (its header: the log, the launch, the count of matching lines) is.
 LOG_LENGTH = re.compile(r"^(serve-\d+\.log \(launch \d+; launches \[[\d, ]*\]; )\d+ lines\)")
-LOG_LINE_NUMBER = re.compile(r"^ *\d+  ", re.MULTILINE)
 
 
 def behaviour(message: Message) -> str:
@@ -87,14 +93,14 @@ def behaviour(message: Message) -> str:
     found (healthy, crash class, target met, kept), never by how fast it was. Other results count whole, text
     and facts, the facts as one JSON line after the text (the form transcripts had before facts became a
     field of the message), with the run's status reduced as a measuring result's is: porter's own rendering of
-    its targets is not something the agent did. A log read counts without the log's length and line numbers."""
+    its targets is not something the agent did. A log read counts as its header, without the log's length."""
     facts = message.facts
     if message.role != "tool" or not isinstance(facts, dict):
         return message.content
     if message.name not in MEASURING_TOOLS or "status" not in facts:
         content = message.content
-        if message.name == "read_log":
-            content = LOG_LINE_NUMBER.sub("", LOG_LENGTH.sub(r"\1<n> lines)", content, count=1))
+        if message.name == "read_log":  # what the read found, not which lines the timing put in the log
+            content = LOG_LENGTH.sub(r"\1<n> lines)", content.split("\n", 1)[0], count=1)
             facts = {key: value for key, value in facts.items() if key != "lines"}
         if isinstance(facts.get("status"), dict):
             facts = {**facts, "status": _status_view(facts["status"])}
