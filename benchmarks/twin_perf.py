@@ -142,10 +142,13 @@ def logged_accept_length(log: Path) -> float | None:
     return round(statistics.mean(values), 3) if values else None
 
 
-async def wait_healthy(url: str, timeout_s: float = 1200) -> None:
+async def wait_healthy(url: str, timeout_s: float = 1200, server: subprocess.Popen | None = None) -> None:
+    """Until /health answers; a server that exits first (a failed start-up, a port taken) fails at once."""
     deadline = time.monotonic() + timeout_s
     async with aiohttp.ClientSession() as session:
         while time.monotonic() < deadline:
+            if server is not None and server.poll() is not None:
+                raise RuntimeError(f"the server for {url} exited with {server.returncode} before it was healthy")
             try:
                 async with session.get(url + "/health") as response:
                     if response.status == 200:
@@ -296,7 +299,7 @@ async def _measure_on(
         started = time.monotonic()
         server = start(root, tree, flags, port, log)
         try:
-            await wait_healthy(url)
+            await wait_healthy(url, server=server)
         except BaseException:
             server.kill()
             raise
@@ -333,6 +336,7 @@ def main() -> None:
     parser.add_argument("--configs", default="tp8,tp4dp2,tp4dp2-tuned,final")
     parser.add_argument("--level-seconds", type=float, help="each level's length (default: the task's)")
     parser.add_argument("--jobs", type=int, default=1, help="configurations measured at once, each on its own node")
+    # below Linux's ephemeral range (32768-60999): a port in it can be a client connection's, and the bind fails
     parser.add_argument("--port", type=int, default=31500, help="the first configuration's port (the next +1, ...)")
     args = parser.parse_args()
     args.workload = task_sweep(args.task)
