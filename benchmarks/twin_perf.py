@@ -12,14 +12,19 @@ story's flag sets, and measures (aiohttp client, Poisson arrivals, 60% shared-pr
 Then each move of the story as a ratio of measured knees (and of single-stream speeds) next to the story's
 ratio, the device's draft acceptance by position (averaged over the texts sent) next to the public GLM-5.2
 MI355X figures, and the measured accept length next to the public profile's 1 + sum.
-Prints one line per configuration and, last, one JSON object. Twin numbers, not MI355X figures.
-The sweep is the flagship task's (tasks/twin_glm52.yaml: its workload, rates, TTFT limit, level length and
-bisection), converted from the task's clock to the one this runs at (TWIN_TIME_SCALE, default 1: scale 1).
-Usage: TWIN_TIME_SCALE=0.25 python3 benchmarks/twin_perf.py [--configs tp8,tp4dp2,...] [--level-seconds S]
+Prints one line per configuration and, last, one JSON object, both naming the task. Twin numbers, not MI355X
+figures. The sweep is the task's (--task, default the flagship tasks/twin_glm52.yaml: its workload, rates, TTFT
+limit, level length and bisection, its single stream's lengths, the recipe's DSA flags and serve environment),
+converted from the task's clock to the one this runs at (TWIN_TIME_SCALE, default 1: scale 1).
+tasks/twin_glm52_real_shape.yaml carries the real task's proportions (an hour at scale 1: --jobs runs the
+configurations side by side, each on its own node, which the twin's light CPU use allows at that clock).
+Usage: TWIN_TIME_SCALE=0.25 python3 benchmarks/twin_perf.py [--task tasks/twin_glm52.yaml] [--configs tp8,...]
+       [--level-seconds S] [--jobs N] [--port P]
 """
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import random
@@ -29,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import aiohttp
@@ -101,15 +107,17 @@ def lay_out(root: Path, tuned: bool) -> Path:
     return tree
 
 
-def recipe() -> tuple[list[str], dict[str, str]]:
-    """The DSA flags and serve environment every story configuration keeps: the flagship task's (the recipe)."""
-    task = yaml.safe_load(FLAGSHIP.read_text())
+def recipe(path: Path = FLAGSHIP) -> tuple[list[str], dict[str, str]]:
+    """The DSA flags and serve environment every story configuration keeps: the task's (the recipe)."""
+    task = yaml.safe_load(Path(path).read_text())
     flags = [f"--{flag}={value}" for flag, value in task["serve"]["flags"].items() if flag.startswith("dsa-")]
     return flags, {name: value for name, value in task["sandbox"]["env"].items() if name.startswith("SGLANG_")}
 
 
-def start_server(root: Path, tree: Path, flags: list[str], port: int, log: Path) -> subprocess.Popen:
-    recipe_flags, recipe_environment = recipe()
+def start_server(
+    root: Path, tree: Path, flags: list[str], port: int, log: Path, task: Path = FLAGSHIP
+) -> subprocess.Popen:
+    recipe_flags, recipe_environment = recipe(task)
     command = [
         sys.executable,
         "-m",
@@ -134,10 +142,13 @@ def logged_accept_length(log: Path) -> float | None:
     return round(statistics.mean(values), 3) if values else None
 
 
-async def wait_healthy(url: str, timeout_s: float = 1200) -> None:
+async def wait_healthy(url: str, timeout_s: float = 1200, server: subprocess.Popen | None = None) -> None:
+    """Until /health answers; a server that exits first (a failed start-up, a port taken) fails at once."""
     deadline = time.monotonic() + timeout_s
     async with aiohttp.ClientSession() as session:
         while time.monotonic() < deadline:
+            if server is not None and server.poll() is not None:
+                raise RuntimeError(f"the server for {url} exited with {server.returncode} before it was healthy")
             try:
                 async with session.get(url + "/health") as response:
                     if response.status == 200:
@@ -181,8 +192,14 @@ def make_prompt(rng: random.Random, input_tokens: int, shared_fraction: float, l
 
 
 def flagship_sweep() -> dict:
-    """The flagship task's sweep, its times and rates converted from the task's clock to this process's."""
-    task = yaml.safe_load(FLAGSHIP.read_text())
+    """The flagship task's sweep (task_sweep of tasks/twin_glm52.yaml)."""
+    return task_sweep(FLAGSHIP)
+
+
+def task_sweep(path: Path) -> dict:
+    """A twin task's sweep and single stream, its times and rates converted from the task's clock to this
+    process's."""
+    task = yaml.safe_load(Path(path).read_text())
     factor = float(os.environ.get("TWIN_TIME_SCALE", 1)) / float(task["sandbox"]["env"]["TWIN_TIME_SCALE"])
     throughput = task["checks"]["throughput"]
     workload = throughput["workload"]
@@ -196,6 +213,7 @@ def flagship_sweep() -> dict:
         "warmup_seconds": workload["warmup_s"] * factor,
         "bisect_steps": throughput["bisect_steps"],
         "single_input_tokens": task["checks"]["single_stream"]["input_tokens"],
+        "single_output_tokens": task["checks"]["single_stream"]["output_tokens"],
     }
 
 
@@ -217,7 +235,7 @@ async def run_level(url: str, rps: float, seconds: float, workload: dict, seed: 
     return {"rps": rps, "requests": len(results), "p99_ttft_s": round(p99, 3), "output_tok_s": round(output / elapsed)}
 
 
-async def sweep(url: str, workload: dict) -> dict:
+async def sweep(url: str, workload: dict, label: str = "") -> dict:
     """Levels upwards until one fails, then the task's bisections between the last pass and the first fail
     (porter's sweep does the same); each level runs its length or long enough for MIN_REQUESTS arrivals."""
     levels, slo_s, seconds = workload["levels"], workload["slo"], workload["level_seconds"]
@@ -228,7 +246,7 @@ async def sweep(url: str, workload: dict) -> dict:
         # one seeded arrival pattern divided by the rate at every level, as porter's sweeps do: a knee then
         # depends on the rate, not on which random bursts a level happened to draw
         level = await run_level(url, rps, max(seconds, MIN_REQUESTS / rps), workload, seed=0)
-        print(f"    {level}", flush=True)
+        print(f"    {label}{level}", flush=True)
         return level if level["p99_ttft_s"] <= slo_s else None
 
     knee, low, high = None, 0.0, None
@@ -245,12 +263,12 @@ async def sweep(url: str, workload: dict) -> dict:
     return knee or {"rps": 0, "output_tok_s": 0}
 
 
-async def single_stream(url: str, input_tokens: int) -> float:
+async def single_stream(url: str, input_tokens: int, output_tokens: int = 256) -> float:
     speeds = []
     async with aiohttp.ClientSession() as session:
         for index in range(3):
             prompt = make_prompt(random.Random(index), input_tokens, 0)
-            _, _, count, first, end = await one_request(session, url, prompt, 256)
+            _, _, count, first, end = await one_request(session, url, prompt, output_tokens)
             speeds.append((count - 1) / (end - first))
     return round(statistics.median(speeds), 1)
 
@@ -266,7 +284,8 @@ async def measure(name: str, args: argparse.Namespace, port: int) -> dict:
         root = Path(directory)
         tree = lay_out(root, tuned)
         with running_device(root / "run" / "twin-device"):
-            return await _measure_on(name, args, port, root, tree, flags)
+            start = functools.partial(start_server, task=args.task)
+            return await _measure_on(name, args, port, root, tree, flags, start)
 
 
 async def _measure_on(
@@ -280,7 +299,7 @@ async def _measure_on(
         started = time.monotonic()
         server = start(root, tree, flags, port, log)
         try:
-            await wait_healthy(url)
+            await wait_healthy(url, server=server)
         except BaseException:
             server.kill()
             raise
@@ -289,9 +308,10 @@ async def _measure_on(
             server.terminate()
             server.wait()
     try:
-        speed = await single_stream(url, args.workload["single_input_tokens"])
+        workload = args.workload
+        speed = await single_stream(url, workload["single_input_tokens"], workload.get("single_output_tokens", 256))
         cpu_before, wall_before = cpu_seconds(server.pid), time.monotonic()
-        knee = await sweep(url, args.workload)
+        knee = await sweep(url, workload, f"{name} " if getattr(args, "jobs", 1) > 1 else "")
         cpu_share = (cpu_seconds(server.pid) - cpu_before) / (time.monotonic() - wall_before)
     finally:
         server.terminate()
@@ -312,13 +332,24 @@ async def _measure_on(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", type=Path, default=FLAGSHIP, help="the twin task whose sweep this runs")
     parser.add_argument("--configs", default="tp8,tp4dp2,tp4dp2-tuned,final")
-    parser.add_argument("--level-seconds", type=float, help="each level's length (default: the flagship's)")
+    parser.add_argument("--level-seconds", type=float, help="each level's length (default: the task's)")
+    parser.add_argument("--jobs", type=int, default=1, help="configurations measured at once, each on its own node")
+    # below Linux's ephemeral range (32768-60999): a port in it can be a client connection's, and the bind fails
+    parser.add_argument("--port", type=int, default=31500, help="the first configuration's port (the next +1, ...)")
     args = parser.parse_args()
-    args.workload = flagship_sweep()
+    args.workload = task_sweep(args.task)
     if args.level_seconds:
         args.workload["level_seconds"] = args.level_seconds
-    results = [asyncio.run(measure(name, args, 31500 + index)) for index, name in enumerate(args.configs.split(","))]
+    task = task_name(args.task)
+    shape = {key: value for key, value in args.workload.items() if key != "levels"}
+    print(f"task {task}: levels {[round(rate, 3) for rate in args.workload['levels']]} RPS, {shape}", flush=True)
+    names = args.configs.split(",")
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        futures = [pool.submit(asyncio.run, measure(name, args, args.port + index)) for index, name in enumerate(names)]
+        results = [future.result() for future in futures]
+    print(f"story moves on {task} (twin vs story):")
     moves = story_moves({result["config"]: result for result in results})
     acceptance = sent_text_acceptance(args)
     print("draft acceptance by position, 5/1/6 (twin device over the texts sent vs public):")
@@ -328,8 +359,15 @@ def main() -> None:
     if logged:
         public = 1 + sum(PUBLIC_ACCEPTANCE)
         print(f"accept length logged by the engine: {statistics.mean(logged):.2f}  vs  {public:.2f}")
-    summary = {"benchmark": "twin_perf", "results": results, "moves": moves, "acceptance": acceptance}
+    summary = {"benchmark": "twin_perf", "task": task, "workload": args.workload, "results": results}
+    summary.update({"moves": moves, "acceptance": acceptance})
     print(json.dumps(summary))
+
+
+def task_name(path: Path) -> str:
+    """The task file as the command line gave it, relative to the checkout when inside it."""
+    path = Path(path).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def sent_text_acceptance(args: argparse.Namespace) -> list[float]:
