@@ -47,3 +47,15 @@ def test_a_kept_fix_on_a_measured_run_goes_on_to_the_next_candidate() -> None:
     measured = ["quality:gsm8k", "quality:gpqa", "single_stream", "throughput"]
     action = decide(conversation(measured, kept=True))
     assert action.tool != "run_check"
+
+
+def test_a_call_interrupted_by_a_kill_is_served_again_after_resume() -> None:
+    """A run killed during a check and resumed (`porter resume`): the check's result says it was interrupted, the
+    server is down; the playbook starts it again instead of ending the run on a failed check (it did)."""
+    messages = conversation(["quality:gsm8k"], kept=True)[:-2]  # serve (crash), edit, serve (healthy)
+    call = ToolCall("c9", "run_check", {"kind": "single_stream"})
+    interrupted = {"ok": False, "interrupted": True}
+    messages += [Message("assistant", "", [call]), Message("tool", "interrupted", tool_call_id="c9", name="run_check",
+                                                          facts=interrupted)]  # fmt: skip
+    action = decide(messages)
+    assert action.tool == "serve"

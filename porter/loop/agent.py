@@ -136,7 +136,7 @@ def run_call(ctx: RunContext, messages: list[Message], call: ToolCall, on_action
     ctx.transcript.record("tool_call", step=ctx.state.step, id=call.id, name=call.name, arguments=call.arguments)
     if on_action:
         on_action(ctx, call, None)
-    result = ToolResult(False, "interrupted before it finished", None)
+    result = ToolResult(False, "interrupted before it finished", {"ok": False, "interrupted": True})
     try:
         result = dispatch(ctx, call.name, call.arguments)
     except Finished as finished:
@@ -216,6 +216,7 @@ def close_dangling_calls(messages: list[Message]) -> list[Message]:
                     "interrupted before this call finished; it had no effect that was kept",
                     tool_call_id=call.id,
                     name=call.name,
+                    facts={"ok": False, "interrupted": True},
                 )
             )
     return messages

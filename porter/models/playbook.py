@@ -11,9 +11,9 @@ facts (file, header, module names, shapes, flags), never an engine's file names 
   backend -> another allowed value of the flag the log names;
 - below target or open (as high as the budget allows) -> walk the tunables (speculative decoding for single stream,
   topology then KV dtype and the rest for throughput), measure, and let porter keep or revert.
-When no rule applies it says why and finishes, or hands the run to the LLM named after `+`.
-Multi-step rules carry their stage in the reply text (`[playbook:rule:stage]`), so a resumed run continues.
-The remedies themselves (names, aliases, searches) are pure functions in remedies.py.
+When no rule applies it says why and finishes, or hands the run to the LLM named after `+`. Multi-step rules carry
+their stage in the reply text (`[playbook:rule:stage]`), so a resumed run continues (a call cut by the interruption
+is served again); the remedies (names, aliases, searches) are pure functions in remedies.py.
 """
 
 from __future__ import annotations
@@ -136,11 +136,8 @@ class Playbook:
         if not self.last.ok:
             return self._after_failure()
         if self.status.get("pending"):
-            return Action(
-                "accept",
-                {"summary": self._candidate_summary(), "why": self._candidate_why()},
-                "the pending change has been measured; porter decides whether it is kept",
-            )
+            summary = {"summary": self._candidate_summary(), "why": self._candidate_why()}
+            return Action("accept", summary, "the pending change has been measured; porter decides whether it is kept")
         return self._measure()
 
     def _after_accept(self) -> Action:
@@ -172,6 +169,8 @@ class Playbook:
         return self._measure()
 
     def _after_failure(self) -> Action:
+        if self.last.facts.get("interrupted"):  # the run was stopped mid-call and resumed, the server with it
+            return Action("serve", {}, "resumed after an interruption: serve again, then measure")
         if self.status.get("pending"):
             return Action("revert", {}, f"{self.last.name} failed; drop the pending change")
         return Action("finish", {"reason": f"{self.last.name} failed and no rule covers it"}, "nothing left to try")
