@@ -66,7 +66,9 @@ def docker_client() -> docker.DockerClient:
 @pytest.fixture(scope="session")
 def playbook_run(docker_client, tmp_path_factory):
     """The offline playbook on the (time-scaled) default twin task, run once per session."""
-    from twin_tasks import build_twin, fast_task_data, run_with, write_task
+    from twin_tasks import ROOT, build_twin, fast_task_data, run_with, task_data, write_task
 
     build_twin()
-    return run_with(write_task(tmp_path_factory.mktemp("playbook"), fast_task_data()))
+    # the README's clock (tasks/twin_glm52.yaml: TWIN_TIME_SCALE 0.25), not the slower one of the speed tests
+    readme_scale = float(task_data(ROOT / "tasks" / "twin_glm52.yaml")["sandbox"]["env"]["TWIN_TIME_SCALE"])
+    return run_with(write_task(tmp_path_factory.mktemp("playbook"), fast_task_data(time_scale=readme_scale)))

@@ -38,7 +38,9 @@ def test_the_playbook_solves_the_default_twin_scenario(playbook_run):
     added = {f"model.decoder.mlp.shared_experts.{name}" for name in ("gate_proj", "up_proj", "down_proj")}
     assert added <= set(config["quantization_config"]["exclude"])  # exact names, as the loader matches them
     assert state.accepted_flags["kv-cache-dtype"] == "fp8_e4m3" and state.accepted_flags["dp"] == 2
-    assert state.accepted_flags["speculative-num-steps"] == 3
+    # MTP kept at the depth that measured faster: 3/1/4 and 5/1/6 are within a few percent on the twin (its public
+    # acceptance profile rarely accepts a 4th or 5th draft), so the noise of two samples a side decides
+    assert state.accepted_flags["speculative-num-steps"] in (3, 5)
     assert len(list((playbook_run.run_dir / "patches" / "twin").glob("*.patch"))) == 2
     assert len(list((playbook_run.run_dir / "patches" / "model").glob("*.patch"))) == 1
     assert (playbook_run.run_dir / "report.md").is_file() and (playbook_run.run_dir / "prs" / "twin.md").is_file()

@@ -244,6 +244,9 @@ def run_task(task: Task, task_path: str, resume_dir: str | None = None, fresh: b
     console.say(f"porter: run {ctx.state.run_id} in {ctx.run_dir} (agent: {model.name})")
     console.say(f"porter: follow it with: tail -f {shlex.quote(str(ctx.run_dir / 'progress.log'))}")
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a run as cleanly as Ctrl-C does
+    # and Ctrl-C (SIGINT) stops it even when porter was started with SIGINT ignored (a background job of a
+    # script inherits SIG_IGN, and Python then installs no KeyboardInterrupt): a run in a long command waited for it
+    signal.signal(signal.SIGINT, _interrupt)
     # a person typing the replies needs the terminal to themselves
     with LiveStatus(ctx, enabled=model.name != "human") as status:
         status.opened(model.name, resumed=bool(resume_dir), seconds=time.monotonic() - opening)
