@@ -43,7 +43,8 @@ def test_the_playbook_solves_the_default_twin_scenario(playbook_run):
     assert state.accepted_flags["speculative-num-steps"] in (3, 5)
     assert len(list((playbook_run.run_dir / "patches" / "twin").glob("*.patch"))) == 2
     assert len(list((playbook_run.run_dir / "patches" / "model").glob("*.patch"))) == 1
-    assert (playbook_run.run_dir / "report.md").is_file() and (playbook_run.run_dir / "prs" / "twin.md").is_file()
+    drafts = sorted(path.name for path in (playbook_run.run_dir / "prs").glob("twin*.md"))
+    assert (playbook_run.run_dir / "report.md").is_file() and drafts == ["twin-1.md", "twin-2.md"]  # a PR a change set
     assert state.tokens["input"] == 0 and state.cost_usd == 0  # no model was called
 
 
