@@ -301,12 +301,13 @@ def _tuning(result: Plan, facts: CheckpointFacts, gpu: Gpu) -> None:
         return
     moe = facts.moe
     tokens = sorted({aiter_padded_m(m) for m in range(1, MAX_BATCHED_TOKENS + 1)})
+    shapes = tune_shapes(result, facts)
     result.tune_shape = {
         "model_dim": moe.hidden,
         "inter_dim": moe.expert_width,
         "experts": moe.experts,
         "topk": moe.top_k,
-        "inter_dims": ",".join(str(width) for width in sorted({shape[1] for shape in tune_shapes(result, facts)})),
+        "inter_dims": ",".join(str(width) for width in sorted({shape[1] for shape in shapes})),
         "tokens": ",".join(str(token) for token in tokens),  # every padded M aiter looks a config up by
     }
     key, why = quant_key(facts, gpu)
@@ -317,13 +318,13 @@ def _tuning(result: Plan, facts: CheckpointFacts, gpu: Gpu) -> None:
     fp8 = AITER_FP8.get(gpu.arch, "torch.float8_e4m3fn")
     q_a, q_w, q_type = (value.format(fp8=fp8) for value in AITER_MOE_QUANT[key])
     act = "ActivationType.Swiglu" if facts.activation == "swiglu-clamped" else "ActivationType.Silu"
-    for model_dim, inter, experts, topk in tune_shapes(result, facts):
+    for model_dim, inter, experts, topk in shapes:
         for token in tokens:
             values = [token, model_dim, inter, experts, topk, act, "torch.bfloat16", q_a, q_w, q_type, 1, 0]
             result.tune_rows.append(dict(zip(AITER_FMOE_UNTUNED_COLUMNS, values, strict=True)))
     result.inferred.append(
         f"MoE tuning: {len(result.tune_rows)} rows ({why}; every padded M up to {MAX_BATCHED_TOKENS} tokens x "
-        f"{len(tune_shapes(result, facts))} shapes: each layout's expert share, a same-width shared expert fused or "
+        f"{len(shapes)} shapes: each layout's expert share, a same-width shared expert fused or "
         "not)"
     )
 
