@@ -83,7 +83,9 @@ def interrupted(docker_client, tmp_path_factory) -> dict:
     script = tmp_path / "script.yaml"
     script.write_text(yaml.safe_dump(SCRIPT))
     task = fast_twin_task(tmp_path, QUICK_SCALE, **{"agent.provider": f"scripted:{script}"})
-    process = subprocess.Popen(PORTER + ["run", str(task)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # started as a script's background job is (SIGINT ignored, inherited): Ctrl-C must still stop the run
+    process = subprocess.Popen(PORTER + ["run", str(task)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))  # fmt: skip
     runs = tmp_path / "runs"
     deadline = time.monotonic() + 900
     while time.monotonic() < deadline and process.poll() is None:
