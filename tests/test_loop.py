@@ -1,10 +1,12 @@
-"""The loop end to end on the twin in a real Docker sandbox, driven by a scripted agent, plus its faults.
+"""The GLM-5.2 day-0 story end to end on the twin in a real Docker sandbox, replayed from its recording.
 
-The story test performs the GLM-5.2 day-0 story step by step (with one careless attempt that porter must
-revert) and checks what a reviewer would: every target met, one commit per fix, no trace of the reverted
-attempt, a patch series that `git am`s on a fresh copy of the twin's source, and the same observations as
-the story's committed recording (tests/data/story), whose replay in a fresh sandbox is
-tests/test_story_replay.py, on another worker. When the story's behaviour changes on purpose, re-record:
+The story (STORY below, with one careless attempt that porter must revert) was recorded by a scripted agent as
+tests/data/story; CI replays that recording in a fresh sandbox (`porter replay`: every observation, launches,
+crash classes, kept or reverted, targets met and figures within the replay tolerance, must come out as recorded)
+and checks on the replayed run what a reviewer would: every target met, one commit per fix, no trace of the
+reverted attempt, a patch series that `git am`s on a fresh copy of the twin's source. One whole optimisation
+serves both the replay and the outcome checks. When the story's behaviour changes on purpose, re-record (the
+scripted agent runs STORY live and writes the recording):
 `PORTER_RECORD_STORY=1 CI=true python3 -m pytest -q tests/test_loop.py`, and review the recording's diff.
 The fault tests (test_loop_faults.py) each drive a short run into one failure.
 """
@@ -31,11 +33,11 @@ from twin_tasks import (
     fast_twin_task,
     fix,
     run_scripted,
+    tool_results,
 )
 
 from porter.ledger.transcript import read_transcript
-from porter.models.replay import load_recorded_steps
-from porter.ops.replay_run import ReplayReport, compare
+from porter.ops.replay_run import ReplayReport, replay
 
 pytestmark = [pytest.mark.docker, pytest.mark.long_run]
 
@@ -88,12 +90,18 @@ STORY = [
 
 
 @pytest.fixture(scope="module")
-def story_run(twin_image, tmp_path_factory):
-    tmp_path = tmp_path_factory.mktemp("story")
-    ctx = run_scripted(fast_twin_task(tmp_path, time_scale=TIME_SCALE), STORY)
+def story_replay(twin_image, tmp_path_factory) -> ReplayReport:
+    """The story's recording replayed in a fresh sandbox (recorded first, by the scripted story, when asked)."""
     if os.environ.get("PORTER_RECORD_STORY"):
+        ctx = run_scripted(fast_twin_task(tmp_path_factory.mktemp("story"), time_scale=TIME_SCALE), STORY)
         keep_recording(ctx.run_dir, STORY_RECORDING)
-    return ctx
+    return replay(STORY_RECORDING, runs_dir=str(tmp_path_factory.mktemp("replays")))
+
+
+@pytest.fixture(scope="module")
+def story_run(story_replay: ReplayReport):
+    assert story_replay.run is not None
+    return story_replay.run
 
 
 def keep_recording(run_dir: Path, target: Path) -> None:
@@ -173,20 +181,14 @@ def test_patches_apply_with_git_am_on_a_fresh_copy(story_run, tmp_path, repo, co
     assert git.Repo(fresh).head.commit.tree == git.Repo(source).head.commit.tree
 
 
-def test_the_story_observes_what_its_recording_observed(story_run):
-    """The scripted story sends its recording's replies, so it must observe what the recording observed before
-    every model call (launches, crash classes, kept or reverted, targets met: the replay digest), with every
-    figure within the replay tolerance."""
-    recorded_steps = load_recorded_steps(STORY_RECORDING / "transcript.jsonl")
-    fresh_steps = load_recorded_steps(story_run.run_dir / "transcript.jsonl")
-    pairs = zip(recorded_steps, fresh_steps, strict=False)
-    first = next(((r, f) for r, f in pairs if r["digest"] != f["digest"]), None)
-    assert first is None, f"step {first[0]['step']}: recorded {first[0]['excerpt']!r}, now {first[1]['excerpt']!r}"
-    assert len(fresh_steps) == len(recorded_steps)
-    report = ReplayReport(STORY_RECORDING / "transcript.jsonl", replay_dir=story_run.run_dir)
-    compare(
-        report,
-        read_transcript(STORY_RECORDING / "transcript.jsonl"),
-        read_transcript(story_run.run_dir / "transcript.jsonl"),
-    )
-    assert report.reproduced, report.render()
+def test_the_story_recording_replays(story_replay):
+    assert story_replay.reproduced, story_replay.render()
+    assert story_replay.compared == len(tool_results(STORY_RECORDING))
+
+
+def test_the_recording_is_the_story():
+    """The recording's model replies are STORY's calls, in order: a STORY changed without re-recording fails."""
+    replies = [record["reply"] for record in read_transcript(STORY_RECORDING / "transcript.jsonl")
+               if record["kind"] == "model_reply"]  # fmt: skip
+    calls = [[(c["name"], c["arguments"]) for c in reply.get("tool_calls", [])] for reply in replies]
+    assert calls == [[(c["name"], c["arguments"]) for c in step["tool_calls"]] for step in STORY]

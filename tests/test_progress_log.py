@@ -70,6 +70,21 @@ def test_start_up_stages_are_read_from_the_log_as_it_grows(tmp_path):
     assert watch.new_stages() == []
 
 
+def test_stages_printed_after_the_last_heartbeat_are_written_before_the_end_line(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    lines: list[str] = []
+    log = ProgressLog(tmp_path / "progress.log", every_s=3600, echo=lines.append)  # no beat during the test
+    log.begin("serve", watch=StageWatch(logs, engine_named("sglang")))
+    (logs / "serve-001.log").write_text("Load weight end.\nThe server is fired up and ready to roll!\n")
+    log.end("healthy in 41 s", timed=False)  # a start-up that ends between two beats
+    assert [line.split("  ", 1)[1] for line in lines] == [
+        "serve  reached weights loaded (2 of 5 stages)  0.0 s",
+        "serve  reached serving (5 of 5 stages)  0.0 s",
+        "serve  healthy in 41 s",
+    ]
+
+
 def test_the_heartbeat_says_what_still_runs_and_how_far(tmp_path):
     lines: list[str] = []
     log = ProgressLog(tmp_path / "progress.log", every_s=0.4, echo=lines.append)

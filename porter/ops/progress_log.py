@@ -164,8 +164,10 @@ class ProgressLog:
             self.write(work.label, f"{f'{context}: ' if context else ''}{note} ({work.count()})", work.elapsed_s())
 
     def end(self, result: str, timed: bool = True) -> None:
-        """The work in flight ended with `result` (which says its own duration when `timed` is False)."""
+        """The work in flight ended with `result` (which says its own duration when `timed` is False); the stages
+        its log printed since the last heartbeat are written first (a start-up can end between two beats)."""
         with self.lock:
+            self._stages()
             work, self.work, self.watch = self.work, None, None
             label = work.label if work else "porter"
             self.write(label, result, work.elapsed_s() if work and timed else None)
@@ -181,17 +183,23 @@ class ProgressLog:
             work = self.work
             if work is None:
                 return
-            if self.watch is not None:
-                try:
-                    stages = self.watch.new_stages()
-                except OSError:  # the log went away (a sandbox restart): the heartbeat goes on without stages
-                    stages, self.watch = [], None
-                for stage in stages:
-                    work.done, work.context = self.watch.names.index(stage) + 1, f"last {stage}"
-                    work.note = f"reached {stage}"
-                    self.write(work.label, f"{work.note} ({work.count()})", work.elapsed_s())
+            self._stages()
             if time.monotonic() - self.last_line >= self.every_s * HEARTBEAT_SHARE:
                 self.write(work.label, heartbeat(work), work.elapsed_s())
+
+    def _stages(self) -> None:
+        """A line for each start-up stage the watched log printed since the last look."""
+        work, watch = self.work, self.watch
+        if work is None or watch is None:
+            return
+        try:
+            stages = watch.new_stages()
+        except OSError:  # the log went away (a sandbox restart): the heartbeat goes on without stages
+            stages, self.watch = [], None
+        for stage in stages:
+            work.done, work.context = watch.names.index(stage) + 1, f"last {stage}"
+            work.note = f"reached {stage}"
+            self.write(work.label, f"{work.note} ({work.count()})", work.elapsed_s())
 
 
 def heartbeat(work: Work) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from porter.ledger.transcript import read_transcript
 from porter.loop import agent
@@ -21,6 +22,9 @@ from porter.models import ReplayDivergence, ReplayModel
 from porter.ops import runs
 from porter.redaction import redact
 from porter.task import Task, load_task
+
+if TYPE_CHECKING:
+    from porter.loop.run_context import RunContext
 
 METRIC_TOLERANCE = 0.5  # relative; a figure twice as far off as this is not the same run
 BEHAVIOUR_KEYS = ("ok", "exit_code", "timed_out", "healthy", "crash_class", "kept")
@@ -34,6 +38,7 @@ class ReplayReport:
     divergences: list[str] = field(default_factory=list)
     environment_changes: list[str] = field(default_factory=list)
     compared: int = 0
+    run: RunContext | None = None  # the replayed run, ended: its state, repos and run directory
 
     @property
     def reproduced(self) -> bool:
@@ -74,7 +79,7 @@ def replay(path: str | Path, runs_dir: str = DEFAULT_RUNS_DIR, sandbox_kind: str
     report = ReplayReport(transcript)
     # fresh: a replay measures the engine again; a figure from the cache would hide the drift it looks for
     ctx = runs.open_run(task, str(folder / "task.yaml"), fresh=True)
-    report.replay_dir = ctx.run_dir
+    report.replay_dir, report.run = ctx.run_dir, ctx
     try:
         agent.run_loop(ctx, ReplayModel(transcript), redact)
     except ReplayDivergence as divergence:
