@@ -18,7 +18,7 @@ from porter import redaction
 from porter.checks import quality, throughput, throughput_kind
 from porter.checks.kind import CheckProgress
 from porter.engines.known import engine_named
-from porter.ops.live_status import render_panel
+from porter.ops.live_status import render_panel, targets_table
 from porter.ops.progress_log import ProgressLog, StageWatch, Work, duration, format_line, heartbeat
 
 CLOCK = dt.datetime(2026, 7, 2, 17, 4, 12)
@@ -120,6 +120,20 @@ def test_the_panel_draws_a_bar_with_the_time_left(tmp_path):
         ctx.sandbox.stop(remove=True)
     assert "now run_check quality (30 s)" in text and "40 of 100 questions" in text
     assert re.search(r"4\d s left", text) and "━" in text and "quality:gsm8k: 37 of 40 right" in text
+
+
+def test_the_targets_table_reads_scores_to_three_places_and_speeds_to_one():
+    rows = [
+        {"target": "quality gsm8k", "value": 0.97, "goal": 0.93, "met": True},
+        {"target": "single stream (output tok/s)", "value": 854.925, "goal": 720.0, "met": True},
+        {"target": "throughput (output tok/s/node at knee)", "value": 1117.42, "goal": 1950.0, "met": False},
+        {"target": "quality gpqa", "value": None, "goal": 0.77, "met": False},
+    ]
+    screen = Console(width=110, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    screen.print(targets_table(rows))
+    text = screen.export_text()
+    assert "0.970" in text and "854.9 " in text and "1,117.4 " in text and "854.925" not in text
+    assert re.search(r"quality gpqa\s+-\s", text)
 
 
 @pytest.fixture(scope="module")

@@ -11,3 +11,9 @@ def number(value: Any, digits: int = 1) -> str:
     if isinstance(value, float):
         return f"{value:,.{digits}f}"
     return str(value)
+
+
+def target_value(value: Any) -> str:
+    """A target's figure as the run's closing lines and tables show it: a score to three places (0.970), a speed
+    to one, with thousands separators (1,117.4)."""
+    return number(value, 3 if isinstance(value, float) and value < 10 else 1)

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from porter.checks import registry
-from porter.checks.render import number
+from porter.checks.render import number, target_value
 from porter.ledger.state import target_report
 from porter.loop.run_context import RunContext
 from porter.loop.tools import ToolResult
@@ -96,7 +96,7 @@ def target_lines(ctx: RunContext) -> list[tuple[str, str]]:
     lines = []
     for row in target_report(ctx.task, ctx.state):
         value = row["value"]
-        shown = "not measured" if value is None else number(value, 3 if isinstance(value, float) and value < 10 else 1)
+        shown = "not measured" if value is None else target_value(value)
         verdict = "met" if row["met"] else "NOT met"
         stale = " (measured on another configuration)" if row["stale"] else ""
         lines.append((f"target {row['target']}", f"{shown}{stale}, goal {row['goal']}: {verdict}"))
@@ -123,8 +123,7 @@ def summary_table(ctx: RunContext) -> Table:
     for column in ("target", "value", "goal", "met"):
         table.add_column(column)
     for row in target_report(ctx.task, ctx.state):
-        value = row["value"]
-        shown = f"{value:.3f}" if isinstance(value, float) else str(value)
+        shown = target_value(row["value"])
         shown += " (stale: measured on another configuration)" if row["stale"] else ""
         table.add_row(row["target"], shown, str(row["goal"]), "yes" if row["met"] else "no")
     return table

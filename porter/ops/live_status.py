@@ -24,6 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from porter.checks.kind import CheckProgress
+from porter.checks.render import target_value
 from porter.loop.run_context import RunContext
 from porter.loop.tools import ToolResult, run_status
 from porter.models import ToolCall
@@ -179,8 +180,7 @@ def targets_table(targets: list[dict]) -> Table:
     for column in ("target", "value", "goal", "met"):
         table.add_column(column)
     for row in targets:
-        value = row["value"]
-        shown = "-" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+        shown = target_value(row["value"])
         if row.get("stale"):
             shown += " (stale)"
         table.add_row(row["target"], shown, str(row["goal"]), "[green]yes[/]" if row["met"] else "[red]no[/]")
