@@ -23,8 +23,9 @@ from porter.ledger import evidence
 from porter.ledger.records import Sample, Side, StartUp
 from porter.ledger.state import RunState, target_report
 from porter.ledger.transcript import Transcript
-from porter.loop import accepting
+from porter.loop import accepting, observations
 from porter.loop.run_context import RunContext
+from porter.loop.tools import run_status
 from porter.redaction import redact
 from porter.sandbox import make_sandbox
 from porter.sandbox.trees.tracked import TrackedRepo
@@ -480,3 +481,20 @@ def test_a_change_that_restores_quality_is_kept_without_a_speed_figure(ctx, thro
         assert "beyond both intervals" in outcome["evidence"]
     else:
         assert outcome["rule"] == "loss" and "would miss its target" in outcome["reason"]
+
+
+def test_the_status_shows_the_pending_changes_own_figure_beside_the_accepted_one(ctx):
+    """After a fix is measured, the model reads the accepted configuration's failing figure and, beside it, the
+    pending change's passing one (what accept would weigh), not the failing figure alone."""
+    ctx.state.accepted = Side(serve=served(ctx))
+    quality_sample(ctx, 0.755, 0.69, 0.81, accepted=True)
+    change_config(ctx)
+    assert "the pending change" not in observations.status(run_status(ctx, True))  # no figure of its own yet
+    quality_sample(ctx, 0.975, 0.94, 0.99)
+    assert "pending_value" not in run_status(ctx)["targets"][0]  # after a command that measures nothing
+    rows = {row["key"]: row for row in run_status(ctx, True)["targets"]}
+    assert rows["quality:gsm8k"]["value"] == 0.755 and not rows["quality:gsm8k"]["met"]
+    assert rows["quality:gsm8k"]["pending_value"] == 0.975 and rows["quality:gsm8k"]["pending_met"]
+    assert rows["throughput"]["pending_value"] is None
+    text = observations.status(run_status(ctx, True))
+    assert "0.755 (goal 0.9): not met; the pending change: 0.975, would meet the goal" in text

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 from helpers import sweep
 
 from porter.engines.known import engine_named
 from porter.engines.startup_stage import startup_stage
+from porter.ledger.decision import quality_restored
 from porter.ledger.noise import compare, knee_resolution
 from porter.models.remedies import pair_candidates
+from porter.task import load_task
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def decide(accepted: list[dict], pending: list[dict], resolution: bool = True):
@@ -105,3 +110,22 @@ def test_the_start_up_stage_counts_progress_lines_before_the_traceback(tmp_path)
 )
 def test_moves_reverted_alone_are_retried_in_pairs(reverted, tried, expected):
     assert pair_candidates(reverted, tried) == expected
+
+
+def test_a_quality_keep_quotes_the_restored_check_and_the_other_checks_on_both_sides():
+    task = load_task(ROOT / "tasks" / "twin_glm52.yaml")
+    accepted = {
+        "quality:gsm8k": {"score": 0.755, "ci_low": 0.69, "ci_high": 0.81, "passed": False},
+        "quality:gpqa": {"score": 0.84, "ci_low": 0.77, "ci_high": 0.9, "passed": True},
+    }
+    pending = {
+        "quality:gsm8k": {"score": 0.975, "ci_low": 0.94, "ci_high": 0.99, "passed": True},
+        "quality:gpqa": {"score": 0.83, "ci_low": 0.76, "ci_high": 0.89, "passed": True},
+    }
+    decision = quality_restored(task, accepted, pending, {}, {})
+    assert decision.keep and decision.rule == "quality_restored"
+    assert decision.reason.startswith("quality restored: quality:gsm8k 0.755 (95% CI 0.690-0.810, failed) -> 0.975")
+    assert decision.reason.endswith(
+        "passed), beyond both intervals; the other quality checks pass on the change: quality:gpqa 0.840 -> 0.830"
+    )
+    assert quality_restored(task, accepted, {**pending, "quality:gsm8k": accepted["quality:gsm8k"]}, {}, {}) is None

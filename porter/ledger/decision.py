@@ -89,6 +89,12 @@ def quality_restored(
         f"{pending[key].get('ci_low'):.3f}-{pending[key].get('ci_high'):.3f}, passed)"
         for key in restored
     )
+    others = "; ".join(
+        f"{key} {accepted[key].get('score'):.3f} -> {pending[key].get('score'):.3f}"
+        for key in sorted(set(accepted) & set(pending) - set(restored))
+        if accepted[key].get("score") is not None and pending[key].get("score") is not None
+    )
+    others = f"; the other quality checks pass on the change: {others}" if others else ""
     comparisons = compare(task, before, after)
     facts = [c.to_dict() for c in comparisons]
     speed = "; ".join(c.describe() for c in comparisons)
@@ -97,7 +103,8 @@ def quality_restored(
         names = " and ".join(f"{c.key} ({c.change:+.1%})" for c in missed)
         reason = f"quality restored ({shown}), but {names} got worse beyond noise and would miss its target: {speed}"
         return Decision(False, "loss", reason, comparisons=facts)
-    kept = f"quality restored: {shown}, beyond both intervals" + (f"; speed on both sides: {speed}" if speed else "")
+    kept = f"quality restored: {shown}, beyond both intervals{others}"
+    kept += f"; speed on both sides: {speed}" if speed else ""
     return Decision(True, "quality_restored", kept, comparisons=facts)
 
 

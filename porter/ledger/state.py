@@ -116,11 +116,13 @@ def median_of(samples: list[Sample]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def target_report(task: Task, state: RunState | None) -> list[dict[str, Any]]:
+def target_report(task: Task, state: RunState | None, pending: str | None = None) -> list[dict[str, Any]]:
     """One row per target: name, metric, value (median on the accepted configuration), goal, met, stale.
 
     A target never measured on the accepted configuration shows its latest figure from another one,
-    marked stale and never met. Without a state (or an empty one) the rows carry the goals only.
+    marked stale and never met. Without a state (or an empty one) the rows carry the goals only. With the
+    fingerprint of a `pending` change, a row also carries the change's own figure and whether it would meet
+    the goal (`pending_value`, `pending_met`; None where the change has no figure for that target).
     """
     rows = []
     for item in registry.declared(task):
@@ -144,6 +146,8 @@ def target_report(task: Task, state: RunState | None) -> list[dict[str, Any]]:
             if reference:
                 row["goal"] = item.kind.goal(item.kind.anchored(item.spec, reference["value"]))
             _fill(row, item, state)
+            if pending and pending != state.accepted_config:
+                row["pending_value"], row["pending_met"] = _judge(row, item, state.samples_on(pending, item.key))
         rows.append(row)
     return rows
 
@@ -158,14 +162,20 @@ def _fill(row: dict, item: registry.Declared, state: RunState) -> None:
     row["stale"] = not fresh
     row["samples"] = [s.value for s in measured]
     row["cached"] = sum(1 for s in measured if s.cached)
+    row["value"], met = _judge(row, item, measured)
+    row["met"] = not row["stale"] and bool(met)
+
+
+def _judge(row: dict, item: registry.Declared, measured: list[Sample]) -> tuple[Any, bool | None]:
+    """(figure, goal reached) of one configuration's samples of a target: a speed's median, a score's latest;
+    (None, None) without samples. An open target is reached by any figure: the best the run has."""
+    if not measured:
+        return None, None
     if item.kind.performance:
-        row["value"] = median_of(measured)
-        # an open target is met by a figure of the accepted configuration: the best the run has, with its samples
-        reached = row["open"] or (isinstance(row["goal"], int | float) and row["value"] >= row["goal"])
-        row["met"] = not row["stale"] and row["value"] is not None and reached
-    else:
-        row["value"] = measured[-1].value
-        row["met"] = not row["stale"] and item.kind.met(measured[-1].result, item.spec)
+        value = median_of(measured)
+        reached = row["open"] or (isinstance(row["goal"], int | float) and value is not None and value >= row["goal"])
+        return value, value is not None and reached
+    return measured[-1].value, item.kind.met(measured[-1].result, item.spec)
 
 
 def all_targets_met(task: Task, state: RunState, allow_stale: bool = False) -> bool:

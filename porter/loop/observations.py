@@ -36,12 +36,17 @@ def check(key: str, result: dict) -> str:
 
 
 def targets(rows: list[dict]) -> str:
-    """The run's targets, one line each: value, goal, met, and a stale mark when measured on another config."""
+    """The run's targets, one line each: value, goal, met, a stale mark when measured on another config, and the
+    pending change's own figure once it has one (what accept would weigh)."""
     lines = []
     for row in rows:
         stale = " (stale: measured on another configuration; measure again)" if row.get("stale") else ""
         met = "met" if row.get("met") else "not met"
-        lines.append(f"- {row['target']}: {number(row.get('value'), 3)} (goal {row.get('goal')}): {met}{stale}")
+        line = f"- {row['target']}: {number(row.get('value'), 3)} (goal {row.get('goal')}): {met}{stale}"
+        if row.get("pending_value") is not None:
+            would = "would meet" if row.get("pending_met") else "would not meet"
+            line += f"; the pending change: {number(row['pending_value'], 3)}, {would} the goal"
+        lines.append(line)
     return "\n".join(lines)
 
 

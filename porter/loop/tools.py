@@ -52,7 +52,7 @@ def dispatch(ctx: RunContext, name: str, arguments: dict) -> ToolResult:
             ok, text = False, f"{name} failed: {exc}"
         except Exception as exc:  # noqa: BLE001 - a porter bug must not end the run; it is logged with traceback
             ok, text, facts = False, _internal_error(ctx, name, arguments, exc), {"internal_error": type(exc).__name__}
-    facts = {"tool": name, "ok": ok, **facts, "status": run_status(ctx)}
+    facts = {"tool": name, "ok": ok, **facts, "status": run_status(ctx, figures_of_pending=name in STATUS_AFTER)}
     if ok and name in STATUS_AFTER:
         text = f"{text}\n{observations.status(facts['status'])}"
     # As JSON sees them, and a copy: the status holds live dicts a later call in the same turn would change.
@@ -93,15 +93,25 @@ def _recover(ctx: RunContext, name: str, died: SandboxDied) -> str:
     )
 
 
-def run_status(ctx: RunContext) -> dict:
+def run_status(ctx: RunContext, figures_of_pending: bool = False) -> dict:
+    """The run's status; with `figures_of_pending`, each target also carries the pending change's own figure (its
+    fingerprint hashes the trees: asked after a measuring call, not after every command)."""
     state = ctx.state
+    pending = ctx.is_pending()
+    fingerprint = None
+    if pending and figures_of_pending:
+        try:
+            fingerprint = ctx.fingerprint()
+        except TOOL_FAILURES:  # a tree porter refuses to hash (too large, unsafe .git): the result already says so
+            fingerprint = None
     return {
         "phase": state.phase(),
-        "pending": ctx.is_pending(),
+        "pending": pending,
         "flags": state.flags,
         "flags_changed": {k: v for k, v in state.flags.items() if state.accepted_flags.get(k) != v},
         "server": _server_status(ctx),
-        "targets": target_report(ctx.task, state),
+        # beside each accepted figure, the pending change's own, once it has one
+        "targets": target_report(ctx.task, state, pending=fingerprint),
         "accepted_checks": sorted(state.checks_on(state.accepted_config)),
     }
 
