@@ -7,7 +7,10 @@ The options of the real GLM-5.2 task are checked without starting anything (this
 from __future__ import annotations
 
 import os
+import pty
 import re
+import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 
@@ -213,3 +216,26 @@ def test_sandbox_exec_main_prints_output_and_returns_the_code(docker_client, tmp
         for container in docker_client.containers.list(all=True, filters={"name": "porter-manual-cli-exec-"}):
             container.remove(force=True)
     assert sandbox_exec_main(str(tmp_path / "absent.yaml"), ["true"], timeout=30) == 2
+
+
+def test_sandbox_exec_shows_a_terminal_no_escape_and_a_pipe_every_byte(docker_client, tmp_path):
+    """`porter sandbox exec` on a terminal (a real pty) prints what the container wrote without the sequences a
+    terminal acts on (retitle, clipboard write); piped, it passes every byte on for the user's script."""
+    task_file = tmp_path / "task.yaml"
+    spec = small_task("cli-tty").model_dump(mode="json")
+    spec["outputs"] = {"runs_dir": str(tmp_path / "runs")}
+    task_file.write_text(yaml.safe_dump(spec))
+    hostile = r"printf 'a\033]0;owned\007b\033]52;c;b3duZWQ=\007c\n'"
+    command = [sys.executable, "-m", "porter.cli", "sandbox", "exec", str(task_file), "--", hostile]
+    try:
+        piped = subprocess.run(command, capture_output=True, timeout=120)
+        assert piped.returncode == 0 and piped.stdout == b"a\x1b]0;owned\x07b\x1b]52;c;b3duZWQ=\x07c\n"
+        leader, follower = pty.openpty()
+        shown = subprocess.run(command, stdout=follower, stderr=subprocess.PIPE, timeout=120)
+        os.close(follower)
+        with os.fdopen(leader, "rb") as terminal:
+            output = terminal.read1(1 << 16)
+        assert shown.returncode == 0 and output.replace(b"\r\n", b"\n") == b"abc\n"
+    finally:
+        for container in docker_client.containers.list(all=True, filters={"name": "porter-manual-cli-tty-"}):
+            container.remove(force=True)

@@ -32,6 +32,7 @@ from porter.sandbox.docker_options import (
 )
 from porter.sandbox.interface import SandboxError
 from porter.task import Task, TaskError, load_task
+from porter.terminal import printable
 
 # The manual sandbox is for a person: show up to 10 MB of output instead of the agent's 20 kB.
 MANUAL_OUTPUT_LIMIT = 10_000_000
@@ -60,7 +61,9 @@ def sandbox_exec_main(task_path: str, command: list[str], timeout: float) -> int
     except (TaskError, SandboxError) as exc:
         print(f"porter: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, TaskError) else 1
-    sys.stdout.write(result.output)
+    # a terminal is shown the output without what it would act on (escapes that retitle it, write the clipboard);
+    # a pipe or a file gets every byte as the command wrote it
+    sys.stdout.write(printable(result.output) if sys.stdout.isatty() else result.output)
     sys.stdout.flush()
     if result.timed_out:
         print(f"porter: timed out after {timeout:g} s; the command's process group was killed", file=sys.stderr)
