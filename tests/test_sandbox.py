@@ -9,6 +9,7 @@ under its root. Docker-only behaviour (options, network, a dead container) is in
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 import tracemalloc
@@ -19,8 +20,10 @@ import git
 import pytest
 from helpers import free_port
 
+from porter import redaction
 from porter.sandbox import SANDBOXES, LocalSandbox, Process, Sandbox, SandboxError, make_sandbox
 from porter.sandbox.docker_options import container_options
+from porter.sandbox.interface import SPOOL_LIMIT, SPOOL_TAIL, OutputCapture
 from porter.task import Task
 
 HOST_SECRET = "sk-porter-test-host-secret"
@@ -272,3 +275,40 @@ def test_local_exec_log_has_the_full_output(tmp_path):
     text = box.exec_log.read_text()
     assert "exec (timeout 30s, workdir /opt/demo): seq 1 100000" in text and "\n100000\n" in text
     assert subprocess.run(["grep", "-c", "^=== ", str(box.exec_log)], capture_output=True, text=True).stdout == "2\n"
+
+
+def test_a_command_that_prints_past_the_spool_limit_keeps_its_head_and_tail_only(sandbox):
+    tracemalloc.start()
+    before = sandbox.exec_log.stat().st_size if sandbox.exec_log.exists() else 0
+    result = sandbox.exec("head -c 100000000 /dev/zero | tr '\\0' a; echo; echo END", timeout=300)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert result.exit_code == 0 and result.output.endswith("END\n")
+    kept = sandbox.exec_log.stat().st_size - before
+    assert SPOOL_LIMIT < kept < SPOOL_LIMIT + SPOOL_TAIL + 4096  # not the 100 MB the command printed
+    assert peak < 8_000_000, f"python held {peak} bytes while capturing"
+    with open(sandbox.exec_log, "rb") as log:
+        log.seek(before + SPOOL_LIMIT - 4096)
+        middle = log.read(8192).decode()
+    assert re.search(r"\n\[porter: \d+ bytes of output not kept: over 67108864 bytes\]\naaaa", middle)
+
+
+def test_a_secret_cut_by_the_spool_limit_is_never_half_kept(tmp_path, monkeypatch):
+    secret = "sk-live-" + "0123456789abcdef" * 4
+    monkeypatch.setenv("PORTER_TEST_API_KEY", secret)
+    redaction.collect()
+    try:
+        for cut in range(1, len(secret)):  # the spool's end and the tail's start fall inside a secret, everywhere
+            log = tmp_path / f"exec-{cut}.log"
+            capture = OutputCapture(log, "t", limit=400, spool=(1000, 500))
+            tail = secret[cut:] + "z" * (500 - len(secret) + cut)  # the last 500 bytes start inside the secret
+            text = "x" * (1000 - cut) + secret + "y" * 5000 + secret[:cut] + tail
+            for start in range(0, len(text), 333):
+                capture.feed(text[start : start + 333].encode())
+            capture.finish("end")
+            kept = log.read_text()
+            assert secret[:12] not in kept and secret[-12:] not in kept, cut
+            assert "bytes of output not kept: over 1000 bytes]\n" in kept and kept.endswith("zzz\n=== end\n")
+    finally:
+        monkeypatch.delenv("PORTER_TEST_API_KEY")
+        redaction.collect()

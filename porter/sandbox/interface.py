@@ -1,9 +1,9 @@
 """What every sandbox shares: the protocols, results, errors, output capping and path confinement.
 
 Covers the `Sandbox` and `Process` protocols, `ExecResult`, the error types, the refusal of secrets
-in a sandbox environment, the head+tail capture of command output (bounded memory, full copy in the
-run's exec log, with secrets redacted on the way). Does not cover running anything (docker.py, local.py)
-nor file access (guard.py).
+in a sandbox environment, the head+tail capture of command output (bounded memory and disk, a copy in the
+run's exec log, whole up to SPOOL_LIMIT, with secrets redacted on the way). Does not cover running anything
+(docker.py, local.py) nor file access (guard.py).
 """
 
 from __future__ import annotations
@@ -24,6 +24,10 @@ from porter.task import Task
 SCRATCH_DIR = "/porter/scratch"
 # Bytes of output the caller sees: half from the head, half from the tail.
 DEFAULT_OUTPUT_LIMIT = 20_000
+# Bytes of one command's output kept on the host (the spool, then the exec log): the first SPOOL_LIMIT and the last
+# SPOOL_TAIL; a command that prints for hours (`yes`) fills neither the disk nor the memory.
+SPOOL_LIMIT = 64 << 20
+SPOOL_TAIL = 1 << 20
 
 
 class SandboxError(Exception):
@@ -104,10 +108,18 @@ class OutputCapture:
     footer line, to the exec log in one write so concurrent commands never interleave there.
     """
 
-    def __init__(self, exec_log: Path, title: str, limit: int = DEFAULT_OUTPUT_LIMIT):
+    def __init__(
+        self,
+        exec_log: Path,
+        title: str,
+        limit: int = DEFAULT_OUTPUT_LIMIT,
+        spool: tuple[int, int] = (SPOOL_LIMIT, SPOOL_TAIL),
+    ):
         self.exec_log = exec_log
         self.title = title
         self.half = max(limit // 2, 1)
+        (self.spool_limit, self.spool_tail), self.spooled = spool, 0
+        self.tail, self.dropped = bytearray(), 0  # past the spool's limit: the last bytes, and how many came
         # A reader thread may outlive a timed-out command (a grandchild holding the pipe); once
         # finished, the capture ignores it instead of racing the final copy.
         self.lock = threading.Lock()
@@ -117,13 +129,37 @@ class OutputCapture:
 
     def feed(self, chunk: bytes) -> None:
         with self.lock:
-            if not self.finished:
-                self.spool.write(chunk)
+            if self.finished:
+                return
+            room = max(self.spool_limit - self.spooled, 0)
+            if room:
+                self.spool.write(chunk[:room])
+                self.spooled += min(room, len(chunk))
+                chunk = chunk[room:]
+            if chunk:
+                self.dropped += len(chunk)
+                self.tail += chunk
+                if len(self.tail) > 2 * self.spool_tail:  # trimmed now and then, not at every chunk: linear time
+                    del self.tail[: -self.spool_tail]
+
+    def _join_tail(self) -> None:
+        """After the spool's limit: the spool, a line saying how much is not kept, then the last bytes. A secret cut
+        by either join is dropped whole with the bytes around it (as long as the longest one), never half kept."""
+        margin = known().overlap
+        head_end = max(self.spooled - margin, 0)
+        tail = bytes(self.tail[-self.spool_tail :][margin:])
+        self.spool.truncate(head_end)
+        self.spool.seek(head_end)
+        lost = self.spooled + self.dropped - head_end - len(tail)
+        self.spool.write(f"\n[porter: {lost} bytes of output not kept: over {self.spool_limit} bytes]\n".encode())
+        self.spool.write(tail)
 
     def finish(self, footer: str) -> tuple[str, bool]:
         """Return (capped text, truncated) and record the full output in the exec log."""
         with self.lock:
             self.finished = True
+        if self.dropped:
+            self._join_tail()
         clean = tempfile.TemporaryFile(dir=self.exec_log.parent)
         self.spool.seek(0)
         known().copy_redacted(self.spool, clean)
