@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections import Counter
 from pathlib import Path
 
 import docker
@@ -20,12 +21,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 def pytest_collection_modifyitems(config, items):
     """Files that drive a whole twin optimisation (`long_run`) go first, then the other files with tests that
-    serve the twin: they mostly wait on the twin's real-time clock, and the quick files fill the workers' gaps.
-    A stable sort: each file's tests stay together, in their order. CI keeps this order across its workers
-    (`--no-loadscope-reorder`: xdist would otherwise queue files by their number of tests)."""
+    serve the twin (in Docker, or built and run locally: `needs_gxx`), those with the most tests first: they
+    mostly wait on the twin's real-time clock, and a file of 37 scenarios started last was the whole run's tail.
+    The quick files fill the workers' gaps. A stable sort: each file's tests stay together, in their order. CI
+    keeps this order across its workers (`--no-loadscope-reorder`: xdist would otherwise queue every file by its
+    number of tests, the long runs among them)."""
     long_runs = {item.path for item in items if item.get_closest_marker("long_run")}
-    serving = {item.path for item in items if item.get_closest_marker("docker")}
-    items.sort(key=lambda item: (item.path not in long_runs, item.path not in serving))
+    serving = {item.path for item in items if item.get_closest_marker("docker") or "needs_gxx" in item.fixturenames}
+    tests = Counter(item.path for item in items)
+    items.sort(
+        key=lambda item: (
+            item.path not in long_runs,
+            item.path not in serving,
+            -tests[item.path] if item.path in serving and item.path not in long_runs else 0,
+        )
+    )
 
 
 @pytest.fixture(scope="session", autouse=True)
