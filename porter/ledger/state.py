@@ -173,8 +173,9 @@ def _judge(row: dict, item: registry.Declared, measured: list[Sample]) -> tuple[
         return None, None
     if item.kind.performance:
         value = median_of(measured)
-        reached = row["open"] or (isinstance(row["goal"], int | float) and value is not None and value >= row["goal"])
-        return value, value is not None and reached
+        if value is None:
+            return None, False
+        return value, row["open"] or (isinstance(row["goal"], int | float) and value >= row["goal"])
     return measured[-1].value, item.kind.met(measured[-1].result, item.spec)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from porter.checks import registry
-from porter.checks.render import number
+from porter.checks.render import number, target_value
 
 # Said first when the accepted configuration itself fails quality: tuning speed on wrong answers is wasted.
 QUALITY_FAILS_FIRST = (
@@ -42,10 +42,10 @@ def targets(rows: list[dict]) -> str:
     for row in rows:
         stale = " (stale: measured on another configuration; measure again)" if row.get("stale") else ""
         met = "met" if row.get("met") else "not met"
-        line = f"- {row['target']}: {number(row.get('value'), 3)} (goal {row.get('goal')}): {met}{stale}"
+        line = f"- {row['target']}: {target_value(row.get('value'))} (goal {row.get('goal')}): {met}{stale}"
         if row.get("pending_value") is not None:
             would = "would meet" if row.get("pending_met") else "would not meet"
-            line += f"; the pending change: {number(row['pending_value'], 3)}, {would} the goal"
+            line += f"; the pending change: {target_value(row['pending_value'])}, {would} the goal"
         lines.append(line)
     return "\n".join(lines)
 

@@ -12,6 +12,7 @@ happened, and the run goes on. Nothing here ends the run except `finish`. The to
 
 from __future__ import annotations
 
+import contextlib
 import json
 import traceback
 from typing import Any
@@ -100,10 +101,9 @@ def run_status(ctx: RunContext, figures_of_pending: bool = False) -> dict:
     pending = ctx.is_pending()
     fingerprint = None
     if pending and figures_of_pending:
-        try:
+        # a tree porter refuses to hash (too large, unsafe .git): the result already says so, the figures go unshown
+        with contextlib.suppress(*TOOL_FAILURES):
             fingerprint = ctx.fingerprint()
-        except TOOL_FAILURES:  # a tree porter refuses to hash (too large, unsafe .git): the result already says so
-            fingerprint = None
     return {
         "phase": state.phase(),
         "pending": pending,
