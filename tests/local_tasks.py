@@ -9,8 +9,8 @@ import git
 import yaml
 from helpers import free_port
 
+from porter.evaluate import runs
 from porter.loop.run_context import RunContext
-from porter.ops import runs
 from porter.task import load_task
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 from helpers import free_port
 
+from porter.evaluate import runs
 from porter.loop import tools
-from porter.ops import runs
 from porter.task import Task
 
 STAND_IN = """

@@ -84,7 +84,7 @@ task = load_task(sys.argv[1])
 state = RunState("r", sys.argv[1], {}, {})
 rows = target_report(task, state)
 cli = subprocess.run(
-    [sys.executable, "-m", "porter.cli", "check", "task", sys.argv[1], sys.argv[2], "--kind", "toy"],
+    [sys.executable, "-m", "porter", "check", "task", sys.argv[1], sys.argv[2], "--kind", "toy"],
     capture_output=True, text=True,
 )
 print(json.dumps({

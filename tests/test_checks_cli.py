@@ -11,7 +11,7 @@ import pytest
 from sse_server import SseServer
 
 from porter.checks.loadgen import CheckError
-from porter.ops.check_commands import bench_main, dataset_spec, quality_main
+from porter.commands.check_commands import bench_main, dataset_spec, quality_main
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +96,7 @@ def test_dataset_spec_accepts_paths_names_and_builtin_prefix(tmp_path):
 def bench_arrivals(server: SseServer, rps: str) -> list[dict]:
     """`porter bench` run for real (a child process); the streamed requests as the server saw them."""
     server.reset(ttft_ms=5, itl_ms=1)
-    command = [sys.executable, "-m", "porter.cli", "bench", server.url, "--rps", rps, "--duration", "1"]
+    command = [sys.executable, "-m", "porter", "bench", server.url, "--rps", rps, "--duration", "1"]
     options = ["--min-requests", "12", "--input-len", "48", "--output-len", "2", "--slo-ttft", "5"]
     done = subprocess.run(command + options, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -119,7 +119,17 @@ def test_bench_takes_bench_servings_names(server, tmp_path):
     sglang's bench_serving spells them (sglang/benchmark/serving.py, 0.5.20)."""
     server.reset(ttft_ms=50, itl_ms=5)
     results = tmp_path / "results.jsonl"
-    command = [sys.executable, "-m", "porter.cli", "bench", server.url, "--request-rate", "500", "--num-prompts", "6"]
+    command = [
+        sys.executable,
+        "-m",
+        "porter.commands.cli",
+        "bench",
+        server.url,
+        "--request-rate",
+        "500",
+        "--num-prompts",
+        "6",
+    ]
     command += ["--random-input-len", "40", "--random-output-len", "3", "--max-concurrency", "2"]
     command += ["--output-file", str(results), "--slo-ttft", "5", "--json"]
     for _ in range(2):  # bench_serving appends a line per run
@@ -137,7 +147,7 @@ def test_bench_takes_bench_servings_names(server, tmp_path):
 
 
 def test_every_bench_option_says_its_unit():
-    from porter.cli import bench
+    from porter.commands.cli import bench
 
     units = ("token", "req/s", "second", "count", "%", "0-1", "JSON")
     for option in bench.params:

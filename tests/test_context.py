@@ -11,6 +11,7 @@ import yaml
 from local_tasks import local_task, open_local_run
 from local_tasks import run_local as run
 
+from porter.evaluate import runs
 from porter.ledger.transcript import read_state, read_transcript
 from porter.loop import conversation as context
 from porter.loop import file_tools
@@ -18,7 +19,6 @@ from porter.loop.prompt import first_messages
 from porter.loop.tools import tool_specs
 from porter.models import Message, ToolCall
 from porter.models.openai import to_openai_message, to_openai_tool
-from porter.ops import runs
 from porter.task import load_task
 
 BIG = "python3 -c \"print(('x' * 99 + chr(10)) * 300)\"; echo END "  # ~30k characters, then END n

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from twin_tasks import ROOT, build_twin
 
-from porter.ops.replay_run import replay
+from porter.evaluate.replay_run import replay
 
 pytestmark = pytest.mark.docker
 CORPUS = ROOT / "transcripts"

@@ -103,7 +103,7 @@ def hub():
 def data_get(hub: str, name: str, out, token: str | None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")}
     env.update(HF_ENDPOINT=hub, PORTER_DATASETS_SERVER=hub, **({"HF_TOKEN": token} if token else {}))
-    command = [sys.executable, "-m", "porter.cli", "data", "get", name, "--out", str(out)]
+    command = [sys.executable, "-m", "porter", "data", "get", name, "--out", str(out)]
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
 
 

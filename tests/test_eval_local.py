@@ -13,7 +13,7 @@ import sys
 import yaml
 from local_tasks import open_local_run, run_local
 
-from porter.ops import evaluate
+from porter.evaluate import corpus_eval
 
 SCRIPT = [
     {"text": "look first", "tool_calls": [{"name": "bash", "arguments": {"command": "ls"}}]},
@@ -38,7 +38,7 @@ def recorded_corpus(tmp_path):
 def test_a_recording_that_ended_unsolved_replays_as_reproduced_not_solved(tmp_path, monkeypatch):
     corpus, _ = recorded_corpus(tmp_path)
     monkeypatch.chdir(tmp_path)
-    out_dir = evaluate.evaluate(corpus, None)
+    out_dir = corpus_eval.evaluate(corpus, None)
     board = json.loads((out_dir / "leaderboard.json").read_text())
     [entry] = board["entries"]
     assert (entry["agent"], entry["recorded_by"], entry["outcome"]) == (
@@ -58,16 +58,26 @@ def test_models_run_a_recordings_task_live_and_replay_only_when_named(tmp_path, 
     corpus, script = recorded_corpus(tmp_path)
     monkeypatch.chdir(tmp_path)
     scripted = f"scripted:{script}"
-    out_dir = evaluate.evaluate(corpus, [scripted])
+    out_dir = corpus_eval.evaluate(corpus, [scripted])
     [entry] = json.loads((out_dir / "leaderboard.json").read_text())["entries"]
     assert (entry["agent"], entry["reproduced"], entry["outcome"]) == (scripted, None, "not solved")
-    out_dir = evaluate.evaluate(corpus, ["replay", scripted])
+    out_dir = corpus_eval.evaluate(corpus, ["replay", scripted])
     agents = sorted(entry["agent"] for entry in json.loads((out_dir / "leaderboard.json").read_text())["entries"])
     assert agents == sorted(["replay", scripted])
 
 
 def test_models_naming_nothing_is_one_line(tmp_path):
     corpus, _ = recorded_corpus(tmp_path)
-    command = [sys.executable, "-m", "porter.cli", "eval", str(corpus), "--models", ",", "--out", str(tmp_path)]
+    command = [
+        sys.executable,
+        "-m",
+        "porter.commands.cli",
+        "eval",
+        str(corpus),
+        "--models",
+        ",",
+        "--out",
+        str(tmp_path),
+    ]
     result = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode != 0 and "--models names no model" in result.stderr

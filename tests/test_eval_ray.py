@@ -21,7 +21,7 @@ import yaml
 from helpers import free_port
 from twin_tasks import ROOT, build_twin, task_data
 
-from porter.ops import eval_ray
+from porter.evaluate import eval_ray
 
 pytestmark = pytest.mark.docker
 RECORDINGS = ("ckpt-name-keyerror", "nv-bf16-macro")  # each stops cleanly after its start-up crash: seconds
@@ -125,7 +125,18 @@ def corpus(tmp_path_factory) -> Path:
 
 
 def _eval_command(corpus: Path, address: str, out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "porter.cli", "eval", str(corpus), "--ray", address, "--out", str(out), *extra]
+    return [
+        sys.executable,
+        "-m",
+        "porter.commands.cli",
+        "eval",
+        str(corpus),
+        "--ray",
+        address,
+        "--out",
+        str(out),
+        *extra,
+    ]
 
 
 def _board(out: Path) -> dict:
@@ -273,7 +284,7 @@ def test_a_cell_no_node_can_hold_fails_before_anything_runs(ray_head, corpus, tm
 def test_bad_ray_options_get_one_line(options, message, tmp_path):
     corpus = ROOT / "transcripts"
     options = [option.format(port=free_port()) for option in options]
-    command = [sys.executable, "-m", "porter.cli", "eval", str(corpus), "--out", str(tmp_path), *options]
+    command = [sys.executable, "-m", "porter", "eval", str(corpus), "--out", str(tmp_path), *options]
     result = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
 

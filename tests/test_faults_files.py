@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from porter.errors import RunDirError
+from porter.evaluate.replay_run import replay
 from porter.ledger.state import RunState
 from porter.ledger.transcript import read_transcript
-from porter.ops.replay_run import replay
 from porter.task import MAX_PROBLEMS, TaskError, load_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,9 +27,7 @@ BILLION_LAUGHS = "".join(
 
 
 def porter(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "porter.cli", *args], capture_output=True, text=True, timeout=120, cwd=cwd
-    )
+    return subprocess.run([sys.executable, "-m", "porter", *args], capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
 def one_porter_line(done: subprocess.CompletedProcess, *expected: str) -> None:
@@ -183,7 +181,7 @@ def test_triage_of_a_log_full_of_escape_sequences_prints_none_of_them(tmp_path):
         b"RuntimeError: shape mismatch \x1b[31m[256, 6144]\x1b[0m vs [256, 3072] \x07\x9b\xe2\x80\xae\n"
     )
     done = subprocess.run(
-        [sys.executable, "-m", "porter.cli", "triage", str(log)], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "porter", "triage", str(log)], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0 and "shape mismatch" in done.stdout
     assert not any(ord(c) < 32 and c not in "\n\t" or 0x7F <= ord(c) <= 0x9F or c == "\u202e" for c in done.stdout)

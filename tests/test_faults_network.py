@@ -187,7 +187,7 @@ def test_the_cli_answers_a_lie_or_a_broken_dataset_with_one_line(server, tmp_pat
     (tmp_path / "b.jsonl").write_bytes(b"\x00\xff" * 100)
     words = [word.format(dataset=tmp_path / "g.jsonl", binary=tmp_path / "b.jsonl") for word in command]
     done = subprocess.run(
-        [sys.executable, "-m", "porter.cli", *words[:2], server.url, *words[2:]],
+        [sys.executable, "-m", "porter", *words[:2], server.url, *words[2:]],
         capture_output=True,
         text=True,
         timeout=120,
@@ -206,7 +206,7 @@ def no_controls(text: str) -> bool:
 def test_a_server_error_with_escape_sequences_and_markup_is_printed_inert(server):
     server.reset(frames=[{"error": HOSTILE}])
     done = subprocess.run(
-        [sys.executable, "-m", "porter.cli", "bench", server.url, "--single-stream", "--input-len", "4"],
+        [sys.executable, "-m", "porter", "bench", server.url, "--single-stream", "--input-len", "4"],
         capture_output=True,
         text=True,
         timeout=120,

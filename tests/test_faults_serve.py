@@ -23,9 +23,9 @@ from sse_server import SseServer
 from twin_tasks import run_with
 
 from porter.engines import serve
+from porter.evaluate import runs
 from porter.ledger.transcript import read_state, read_transcript
 from porter.models.scripted import ScriptedModel
-from porter.ops import runs
 from porter.sandbox import DockerSandbox
 from porter.sandbox.local import LocalSandbox, kill_group_record
 from porter.task import Task, load_task
@@ -94,7 +94,7 @@ def test_sigkill_mid_check_then_resume_kills_the_orphan_and_measures_the_new_ser
     (tmp_path / "first.yaml").write_text(yaml.safe_dump(first))
     (tmp_path / "second.yaml").write_text(yaml.safe_dump(second))
     # the stand-in engine is no real engine: preflight (image, parser, weights) has nothing to check on it
-    porter = [sys.executable, "-m", "porter.cli", "run", str(task_path), "--skip-preflight"]
+    porter = [sys.executable, "-m", "porter", "run", str(task_path), "--skip-preflight"]
     process = subprocess.Popen([*porter, "--provider", f"scripted:{tmp_path / 'first.yaml'}"], stderr=subprocess.PIPE)
 
     def serving_state():
@@ -259,7 +259,7 @@ def test_on_the_twin_a_sigkilled_porters_server_is_gone_after_resume(docker_clie
     (tmp_path / "first.yaml").write_text(yaml.safe_dump(first))
     (tmp_path / "second.yaml").write_text(yaml.safe_dump(second))
     task_path = fast_twin_task(tmp_path)
-    porter = [sys.executable, "-m", "porter.cli", "run", str(task_path), "--skip-preflight"]
+    porter = [sys.executable, "-m", "porter", "run", str(task_path), "--skip-preflight"]
     process = subprocess.Popen([*porter, "--provider", f"scripted:{tmp_path / 'first.yaml'}"], stderr=subprocess.PIPE)
 
     def measuring():

@@ -20,9 +20,9 @@ import pytest
 from twin_tasks import build_twin, call, fast_twin_task, tool_results
 
 from porter import redaction
+from porter.evaluate import runs
 from porter.loop import agent
 from porter.models import ScriptedModel
-from porter.ops import runs
 from porter.sandbox import LocalSandbox
 from porter.task import Task, load_task
 

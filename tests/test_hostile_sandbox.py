@@ -20,9 +20,9 @@ import pytest
 from test_hostile import SECRETS, host_secrets  # noqa: F401 - the first suite's secrets, as a fixture
 from twin_tasks import build_twin, call, fast_twin_task, tool_results
 
+from porter.evaluate import runs
 from porter.loop import agent
 from porter.models import ScriptedModel
-from porter.ops import runs
 from porter.redaction import redact
 from porter.task import load_task
 

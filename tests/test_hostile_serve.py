@@ -115,7 +115,7 @@ def test_a_pattern_that_backtracks_for_hours_is_stopped(twin_image, tmp_path):
         call("read_log", grep="a!$"),
     ]
     (tmp_path / "script.yaml").write_text(yaml.safe_dump(script))
-    command = [sys.executable, "-m", "porter.cli", "run", str(fast_twin_task(tmp_path)), "--skip-preflight"]
+    command = [sys.executable, "-m", "porter", "run", str(fast_twin_task(tmp_path)), "--skip-preflight"]
     porter = subprocess.Popen(
         [*command, "--provider", f"scripted:{tmp_path / 'script.yaml'}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
@@ -195,7 +195,7 @@ def test_a_kill_during_an_accept_leaves_a_lock_that_resume_clears_and_nothing_is
     second = [call("serve"), call("accept", summary="Map the router bias, kept after the resume")]
     (tmp_path / "first.yaml").write_text(yaml.safe_dump(first))
     (tmp_path / "second.yaml").write_text(yaml.safe_dump(second))
-    command = [sys.executable, "-m", "porter.cli", "run", str(crash_task(tmp_path)), "--skip-preflight"]
+    command = [sys.executable, "-m", "porter", "run", str(crash_task(tmp_path)), "--skip-preflight"]
     porter = subprocess.Popen(
         [*command, "--provider", f"scripted:{tmp_path / 'first.yaml'}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,

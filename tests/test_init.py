@@ -16,11 +16,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from porter.cli import main
+from porter.commands.cli import main
 from porter.engines.known import ENGINES
-from porter.ops import init_plan
-from porter.ops.checkpoint_facts import read_facts
-from porter.ops.hardware import GIB, parse_hardware
+from porter.init import layout_plan
+from porter.init.checkpoint_facts import read_facts
+from porter.init.hardware import GIB, parse_hardware
 from porter.task import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,7 +79,7 @@ def test_the_facts_of_each_config(name):
     assert facts.kv_bytes_per_token(2) == kv and facts.kv_bytes_per_token(1) == kv / 2
     assert low * 1e9 <= facts.weight_bytes <= high * 1e9 and not facts.weight_from_index
     assert "ESTIMATE" in facts.why["weights"]
-    assert init_plan.quant_key(facts, GPU)[0] == tune_key
+    assert layout_plan.quant_key(facts, GPU)[0] == tune_key
 
 
 def run_init(tmp_path: Path, name: str, engine: str) -> tuple[dict, str]:
@@ -135,7 +135,7 @@ def test_every_layout_in_the_tunables_fits_the_node(tmp_path, name):
     flags, tunables = task["serve"]["flags"], task["serve"]["tunables"]
     usable = GPU.memory_gib * GIB * flags["mem-fraction-static"]
     load = task["checks"]["throughput"]["workload"]
-    need = init_plan.HEADROOM_REQUESTS * (load["input_tokens"] + load["output_tokens"])
+    need = layout_plan.HEADROOM_REQUESTS * (load["input_tokens"] + load["output_tokens"])
     heads = facts.attention.kv_heads
     for tp in tunables["tp-size"]:
         share = 1 if facts.attention.kv_lora_rank else math.ceil(heads / tp) / heads  # MLA's latent on every rank
@@ -179,7 +179,7 @@ def test_a_task_written_by_init_loads_with_its_comments(tmp_path):
     (checkpoint / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 123456789}}))
     out = tmp_path / "task.yaml"
     result = subprocess.run(
-        [sys.executable, "-m", "porter.cli", "init", str(checkpoint), "--engine", "vllm", "--hardware", "MI300X:4",
+        [sys.executable, "-m", "porter", "init", str(checkpoint), "--engine", "vllm", "--hardware", "MI300X:4",
          "--out", str(out)], capture_output=True, text=True, timeout=120, cwd=ROOT,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

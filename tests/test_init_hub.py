@@ -81,7 +81,7 @@ def hub():
 def init(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
     environment = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **env}
     return subprocess.run(
-        [sys.executable, "-m", "porter.cli", "init", *args], capture_output=True, text=True, timeout=60, cwd=ROOT,
+        [sys.executable, "-m", "porter", "init", *args], capture_output=True, text=True, timeout=60, cwd=ROOT,
         env={**environment, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
 
@@ -101,7 +101,7 @@ def test_a_hub_id_is_read_through_the_file_api(hub, tmp_path):
         "/lfs/acme/moe-fp8/index",
     ]
     assert all(auth == f"Bearer {TOKEN}" for _, auth in FakeHub.seen[:2])
-    valid = subprocess.run([sys.executable, "-m", "porter.cli", "validate", str(out)], capture_output=True, text=True,
+    valid = subprocess.run([sys.executable, "-m", "porter", "validate", str(out)], capture_output=True, text=True,
                            timeout=60, cwd=ROOT)  # fmt: skip
     assert valid.returncode == 0, valid.stderr
 

@@ -24,7 +24,7 @@ def porter_run(tmp_path, stdout) -> subprocess.Popen:
     command = [
         sys.executable,
         "-m",
-        "porter.cli",
+        "porter.commands.cli",
         "run",
         str(task),
         "--skip-preflight",

@@ -18,7 +18,7 @@ NO_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/porter-test.sock"}
 
 def porter(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "porter.cli", *args],
+        [sys.executable, "-m", "porter", *args],
         capture_output=True,
         text=True,
         env={**os.environ, **env},

@@ -36,8 +36,8 @@ from twin_tasks import (
     tool_results,
 )
 
+from porter.evaluate.replay_run import ReplayReport, replay
 from porter.ledger.transcript import read_transcript
-from porter.ops.replay_run import ReplayReport, replay
 
 pytestmark = [pytest.mark.docker, pytest.mark.long_run]
 

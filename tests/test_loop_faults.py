@@ -155,7 +155,7 @@ def test_sigkill_mid_run_then_resume_keeps_every_accepted_commit(twin_image, tmp
     (tmp_path / "first.yaml").write_text(yaml.safe_dump(first))
     (tmp_path / "second.yaml").write_text(yaml.safe_dump(second))
     task_path = fast_twin_task(tmp_path)
-    porter = [sys.executable, "-m", "porter.cli", "run", str(task_path)]
+    porter = [sys.executable, "-m", "porter", "run", str(task_path)]
     process = subprocess.Popen(
         [*porter, "--provider", f"scripted:{tmp_path / 'first.yaml'}"],
         stdout=subprocess.DEVNULL,

@@ -140,7 +140,7 @@ def test_a_second_measurement_waits_for_the_lock_and_says_so(cache):
     server = SseServer()
     try:
         server.reset(ttft_ms=5, itl_ms=1)
-        command = [sys.executable, "-m", "porter.cli", "bench", server.url, "--single-stream"]
+        command = [sys.executable, "-m", "porter", "bench", server.url, "--single-stream"]
         with measurement_lock("a test holding the node"):
             bench = subprocess.Popen(
                 command + ["--input-len", "16", "--output-len", "4"], stderr=subprocess.PIPE, text=True

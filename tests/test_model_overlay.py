@@ -16,10 +16,10 @@ from pathlib import Path
 import git
 import pytest
 
+from porter.evaluate import runs
 from porter.ledger.transcript import write_state
 from porter.loop import tools
-from porter.ops import runs
-from porter.ops.pr_draft import write_prs
+from porter.report.pr_draft import write_prs
 from porter.sandbox import DockerSandbox, SandboxError
 from porter.sandbox.trees.overlay import build_from_dir, is_weight
 from porter.sandbox.trees.tracked import commit_message

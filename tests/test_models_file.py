@@ -59,7 +59,16 @@ def test_porter_run_with_a_file_provider_end_to_end(tmp_path):
     responder.start()
     task = local_task(tmp_path)
     done = subprocess.run(
-        [sys.executable, "-m", "porter.cli", "run", str(task), "--skip-preflight", "--provider", f"file:{exchange}"],
+        [
+            sys.executable,
+            "-m",
+            "porter.commands.cli",
+            "run",
+            str(task),
+            "--skip-preflight",
+            "--provider",
+            f"file:{exchange}",
+        ],
         capture_output=True,
         text=True,
         timeout=300,

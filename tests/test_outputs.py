@@ -13,9 +13,9 @@ import pytest
 import yaml
 from twin_tasks import ROOT, bringup_task_data, build_twin, call, fast_twin_task, run_scripted
 
-from porter.ops.evaluate import evaluate
-from porter.ops.replay_run import replay
-from porter.ops.report import write_report
+from porter.evaluate.corpus_eval import evaluate
+from porter.evaluate.replay_run import replay
+from porter.report.run_report import write_report
 
 pytestmark = [pytest.mark.docker, pytest.mark.long_run]
 
@@ -82,7 +82,7 @@ def test_pr_describes_each_fix_and_pushes_the_branch(playbook_run, tmp_path):
     bare = tmp_path / "upstream.git"
     git.Repo.init(bare, bare=True)
     result = subprocess.run(
-        [sys.executable, "-m", "porter.cli", "pr", str(playbook_run.run_dir), "--push", str(bare)],
+        [sys.executable, "-m", "porter", "pr", str(playbook_run.run_dir), "--push", str(bare)],
         capture_output=True,
         text=True,
     )
@@ -116,9 +116,7 @@ def test_replay_reports_divergence_when_the_engine_changed(docker_client, tmp_pa
     assert not report.reproduced
     assert any("healthy was True, now False" in d or "diverged at step 2" in d for d in report.divergences)
     assert any(change.startswith("sandbox:") for change in report.environment_changes)
-    missing = subprocess.run(
-        [sys.executable, "-m", "porter.cli", "replay", str(tmp_path)], capture_output=True, text=True
-    )
+    missing = subprocess.run([sys.executable, "-m", "porter", "replay", str(tmp_path)], capture_output=True, text=True)
     assert missing.returncode == 2 and "no transcript.jsonl here" in missing.stderr
 
 

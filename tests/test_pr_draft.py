@@ -16,7 +16,7 @@ import pytest
 from prepared_run import KEY_LINE, PreparedRun, task_data
 from pydantic import ValidationError
 
-from porter.ops.pr_draft import write_prs
+from porter.report.pr_draft import write_prs
 from porter.task import Task
 
 

@@ -31,7 +31,7 @@ def preflight(tmp_path, *extra: str, **changes) -> subprocess.CompletedProcess:
         node[last] = value
     path = tmp_path / "task.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
-    command = [sys.executable, "-m", "porter.cli", "preflight", str(path), *extra]
+    command = [sys.executable, "-m", "porter", "preflight", str(path), *extra]
     return subprocess.run(command, capture_output=True, text=True, timeout=300, env=dict(os.environ))
 
 

@@ -18,8 +18,8 @@ from porter import redaction
 from porter.checks import quality, throughput, throughput_kind
 from porter.checks.kind import CheckProgress
 from porter.engines.known import engine_named
-from porter.ops.live_status import render_panel, targets_table
-from porter.ops.progress_log import ProgressLog, StageWatch, Work, duration, format_line, heartbeat
+from porter.report.live_status import render_panel, targets_table
+from porter.report.progress_log import ProgressLog, StageWatch, Work, duration, format_line, heartbeat
 
 CLOCK = dt.datetime(2026, 7, 2, 17, 4, 12)
 

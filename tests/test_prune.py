@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from porter.ops.sandbox_commands import HELPER_GRACE_S, prune_reason, sandbox_prune_main
+from porter.commands.sandbox_commands import HELPER_GRACE_S, prune_reason, sandbox_prune_main
 from porter.sandbox.docker_options import MANAGED_LABEL, owner_labels
 
 HOST = os.uname().nodename

@@ -16,8 +16,8 @@ from helpers import in_ci
 from PIL import Image, ImageStat
 from prepared_run import DRAFT_3, PreparedRun
 
-from porter.ops.report import write_report
-from porter.ops.run_reading import cli_change, read_run
+from porter.report.run_reading import cli_change, read_run
+from porter.report.run_report import write_report
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

@@ -18,7 +18,7 @@ def test_a_provider_override_resets_the_key_variable(tmp_path, explicit):
     task = local_task(tmp_path, provider="anthropic", model="claude-sonnet-4-5", api_key_env="PORTER_TASK_KEY")
     with FakeProvider() as fake:
         fake.reply(tool_calls=[("finish", {"reason": "checked the key"})])
-        command = [sys.executable, "-m", "porter.cli", "run", str(task), "--skip-preflight"]
+        command = [sys.executable, "-m", "porter", "run", str(task), "--skip-preflight"]
         command += ["--provider", "openai", "--model", "glm-5.2", "--base-url", fake.url + "/v1"]
         command += ["--api-key-env", "PORTER_TASK_KEY"] if explicit else []
         env = {key: value for key, value in os.environ.items() if key != "OPENAI_API_KEY"}

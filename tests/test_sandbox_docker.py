@@ -18,7 +18,7 @@ import git
 import pytest
 import yaml
 
-from porter.ops.sandbox_commands import sandbox_exec_main
+from porter.commands.sandbox_commands import sandbox_exec_main
 from porter.sandbox import DockerSandbox, SandboxDied, SandboxError
 from porter.sandbox.docker_options import check_host_resources, container_options, process_start
 from porter.task import Mount, Task, load_task
@@ -226,7 +226,7 @@ def test_sandbox_exec_shows_a_terminal_no_escape_and_a_pipe_every_byte(docker_cl
     spec["outputs"] = {"runs_dir": str(tmp_path / "runs")}
     task_file.write_text(yaml.safe_dump(spec))
     hostile = r"printf 'a\033]0;owned\007b\033]52;c;b3duZWQ=\007c\n'"
-    command = [sys.executable, "-m", "porter.cli", "sandbox", "exec", str(task_file), "--", hostile]
+    command = [sys.executable, "-m", "porter", "sandbox", "exec", str(task_file), "--", hostile]
     try:
         piped = subprocess.run(command, capture_output=True, timeout=120)
         assert piped.returncode == 0 and piped.stdout == b"a\x1b]0;owned\x07b\x1b]52;c;b3duZWQ=\x07c\n"

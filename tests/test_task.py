@@ -186,7 +186,7 @@ def test_malformed_task_names_file_line_field(tmp_path, case):
 
 def test_cli_validate_ok_and_bad_exit_codes(tmp_path):
     ok = subprocess.run(
-        [sys.executable, "-m", "porter.cli", "validate", str(ROOT / "tasks" / "glm52_mi355x.yaml")],
+        [sys.executable, "-m", "porter", "validate", str(ROOT / "tasks" / "glm52_mi355x.yaml")],
         capture_output=True,
         text=True,
     )
@@ -199,14 +199,16 @@ def test_cli_validate_ok_and_bad_exit_codes(tmp_path):
     assert "-v RUN_DIR/repos/model:/models/GLM-5.2-MXFP4" in ok.stdout
     assert "-v /data/models/GLM-5.2-MXFP4:/porter/weights:ro" in ok.stdout
     bad = subprocess.run(
-        [sys.executable, "-m", "porter.cli", "validate", str(write(tmp_path, "name: [unclosed"))],
+        [sys.executable, "-m", "porter", "validate", str(write(tmp_path, "name: [unclosed"))],
         capture_output=True,
         text=True,
     )
     assert bad.returncode == 2
     assert "Traceback" not in bad.stderr and "YAML syntax error" in bad.stderr
     missing = subprocess.run(
-        [sys.executable, "-m", "porter.cli", "validate", str(tmp_path / "nope.yaml")], capture_output=True, text=True
+        [sys.executable, "-m", "porter", "validate", str(tmp_path / "nope.yaml")],
+        capture_output=True,
+        text=True,
     )
     assert missing.returncode == 2 and "cannot read the task file" in missing.stderr
 
@@ -230,7 +232,10 @@ def test_non_utf8_task_file_gets_one_line(tmp_path, content, line):
     path = tmp_path / "task.yaml"
     path.write_bytes(content)
     result = subprocess.run(
-        [sys.executable, "-m", "porter.cli", "validate", str(path)], capture_output=True, text=True, errors="replace"
+        [sys.executable, "-m", "porter", "validate", str(path)],
+        capture_output=True,
+        text=True,
+        errors="replace",
     )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr

@@ -37,13 +37,13 @@ from sse_server import SseServer
 from test_eval_data import TOKEN, FakeHub
 from twin_tasks import QUICK_SCALE, SPEC_314, build_twin, call, fast_twin_task, fix
 
-from porter.cli import main
+from porter.commands.cli import main
 from porter.ledger.transcript import read_state
 
 pytestmark = [pytest.mark.docker, pytest.mark.long_run]
 
 ROOT = Path(__file__).resolve().parents[1]
-PORTER = [sys.executable, "-m", "porter.cli"]  # what `porter` is on a user's PATH
+PORTER = [sys.executable, "-m", "porter"]  # what `porter` is on a user's PATH
 CLOCK = re.compile(r"(\d\d):(\d\d):(\d\d)  ")
 SCRIPT = [
     call("serve"),

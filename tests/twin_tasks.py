@@ -19,10 +19,10 @@ from pathlib import Path
 
 import yaml
 
+from porter.evaluate import runs
 from porter.ledger.transcript import read_state, read_transcript
 from porter.loop import agent
 from porter.models import ScriptedModel
-from porter.ops import runs
 from porter.redaction import redact
 from porter.task import load_task
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import yaml
 
+from porter.evaluate import runs
 from porter.loop import agent
-from porter.ops import runs
 from porter.redaction import redact
 from porter.task import load_task
 

@@ -5,5 +5,5 @@ metrics.py turns request records into bench_serving-style figures, request_failu
 requests, throughput.py sweeps request rates, quality.py scores GSM8K-style and multiple-choice sets
 (quality_data.py reads the files, scoring.py matches answers). Each check kind is declared once
 (kind.py: CheckKind; quality_kind, throughput_kind, single_stream_kind) and listed in registry.py;
-ops/check_commands.py is what `porter bench` and `porter check quality` call.
+commands/check_commands.py is what `porter bench` and `porter check quality` call.
 """

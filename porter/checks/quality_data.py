@@ -1,7 +1,7 @@
 """Quality datasets as files: the built-in sets, a path or `builtin:NAME` resolved, rows read from JSONL or CSV
 (bounded, errors naming the file and line), and the fields a check needs checked as text.
 
-Does not choose questions or build prompts (quality.py) nor fetch public sets (ops/datasets.py).
+Does not choose questions or build prompts (quality.py) nor fetch public sets (commands/datasets.py).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from pathlib import Path
 from porter.checks.loadgen import CheckError
 
 DATA_DIR = Path(__file__).parent / "data"
+# the file `porter data get NAME` writes for each public set, under its folder of the data directory
+OUTPUT_NAMES = {"gsm8k": "test.jsonl", "gsm8k-train": "train.jsonl", "gpqa-diamond": "gpqa_diamond.jsonl"}
 MAX_DATASET_BYTES = 256 << 20  # GSM8K's test split is under 1 MB; the whole file is read into memory
 
 

@@ -49,7 +49,7 @@ class Engine:
     read_draft: Callable[[dict[str, FlagValue]], Draft | None]  # the Draft a flag set configures (None: off)
     stages: tuple[tuple[str, str], ...]  # (stage, regex) in start-up order: the engine's own progress lines
     one_batch: str  # the engine's one-batch latency benchmark, for the prompt
-    # What `porter init` writes and plans with (ops/init_plan.py):
+    # What `porter init` writes and plans with (init/layout_plan.py):
     expert_parallel_switch: bool  # expert parallelism is a switch (True) or a group size (False)
     moe_over_data_parallel: bool  # without expert parallelism, MoE layers shard over tp x dp ranks, not tp
     memory_share: float  # the static-memory share init writes for memory_fraction, and why (in the module)

@@ -1,7 +1,7 @@
 """Sandboxes: where the agent's commands and the server run. Picked by name: `docker` or `local`.
 
 Covers the public surface (protocols, results, errors, the registry and `make_sandbox`). Implementations live in
-docker.py and local.py; the trees the agent patches in trees/; the `porter sandbox ...` commands in porter.ops.
+docker.py and local.py; the trees the agent patches in trees/; the `porter sandbox ...` commands in porter.commands.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ def test_the_real_tasks_patch_where_their_image_installs_the_engine(path):
 
 def test_validate_names_the_installed_vllm_package():
     result = subprocess.run(
-        [sys.executable, "-m", "porter.cli", "validate", str(REAL_TASKS[1])],
+        [sys.executable, "-m", "porter", "validate", str(REAL_TASKS[1])],
         capture_output=True,
         text=True,
         cwd=ROOT,

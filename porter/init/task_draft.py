@@ -6,7 +6,7 @@ workload preset with relative targets, the MoE tuning command), merging a profil
 sections, per engine and for all, with {variables}: the twin's image, in-image checkpoint, device service and
 local_setup; relative command paths in it are relative to the profile and rewritten for the output file), writing it
 with a comment beside what init decided and why, and printing what it inferred, why, and what it could not decide.
-Reading the checkpoint is checkpoint_source.py and checkpoint_facts.py; deciding is init_plan.py.
+Reading the checkpoint is checkpoint_source.py and checkpoint_facts.py; deciding is layout_plan.py.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from pathlib import Path
 
 import yaml
 
+from porter.checks.quality_data import OUTPUT_NAMES
 from porter.engines.engine import Engine
 from porter.engines.known import engine_named
-from porter.ops import init_plan, task_yaml
-from porter.ops.checkpoint_facts import CheckpointFacts, FactsError, read_facts
-from porter.ops.checkpoint_source import CheckpointError, CheckpointFiles, read_checkpoint
-from porter.ops.datasets import OUTPUT_NAMES
-from porter.ops.hardware import GIB, Gpu, parse_hardware
+from porter.init import layout_plan, task_yaml
+from porter.init.checkpoint_facts import CheckpointFacts, FactsError, read_facts
+from porter.init.checkpoint_source import CheckpointError, CheckpointFiles, read_checkpoint
+from porter.init.hardware import GIB, Gpu, parse_hardware
 from porter.upstream_facts import AITER_FMOE_TUNED, AITER_FMOE_TUNER, default_image, layouts_of
 
 DATA = "${PORTER_DATA:-/data/evals}"
@@ -76,7 +76,7 @@ def init_main(
         engine, (gpu, count) = engine_named(engine_name), parse_hardware(hardware)
         files = read_checkpoint(checkpoint)
         facts = read_facts(files.config, files.index)
-        plan = init_plan.plan(facts, engine, gpu, count)
+        plan = layout_plan.plan(facts, engine, gpu, count)
         task, comments = build_task(files, facts, plan, engine, gpu, count, image)
         header = _header(files, engine, hardware, out, profile, variables)
         if profile:
@@ -98,7 +98,7 @@ def init_main(
 def build_task(
     files: CheckpointFiles,
     facts: CheckpointFacts,
-    plan: init_plan.Plan,
+    plan: layout_plan.Plan,
     engine: Engine,
     gpu: Gpu,
     count: int,
@@ -134,7 +134,7 @@ def build_task(
         "checks": {
             "plateau_candidates": PLATEAU_CANDIDATES,
             "quality": copy.deepcopy(QUALITY),
-            **copy.deepcopy(init_plan.PRESET),
+            **copy.deepcopy(layout_plan.PRESET),
         },
         "tune": _tune(plan, repos),
         "agent": {
@@ -187,7 +187,7 @@ def _sandbox(engine: Engine, image: str | None, repos: list[dict]) -> dict:
     }
 
 
-def _tune(plan: init_plan.Plan, repos: list[dict]) -> list[dict]:
+def _tune(plan: layout_plan.Plan, repos: list[dict]) -> list[dict]:
     aiter = next((repo for repo in repos if repo["name"] == "aiter"), None)
     if not plan.tune_rows:
         return []
@@ -225,7 +225,7 @@ def _variables(pairs: tuple[str, ...]) -> dict[str, str]:
     return found
 
 
-def apply_profile(task: dict, path: Path, engine: Engine, plan: init_plan.Plan, given: dict, out: str | None):
+def apply_profile(task: dict, path: Path, engine: Engine, plan: layout_plan.Plan, given: dict, out: str | None):
     """The task with the profile's sections merged in, and the profile's header lines."""
     try:
         profile = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -300,7 +300,7 @@ def _header(files: CheckpointFiles, engine: Engine, hardware: str, out, profile,
 def describe(
     files,
     facts: CheckpointFacts,
-    plan: init_plan.Plan,
+    plan: layout_plan.Plan,
     engine: Engine,
     gpu: Gpu,
     count: int,

@@ -21,8 +21,8 @@ from porter.checks import registry
 from porter.engines.serve import render_command
 from porter.ledger.records import RULES, Attempt
 from porter.ledger.state import target_report
-from porter.ops import plots, report_html
-from porter.ops.run_reading import RunRecord, cli_change, env_prefix, percent, read_run, score_text, significant
+from porter.report import plots, report_page
+from porter.report.run_reading import RunRecord, cli_change, env_prefix, percent, read_run, score_text, significant
 from porter.schema import render_flags
 
 REASON_WIDTH = 220  # characters of a reverted change's reason in the timeline (report.json keeps it whole)
@@ -39,7 +39,7 @@ def write_report(run_dir: str | Path, live: bool = False) -> Path:
     text = render(record, figures)
     path.write_text(text, encoding="utf-8")
     (record.run_dir / "report.json").write_text(json.dumps(report_document(record), indent=1, default=str) + "\n")
-    report_html.write_html(record, text)
+    report_page.write_html(record, text)
     return path
 
 

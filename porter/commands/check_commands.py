@@ -4,7 +4,7 @@ Covers turning the command-line options into check specs, running the check, pri
 table (rich) or, with --json, progress on stderr and one JSON object as the last stdout line, and
 the exit code (0 ran and passed, 1 ran and failed or could not reach the server, 2 bad input).
 Without a task there is no target: the bench passes when some level meets the SLO. Does not
-parse argv (porter/cli.py does).
+parse argv (porter/commands/cli.py does).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from porter.checks.loadgen import CheckError
 from porter.checks.quality import QualityCheckSpec
 from porter.checks.throughput import SingleStreamSpec, ThroughputCheckSpec
 from porter.ledger.measure_cache import LockTimeout, measurement_lock
-from porter.ops.progress_log import duration
+from porter.report.progress_log import duration
 from porter.task import Task
 from porter.terminal import markup_safe, printable
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from porter.ops.checkpoint_facts import CheckpointFacts, Quantization
+    from porter.init.checkpoint_facts import CheckpointFacts, Quantization
 
 DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "float32": 4.0}
 WRAPPER_PREFIXES = ("", "language_model.")  # a multimodal wrapper's exclude entries name its text model so

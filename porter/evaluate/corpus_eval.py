@@ -26,10 +26,10 @@ from pathlib import Path
 import yaml
 
 from porter.errors import RunDirError
+from porter.evaluate import runs
+from porter.evaluate.replay_run import replay
 from porter.ledger.transcript import read_transcript
 from porter.loop import agent
-from porter.ops import runs
-from porter.ops.replay_run import replay
 from porter.redaction import redact
 from porter.task import TaskError, load_task
 

@@ -25,9 +25,9 @@ import git
 from porter.checks import registry
 from porter.checks.kind import goal_text
 from porter.ledger.records import RULES, Attempt
-from porter.ops import pr_reproduce, pr_series
-from porter.ops.pr_series import ChangeSet
-from porter.ops.run_reading import RunRecord, cli_change, log_excerpt, percent, read_run, score_text, significant
+from porter.report import pr_reproduce, pr_series
+from porter.report.pr_series import ChangeSet
+from porter.report.run_reading import RunRecord, cli_change, log_excerpt, percent, read_run, score_text, significant
 from porter.sandbox.trees import safe_git
 from porter.sandbox.trees.tracked import PORTER_AUTHOR, RepoState
 from porter.task import OVERLAY_REPO

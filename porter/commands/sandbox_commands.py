@@ -1,4 +1,4 @@
-"""The `porter sandbox exec | shell | prune` commands, as functions porter/cli.py calls.
+"""The `porter sandbox exec | shell | prune` commands, as functions porter/commands/cli.py calls.
 
 Covers the manual sandbox of a task (run id `manual-<task>-<key>`, run dir `<runs_dir>/<task>-manual-<key>`,
 the key a hash of the task file's full path; reused between commands) and removing porter's leftover

@@ -24,7 +24,7 @@ from __future__ import annotations
 import shlex
 
 from porter.engines.serve import render_command
-from porter.ops.run_reading import RunRecord, env_prefix
+from porter.report.run_reading import RunRecord, env_prefix
 from porter.schema import FlagValue
 from porter.task import Task
 

@@ -28,11 +28,11 @@ from porter.ledger.transcript import Transcript
 from porter.loop import agent
 from porter.loop.run_context import RunContext, resume_command
 from porter.models import Model, ModelError, make_model
-from porter.ops import console
-from porter.ops.live_status import LiveStatus
-from porter.ops.pr_draft import write_prs
-from porter.ops.report import write_report
 from porter.redaction import MAX_SCRUB_MIB, collect, redact, scrub_tree, secret_fields
+from porter.report import console
+from porter.report.live_status import LiveStatus
+from porter.report.pr_draft import write_prs
+from porter.report.run_report import write_report
 from porter.sandbox import SandboxError, make_sandbox
 from porter.sandbox.image_build import build_task_image
 from porter.sandbox.services import SHARED_DIRS, start_services, stop_services

@@ -18,7 +18,7 @@ from porter.ledger.state import target_report
 from porter.loop.run_context import RunContext
 from porter.loop.tools import ToolResult
 from porter.models import ToolCall
-from porter.ops.progress_log import duration
+from porter.report.progress_log import duration
 from porter.terminal import printable
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)

@@ -28,8 +28,17 @@ from pathlib import Path
 
 import yaml
 
-from porter.ops.evaluate import REPLAY, Entry, discover, new_out_dir, pairs, replay_one, run_one, write_leaderboard
-from porter.ops.ray_cluster import CellResources, Cluster, RayEvalError, connect, fits, node_names
+from porter.evaluate.corpus_eval import (
+    REPLAY,
+    Entry,
+    discover,
+    new_out_dir,
+    pairs,
+    replay_one,
+    run_one,
+    write_leaderboard,
+)
+from porter.evaluate.ray_cluster import CellResources, Cluster, RayEvalError, connect, fits, node_names
 from porter.sandbox import make_sandbox
 from porter.task import load_task
 
@@ -117,7 +126,7 @@ def _start_watchdog(work: Path) -> subprocess.Popen:
     was cancelled or raised. Without it the cell's container would run on, holding the node's GPUs, while the
     retry starts another. It runs in a session of its own because Ray kills a dead worker's process group; it
     learns of the end from its stdin closing, with or without WATCHDOG_DONE."""
-    command = [sys.executable, "-m", "porter.ops.eval_ray", str(work)]
+    command = [sys.executable, "-m", "porter.evaluate.eval_ray", str(work)]
     watchdog = subprocess.Popen(command, stdin=subprocess.PIPE, start_new_session=True)
     watchdog.wait()  # it forks and exits at once (see __main__); its child holds the pipe
     return watchdog

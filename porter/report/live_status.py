@@ -28,8 +28,8 @@ from porter.checks.render import target_value
 from porter.loop.run_context import RunContext
 from porter.loop.tools import ToolResult, run_status
 from porter.models import ToolCall
-from porter.ops import console as words
-from porter.ops.progress_log import ProgressLog, StageWatch, Work, duration
+from porter.report import console as words
+from porter.report.progress_log import ProgressLog, StageWatch, Work, duration
 from porter.terminal import printable
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from markdown_it import MarkdownIt
 
-from porter.ops.run_reading import RunRecord
+from porter.report.run_reading import RunRecord
 
 REFRESH_S = 30
 # the page loads nothing: its images are data URIs, its style inline, and it runs no script

@@ -14,8 +14,8 @@ import math
 from dataclasses import dataclass, field
 
 from porter.engines.engine import Draft, Engine
-from porter.ops.checkpoint_facts import CheckpointFacts
-from porter.ops.hardware import GIB, Gpu
+from porter.init.checkpoint_facts import CheckpointFacts
+from porter.init.hardware import GIB, Gpu
 from porter.schema import FlagValue
 from porter.upstream_facts import (
     AITER_FMOE_UNTUNED_COLUMNS,

@@ -26,8 +26,8 @@ from pathlib import Path
 from porter.checks.loadgen import CheckError
 from porter.checks.quality_data import resolve_dataset
 from porter.engines.parser_check import ask_parser
+from porter.evaluate.runs import prepare_local_root
 from porter.models import DEFAULT_KEY_ENV, ModelError, api_key
-from porter.ops.runs import prepare_local_root
 from porter.sandbox import DockerSandbox, LocalSandbox, Sandbox, SandboxError
 from porter.sandbox.image_build import build_task_image
 from porter.sandbox.trees.overlay import WEIGHTS_MOUNT

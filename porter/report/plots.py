@@ -23,7 +23,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 
 from porter.checks import registry  # noqa: E402
 from porter.checks.throughput import absolute
-from porter.ops.run_reading import RunRecord  # noqa: E402
+from porter.report.run_reading import RunRecord  # noqa: E402
 
 LEGEND_WIDTH = 70  # characters of a legend label before it wraps
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from porter.evaluate import runs
 from porter.ledger.transcript import read_transcript
 from porter.loop import agent
 from porter.models import ReplayDivergence, ReplayModel
-from porter.ops import runs
 from porter.redaction import redact
 from porter.task import Task, load_task
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from porter.ops import weight_estimate
+from porter.init import weight_estimate
 
 # Each fact's keys, as the families spell them (first found wins).
 EXPERTS = ("n_routed_experts", "num_experts", "num_local_experts")

@@ -28,11 +28,11 @@ import urllib.request
 from pathlib import Path
 
 from porter.checks.quality import MC_FIELDS
+from porter.checks.quality_data import OUTPUT_NAMES
 
 GSM8K = {"dataset": "openai/gsm8k", "config": "main", "fields": ("question", "answer")}
 GPQA = {"repo": "Idavidrein/gpqa", "file": "gpqa_diamond.csv"}
 GPQA_FIELDS = MC_FIELDS  # the columns the multiple-choice check reads, as GPQA's CSV names them
-OUTPUT_NAMES = {"gsm8k": "test.jsonl", "gsm8k-train": "train.jsonl", "gpqa-diamond": "gpqa_diamond.jsonl"}
 TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 PAGE = 100  # the viewer API's largest page
 TIMEOUT_S = 60

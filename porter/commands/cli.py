@@ -110,7 +110,7 @@ def _run_options(command):
 @click.option("--var", "variables", multiple=True, help="NAME=VALUE for the profile's {NAME} (repeatable).")
 def init(checkpoint: str, engine_name: str, hardware: str, image, out, profile, variables) -> None:
     """Draft a task from CHECKPOINT (a checkpoint directory, or a hub id whose config.json and index are fetched)."""
-    from porter.ops.init_task import init_main
+    from porter.init.task_draft import init_main
 
     sys.exit(init_main(checkpoint, engine_name, hardware, image, out, profile, variables))
 
@@ -143,8 +143,8 @@ def _start(
     task: str | None, resume_dir: str | None, provider, model_name, base_url, api_key_env, sandbox_kind,
     skip_preflight: bool, fresh: bool,
 ) -> None:  # fmt: skip
-    from porter.ops import runs
-    from porter.ops.preflight import preflight_main
+    from porter.commands.preflight import preflight_main
+    from porter.evaluate import runs
     from porter.sandbox import SandboxError
 
     if resume_dir:
@@ -176,7 +176,7 @@ def _start(
 @click.option("--sandbox", "sandbox_kind", type=click.Choice(["docker", "local"]), help="Override sandbox.kind.")
 def preflight(task: str, sandbox_kind) -> None:
     """Check TASK in minutes, before any model load: image, devices, weights, flags, tuners, datasets, port, key."""
-    from porter.ops.preflight import preflight_main
+    from porter.commands.preflight import preflight_main
 
     spec = _load(task)
     if sandbox_kind:
@@ -196,7 +196,7 @@ def preflight(task: str, sandbox_kind) -> None:
 )
 def replay(run_or_transcript: str, sandbox_kind, runs_dir: str) -> None:
     """Re-drive a recorded run without the LLM and report where it diverges (exit 1 if it did)."""
-    from porter.ops.replay_run import replay as replay_run
+    from porter.evaluate.replay_run import replay as replay_run
 
     try:
         report = replay_run(run_or_transcript, runs_dir=runs_dir, sandbox_kind=sandbox_kind)
@@ -207,7 +207,7 @@ def replay(run_or_transcript: str, sandbox_kind, runs_dir: str) -> None:
 
 
 def _resources(_ctx, _param, values: tuple[str, ...]) -> dict[str, float]:
-    from porter.ops.ray_cluster import parse_resource
+    from porter.evaluate.ray_cluster import parse_resource
 
     try:
         return dict(parse_resource(value) for value in values)
@@ -237,8 +237,8 @@ def _resources(_ctx, _param, values: tuple[str, ...]) -> dict[str, float]:
 )
 def evaluate(corpus: str, models, workers: int, out_root: str, ray_address, resources: dict) -> None:
     """Run every task of CORPUS for each model and write a leaderboard (markdown + JSON)."""
-    from porter.ops.evaluate import check_corpus
-    from porter.ops.evaluate import evaluate as evaluate_corpus
+    from porter.evaluate.corpus_eval import check_corpus
+    from porter.evaluate.corpus_eval import evaluate as evaluate_corpus
 
     try:
         problems = check_corpus(corpus)
@@ -260,8 +260,8 @@ def evaluate(corpus: str, models, workers: int, out_root: str, ray_address, reso
 
 
 def _evaluate_on_ray(corpus: str, models: list[str] | None, address: str, resources: dict, out_root: str) -> Path:
-    from porter.ops.eval_ray import Interrupted, evaluate_on_ray
-    from porter.ops.ray_cluster import RayEvalError
+    from porter.evaluate.eval_ray import Interrupted, evaluate_on_ray
+    from porter.evaluate.ray_cluster import RayEvalError
 
     try:
         return evaluate_on_ray(
@@ -310,7 +310,7 @@ def bench(url: str, **options) -> None:
     Options take sglang bench_serving's names (--request-rate, --random-input-len, --random-output-len,
     --num-prompts, --max-concurrency, --output-file); porter's older names are kept as aliases.
     """
-    from porter.ops.check_commands import bench_main
+    from porter.commands.check_commands import bench_main
 
     sys.exit(bench_main(url, **options))
 
@@ -327,7 +327,7 @@ def check() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Last line of stdout is one JSON object.")
 def quality(url: str, **options) -> None:
     """Accuracy with a 95% confidence interval on a GSM8K-style or multiple-choice set."""
-    from porter.ops.check_commands import quality_main
+    from porter.commands.check_commands import quality_main
 
     sys.exit(quality_main(url, **options))
 
@@ -339,7 +339,7 @@ def quality(url: str, **options) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Last line of stdout is one JSON object.")
 def check_task(task_path: str, url: str, kind, as_json: bool) -> None:
     """The task's own checks against URL, each printed as the agent reads it (and judged against its target)."""
-    from porter.ops.check_commands import task_main
+    from porter.commands.check_commands import task_main
 
     sys.exit(task_main(_load(task_path), url, kind, as_json))
 
@@ -358,7 +358,7 @@ def triage(logfile: str, as_json: bool) -> None:
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 def report(run_dir: str) -> None:
     """Write RUN_DIR/report.md with plots."""
-    from porter.ops.report import write_report
+    from porter.report.run_report import write_report
 
     try:
         click.echo(write_report(run_dir))
@@ -371,7 +371,7 @@ def report(run_dir: str) -> None:
 @click.option("--push", "remote", help="Push the run's branch to this git remote.")
 def pr(run_dir: str, remote) -> None:
     """Write the patch series and a PR description per repo for RUN_DIR."""
-    from porter.ops.pr_draft import write_prs
+    from porter.report.pr_draft import write_prs
 
     try:
         written = write_prs(run_dir, remote)
@@ -393,7 +393,7 @@ def data() -> None:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Folder (default: $PORTER_DATA/<set>).")
 def data_get(name: str, out_dir) -> None:
     """Download NAME from the Hugging Face Hub as JSONL (+ .sha256); GPQA needs HF_TOKEN."""
-    from porter.ops.datasets import DataError, default_out, get
+    from porter.commands.datasets import DataError, default_out, get
 
     try:
         path, digest, rows = get(name, Path(out_dir) if out_dir else default_out(name))
@@ -413,7 +413,7 @@ def sandbox() -> None:
 @click.option("--timeout", type=click.FloatRange(0, min_open=True), default=600.0, show_default=True)
 def sandbox_exec(task: str, command: tuple[str, ...], timeout: float) -> None:
     """Run COMMAND in TASK's sandbox (started or reused) and exit with its code."""
-    from porter.ops.sandbox_commands import sandbox_exec_main
+    from porter.commands.sandbox_commands import sandbox_exec_main
 
     sys.exit(sandbox_exec_main(task, list(command), timeout))
 
@@ -422,7 +422,7 @@ def sandbox_exec(task: str, command: tuple[str, ...], timeout: float) -> None:
 @click.argument("task", type=click.Path(dir_okay=False))
 def sandbox_shell(task: str) -> None:
     """Open an interactive shell in TASK's sandbox."""
-    from porter.ops.sandbox_commands import sandbox_shell_main
+    from porter.commands.sandbox_commands import sandbox_shell_main
 
     sys.exit(sandbox_shell_main(task))
 
@@ -430,7 +430,7 @@ def sandbox_shell(task: str) -> None:
 @sandbox.command(name="prune")
 def sandbox_prune() -> None:
     """Remove porter's stopped or stale containers (found by label)."""
-    from porter.ops.sandbox_commands import sandbox_prune_main
+    from porter.commands.sandbox_commands import sandbox_prune_main
 
     sys.exit(sandbox_prune_main())
 
