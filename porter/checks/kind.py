@@ -9,14 +9,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from pydantic import AfterValidator, Field
 
 from porter.schema import Spec, reject_duplicates
 
-if TYPE_CHECKING:
-    from porter.task import Task
+
+class Task(Protocol):
+    """What a check kind reads of a task (porter.task.Task is one): its `checks:` section and its hardware. Declared
+    here so the checks never import the task schema, which is composed from them."""
+
+    @property
+    def checks(self) -> Any: ...
+
+    @property
+    def hardware(self) -> Any: ...
 
 
 @dataclass(frozen=True)

@@ -14,15 +14,12 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import Field, create_model
 
-from porter.checks.kind import CheckKind
+from porter.checks.kind import CheckKind, Task
 from porter.schema import Spec
-
-if TYPE_CHECKING:
-    from porter.task import Task
 
 # The kinds, each one module of porter/checks declaring KIND, in the order they are measured and reported.
 KIND_MODULES = ("quality_kind", "single_stream_kind", "throughput_kind")
