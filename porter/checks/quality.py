@@ -3,11 +3,11 @@
 Covers reading the datasets (GSM8K JSONL `question`/`answer ... #### N`; GPQA CSV or JSONL with
 "Question", "Correct Answer", "Incorrect Answer 1..3"; `builtin:NAME` resolves to
 porter/checks/data/NAME.jsonl), choosing the questions (the first `samples` after a seeded shuffle)
-and the few-shot examples (a fixed seeded choice from `few_shot_dataset` when the check names one, as lm-eval's
-gsm8k takes its shots from the train split and asks all 1319 test questions; else among the questions not asked,
-which asks that many fewer), the fixed prompt
-formats (gsm8k: POST /v1/completions, greedy, stop at "Question:"; multiple choice: one user
-message on POST /v1/chat/completions with the choices shuffled by a fixed seed), and the result
+and the few-shot examples (with a `few_shot_dataset`, lm-eval's gsm8k request to the letter: the first `samples`
+test questions in file order, each with its own shots drawn in turn by lm-eval's seeded sampler, lm-eval's stop
+strings and seed; else one fixed seeded choice among the questions not asked, which asks that many fewer), the
+fixed prompt formats (gsm8k: POST /v1/completions, greedy; multiple choice: one user message on
+POST /v1/chat/completions with the choices shuffled by a fixed seed), and the result
 with its Wilson interval and verdict. A dataset that is not UTF-8, has fields of the wrong type or
 too few rows for its few-shot examples is a CheckError naming the file and row; each question has a
 deadline that grows with `max_tokens` and a byte cap, a malformed answer is that question's error, and a
@@ -22,7 +22,7 @@ import asyncio
 import hashlib
 import json
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal
 
@@ -47,6 +47,9 @@ QUALITY_ALLOWANCE_S = 60.0
 MAX_FAILURE_SHARE = 0.1
 MIN_FAILURES = 5
 STOP = ["Question:", "</s>", "<|im_end|>"]
+# lm-eval 0.4.13: evaluator.py seeds each task's few-shot sampler with DEFAULT_OTHER_SEED (defaults.py), and
+# api_models.py TemplateAPI sends seed=1234 in every request; its max_gen_toks default (256) is the tasks' max_tokens.
+LM_EVAL_SEED = 1234
 # A reference measured by the run itself: the score of its first healthy accepted configuration (ledger/state.py keeps
 # it; until there is one, a result is judged against its own score, which makes it the candidate reference).
 FIRST_HEALTHY = "first_healthy"
@@ -66,7 +69,7 @@ class QualityCheckSpec(Spec):
         "Unset: they are drawn from `dataset`, and that many fewer of its questions are asked.",
     )
     metric: Literal["strict_match", "flexible_match", "accuracy"] = Field("flexible_match")
-    max_tokens: int = Field(512, ge=1, description="Generation budget per question.")
+    max_tokens: int = Field(256, ge=1, description="Generation budget per question (lm-eval's max_gen_toks: 256).")
     reference: float | Literal["first_healthy"] | None = Field(
         None,
         description="Reference score (e.g. of the FP8 model), or first_healthy: the score of the run's first healthy "
@@ -145,27 +148,9 @@ class QualityResult:
         return scoring.compare_runs(self.correct, other.correct, paired)
 
     def to_dict(self) -> dict:
-        keys = (
-            "name",
-            "kind",
-            "metric",
-            "score",
-            "strict_match",
-            "flexible_match",
-            "ci_low",
-            "ci_high",
-            "n",
-            "errors",
-            "dataset",
-            "dataset_sha256",
-            "model",
-            "reference",
-            "tolerance",
-            "minimum",
-            "failures",
-            "sets_reference",
-        )
-        return {**{key: getattr(self, key) for key in keys}, "passed": self.passed, "verdict": self.verdict}
+        """The fields a report shows (the per-question lists are repr=False), the verdict and whether it passed."""
+        shown = {item.name: getattr(self, item.name) for item in fields(self) if item.repr}
+        return {**shown, "passed": self.passed, "verdict": self.verdict}
 
 
 def quality_deadlines(max_tokens: int) -> Deadlines:
@@ -196,21 +181,37 @@ def read_shot_rows(spec: QualityCheckSpec) -> list[dict] | None:
     return rows
 
 
-def choose(count: int, samples: int, few_shot: int, shot_pool: int | None = None) -> tuple[list[int], list[int]]:
-    """(asked, few-shot) row indices: the first `samples` of a seeded shuffle; the few-shot examples among the
-    rest, or, given a separate file of `shot_pool` rows, indices into that file (and every question can be asked)."""
+def choose(count: int, samples: int, few_shot: int, shot_pool: int | None = None) -> tuple[list[int], list[list[int]]]:
+    """(asked, the few-shot examples of each) row indices. Given a separate file of `shot_pool` rows, as lm-eval's
+    gsm8k: the first `samples` questions in order, each drawing its shots from that file with one generator seeded
+    once (lm_eval/api/samplers.py ContextSampler.sample, in the order the task builds its requests). Else the first
+    `samples` of a seeded shuffle, all sharing one seeded choice among the rest, so no question is its own shot."""
+    if shot_pool is not None:
+        draw = random.Random(LM_EVAL_SEED)
+        asked = list(range(min(samples, count)))
+        return asked, [draw.sample(range(shot_pool), min(few_shot, shot_pool)) for _ in asked]
     order = list(range(count))
     random.Random(SEED).shuffle(order)
-    if shot_pool is not None:
-        return order[: min(samples, count)], random.Random(SEED + 1).sample(range(shot_pool), min(few_shot, shot_pool))
     asked = order[: max(0, min(samples, count - few_shot))]
     pool = order[len(asked) :]
-    return asked, random.Random(SEED + 1).sample(pool, min(few_shot, len(pool)))
+    shots = random.Random(SEED + 1).sample(pool, min(few_shot, len(pool)))
+    return asked, [shots for _ in asked]
 
 
 def gsm8k_prompt(rows: list[dict], shots: list[int], index: int) -> str:
     blocks = [f"Question: {rows[shot]['question']}\nAnswer: {rows[shot]['answer']}\n\n" for shot in shots]
     return "".join(blocks) + f"Question: {rows[index]['question']}\nAnswer:"
+
+
+def request(spec: QualityCheckSpec, model_id: str, rows: list[dict], shots: list[int], index: int) -> tuple[str, dict]:
+    """(endpoint, body) of one question; gsm8k's body is lm-eval's local-completions payload, key for key."""
+    if spec.kind == "gsm8k":
+        prompt = gsm8k_prompt(rows, shots, index)
+        body = {"prompt": prompt, "model": model_id, "max_tokens": spec.max_tokens, "temperature": 0.0, "stop": STOP}
+        return "/v1/completions", {**body, "seed": LM_EVAL_SEED}
+    message, _ = choice_prompt(rows[index], index)
+    body = {"model": model_id, "max_tokens": spec.max_tokens, "temperature": 0.0}
+    return "/v1/chat/completions", {**body, "messages": [{"role": "user", "content": message}]}
 
 
 def choice_prompt(row: dict, index: int) -> tuple[str, str]:
@@ -307,7 +308,7 @@ async def _run_quality(base_url, spec: QualityCheckSpec, model, deadlines, on_pr
     few_shot = spec.few_shot if spec.kind == "gsm8k" else 0
     asked, shots = choose(len(rows), spec.samples, few_shot, None if shot_rows is None else len(shot_rows))
     if shot_rows is not None:  # the prompt reads shots by row index: the shot file's rows follow the questions
-        shots = [len(rows) + shot for shot in shots]
+        shots = [[len(rows) + shot for shot in each] for each in shots]
         rows = rows + shot_rows
     async with make_session(CONCURRENCY, deadlines=deadlines) as session:
         model_id = await resolve_model(session, base_url, model, deadlines)
@@ -316,19 +317,19 @@ async def _run_quality(base_url, spec: QualityCheckSpec, model, deadlines, on_pr
         limit = max(MIN_FAILURES, int(MAX_FAILURE_SHARE * len(asked)))
         answered = Tally(len(asked), "questions", on_progress, lambda done, right: f"{right} of {done} right")
 
-        async def one(index: int) -> tuple:
+        async def one(index: int, its_shots: list[int]) -> tuple:
             async with gate:
                 if len(failures) > limit:
                     return "not asked: the check stopped", False, False, True
                 try:
-                    outcome = await _ask_one(session, base_url, model_id, spec, rows, shots, index, deadlines)
+                    outcome = await _ask_one(session, base_url, model_id, spec, rows, its_shots, index, deadlines)
                 except CheckError as exc:  # a failed request counts as wrong; its evidence is kept
                     failures.append(_evidence(exc))
                     outcome = str(exc), False, False, True
             answered.add(right=outcome[1] if spec.metric == "strict_match" else outcome[2])
             return outcome
 
-        outcomes = await asyncio.gather(*(one(index) for index in asked))
+        outcomes = await asyncio.gather(*(one(index, its_shots) for index, its_shots in zip(asked, shots, strict=True)))
     evidence = request_failures.distinct(failures)
     if len(failures) > limit:
         raise CheckError(
@@ -340,15 +341,12 @@ async def _run_quality(base_url, spec: QualityCheckSpec, model, deadlines, on_pr
 
 async def _ask_one(session, base_url, model_id, spec, rows, shots, index, deadlines) -> tuple[str, bool, bool, bool]:
     """(reply, strict, flexible, failed) for one question; a failed request raises CheckError."""
-    common = {"model": model_id, "max_tokens": spec.max_tokens, "temperature": 0.0}
-    if spec.kind == "gsm8k":
-        body = {**common, "prompt": gsm8k_prompt(rows, shots, index), "stop": STOP}
-        reply = await ask(session, f"{base_url}/v1/completions", body, False, deadlines)
+    endpoint, body = request(spec, model_id, rows, shots, index)
+    chat = spec.kind != "gsm8k"
+    reply = await ask(session, f"{base_url}{endpoint}", body, chat, deadlines)
+    if not chat:
         return (reply, *scoring.gsm8k_matches(reply, rows[index]["answer"]), False)
-    message, letter = choice_prompt(rows[index], index)
-    body = {**common, "messages": [{"role": "user", "content": message}]}
-    reply = await ask(session, f"{base_url}/v1/chat/completions", body, True, deadlines)
-    right = scoring.extract_choice(reply) == letter
+    right = scoring.extract_choice(reply) == choice_prompt(rows[index], index)[1]
     return reply, right, right, False
 
 
