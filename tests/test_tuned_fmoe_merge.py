@@ -1,0 +1,114 @@
+"""porter's tuned fused-MoE rows merged into aiter's shipped tables (../shared/upstream/aiter/configs: byte copies of
+ROCm/aiter @ e4048607, see its SOURCES.md; skipped when absent): one row per aiter lookup key, the faster row kept,
+upstream's rows and file order untouched otherwise. The tuner's output is imitated as gemm_moe_tune.py writes it at
+that commit: its key and result columns, no `_tag`."""
+
+from __future__ import annotations
+
+import csv
+import io
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from porter.upstream_facts import AITER_FMOE_FALLBACK_TAG, AITER_FMOE_TABLES, aiter_fmoe_key, merge_into_tree
+
+SHIPPED = Path(__file__).resolve().parents[1] / ".." / "shared" / "upstream" / "aiter"
+GLM5_FP4 = "aiter/configs/model_configs/glm5_fp4_tuned_fmoe.csv"
+TUNER_COLUMNS = (
+    "gfx,cu_num,token,model_dim,inter_dim,expert,topk,act_type,dtype,q_dtype_a,q_dtype_w,q_type,use_g1u1,"
+    "doweight_stage1,block_m,ksplit,us1,kernelName1,err1,us2,kernelName2,err2,us,run_1stage,xbf16,flat,tflops,bw"
+).split(",")
+
+
+@pytest.fixture
+def tree(tmp_path) -> Path:
+    if not (SHIPPED / "configs" / "tuned_fmoe.csv").is_file():
+        pytest.skip("aiter's shipped tables are not in ../shared/upstream/aiter")
+    shutil.copytree(SHIPPED / "configs", tmp_path / "aiter" / "configs")
+    return tmp_path
+
+
+def read(path: Path) -> list[dict]:
+    return list(csv.DictReader(io.StringIO(path.read_text())))
+
+
+def tuner_output(path: Path, rows: list[dict]) -> None:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, TUNER_COLUMNS, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    path.write_text(out.getvalue())
+
+
+def lookup(root: Path) -> dict[tuple, dict]:
+    """The row aiter would use per key: the tables in its order (tuned_fmoe.csv, then model_configs), fallback rows
+    dropped, the first row of a key."""
+    first, pattern = AITER_FMOE_TABLES
+    paths = [root / first, *sorted(p for p in root.glob(pattern) if "untuned" not in p.name)]
+    rows = [row for path in paths for row in read(path) if (row.get("_tag") or "") != AITER_FMOE_FALLBACK_TAG]
+    chosen: dict[tuple, dict] = {}
+    for row in rows:
+        chosen.setdefault(aiter_fmoe_key(row), row)
+    assert not [key for key, count in Counter(aiter_fmoe_key(row) for row in rows).items() if count > 1]
+    return chosen
+
+
+def test_a_faster_row_replaces_upstream_a_slower_one_does_not_and_a_new_key_is_added(tree):
+    shipped = read(tree / GLM5_FP4)
+    before_text = {path: path.read_bytes() for path in tree.rglob("*.csv")}
+    faster = {**shipped[3], "us": f"{float(shipped[3]['us']) / 2:.4f}", "kernelName1": "porter_faster_kernel"}
+    slower = {**shipped[5], "us": f"{float(shipped[5]['us']) * 3:.4f}", "kernelName1": "porter_slower_kernel"}
+    novel = {**shipped[7], "inter_dim": "768", "us": "12.5", "kernelName1": "porter_new_kernel"}
+    tuner_output(tree / "aiter" / "configs" / "porter_tuned_fmoe.csv", [faster, slower, novel])
+
+    merge = merge_into_tree(tree, "aiter/configs/porter_tuned_fmoe.csv")
+
+    assert merge.counts == {"replaced": 1, "kept": 1, "new": 1, "failed": 0}
+    assert not (tree / "aiter" / "configs" / "porter_tuned_fmoe.csv").exists()
+    glm5 = read(tree / GLM5_FP4)
+    assert len(glm5) == len(shipped) and glm5[3]["kernelName1"] == "porter_faster_kernel" and glm5[3]["_tag"] == ""
+    assert glm5[5] == shipped[5]
+    changed = [path for path in before_text if path.read_bytes() != before_text[path]]
+    assert sorted(str(path.relative_to(tree)) for path in changed) == [
+        "aiter/configs/model_configs/glm5_fp4_tuned_fmoe.csv",
+        "aiter/configs/tuned_fmoe.csv",
+    ]
+    old, new = before_text[tree / GLM5_FP4].decode().splitlines(), (tree / GLM5_FP4).read_text().splitlines()
+    assert [index for index, (a, b) in enumerate(zip(old, new, strict=True)) if a != b] == [4]  # the header is line 0
+    chosen = lookup(tree)
+    assert chosen[aiter_fmoe_key(faster)]["kernelName1"] == "porter_faster_kernel"
+    assert chosen[aiter_fmoe_key(slower)]["kernelName1"] == shipped[5]["kernelName1"]
+    assert chosen[aiter_fmoe_key(novel)]["kernelName1"] == "porter_new_kernel"
+    assert read(tree / "aiter" / "configs" / "tuned_fmoe.csv")[-1]["_tag"] == ""
+    assert any("replaced" in line and f"{shipped[3]['us']} us -> {faster['us']} us" in line for line in merge.lines)
+
+
+def test_the_real_tasks_48_rows_never_shadow_upstream(tree):
+    """GLM-5.2's task tunes inter_dim 256/512/1024 x 16 padded M (E=257, topk=9, fp4): all 48 keys are upstream's.
+    Every other row is 20% faster, the rest 3x slower: 24 replaced, 24 kept, each key once, the faster row used."""
+    shipped = [row for row in read(tree / GLM5_FP4) if row["inter_dim"] in ("256", "512", "1024")]
+    assert len(shipped) == 48
+    tuned = [
+        {**row, "us": f"{float(row['us']) * (0.8 if n % 2 else 3):.4f}", "kernelName2": f"porter_{n}"}
+        for n, row in enumerate(shipped)
+    ]
+    tuner_output(tree / "tuned.csv", tuned)
+    merge = merge_into_tree(tree, "tuned.csv")
+    assert merge.counts == {"replaced": 24, "kept": 24, "new": 0, "failed": 0}
+    chosen = lookup(tree)
+    for n, row in enumerate(tuned):
+        assert chosen[aiter_fmoe_key(row)]["kernelName2"] == (f"porter_{n}" if n % 2 else shipped[n]["kernelName2"])
+
+
+def test_a_failed_shape_is_left_out_and_a_foreign_file_is_refused(tree):
+    row = read(tree / GLM5_FP4)[0]
+    tuner_output(tree / "tuned.csv", [{**row, "us": "-1"}, {**row, "inter_dim": "4096", "us": "inf"}])
+    assert merge_into_tree(tree, "tuned.csv").counts == {"replaced": 0, "kept": 0, "new": 0, "failed": 2}
+    (tree / "notes.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="not an aiter tuned fused-MoE table: no column cu_num"):
+        merge_into_tree(tree, "notes.csv")
+    with pytest.raises(ValueError, match="no tuner output under"):
+        merge_into_tree(tree, "../outside.csv")
