@@ -11,8 +11,14 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
+import git
 import pytest
+import yaml
+from local_tasks import local_task
 
+from porter.evaluate import runs
+from porter.loop import tools
+from porter.task import load_task
 from porter.upstream_facts import AITER_FMOE_FALLBACK_TAG, AITER_FMOE_TABLES, aiter_fmoe_key, merge_into_tree
 
 SHIPPED = Path(__file__).resolve().parents[1] / ".." / "shared" / "upstream" / "aiter"
@@ -27,8 +33,8 @@ TUNER_COLUMNS = (
 def tree(tmp_path) -> Path:
     if not (SHIPPED / "configs" / "tuned_fmoe.csv").is_file():
         pytest.skip("aiter's shipped tables are not in ../shared/upstream/aiter")
-    shutil.copytree(SHIPPED / "configs", tmp_path / "aiter" / "configs")
-    return tmp_path
+    shutil.copytree(SHIPPED / "configs", tmp_path / "aiter-tree" / "aiter" / "configs")
+    return tmp_path / "aiter-tree"
 
 
 def read(path: Path) -> list[dict]:
@@ -112,3 +118,31 @@ def test_a_failed_shape_is_left_out_and_a_foreign_file_is_refused(tree):
         merge_into_tree(tree, "notes.csv")
     with pytest.raises(ValueError, match="no tuner output under"):
         merge_into_tree(tree, "../outside.csv")
+
+
+def test_the_tune_tool_merges_what_the_tuner_wrote(tree, tmp_path):
+    """A task's tune command whose aiter_tuned_output names the tuner's -o file: after it runs, porter has merged
+    the rows into the aiter repo's tables, removed the file, and told the model what it replaced, kept and added."""
+    shipped = read(tree / GLM5_FP4)
+    tuner_output(tmp_path / "out.csv", [{**shipped[0], "us": "0.5"}, {**shipped[1], "us": "99999"}])
+    repo = git.Repo.init(tree)
+    repo.git.add("--all")
+    repo.git.execute(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-qm", "aiter"])
+    (tmp_path / "run").mkdir()
+    path = local_task(tmp_path / "run")
+    task = yaml.safe_load(path.read_text())
+    task["repos"].append({"name": "aiter", "path": str(tree)})
+    command = f"cp {tmp_path / 'out.csv'} porter_tuned_fmoe.csv"  # imitates gemm_moe_tune.py -o porter_tuned_fmoe.csv
+    task["tune"] = [
+        {"name": "moe", "command": command, "workdir": str(tree), "aiter_tuned_output": "porter_tuned_fmoe.csv"}
+    ]
+    path.write_text(yaml.safe_dump(task))
+    ctx = runs.open_run(load_task(path), str(path))
+    try:
+        result = tools.dispatch(ctx, "tune", {"name": "moe"})
+    finally:
+        ctx.transcript.close()
+        ctx.sandbox.stop(remove=True)
+    assert result.ok, result.text
+    assert "merged into aiter's tables: {'replaced': 1, 'kept': 1, 'new': 0, 'failed': 0}" in result.text
+    assert result.facts["changed"] == {"aiter": ["aiter/configs/model_configs/glm5_fp4_tuned_fmoe.csv"]}
