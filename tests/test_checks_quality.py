@@ -49,19 +49,20 @@ def test_strict_takes_the_first_marked_number(text, extracted):
 
 
 @pytest.mark.parametrize(
-    "reply, letter",
+    "reply, picked",
     [
-        ("Answer: B", "B"),
-        ("Answer: (C)", "C"),
-        ("Answer:D", "D"),
-        ("I first thought Answer: A but no.\nAnswer: C", "C"),
-        ("The answer is B", None),
-        ("answer: b", None),
-        (None, None),
+        ("The answer is (B).", "(B)"),
+        ("(A) looks right, but (C) is.", "(C)"),
+        ("It must be 4.2 J, the second one", "(B)"),  # a choice quoted, case and punctuation aside
+        ("Between 4.2 j and 12 kJ: 12 KJ!", "(C)"),  # the last quoted
+        ("Answer: D", "(D)"),
+        ("Answer:A", "(A)"),
+        ("answer: b", "[invalid]"),
+        ("", "[invalid]"),
     ],
 )
-def test_choice_extraction(reply, letter):
-    assert scoring.extract_choice(reply) == letter
+def test_choice_extraction_is_lm_evals_flexible_extract(reply, picked):
+    assert scoring.extract_choice(reply, ["1 J", "4.2 J", "12 kJ", "0.5 J"]) == picked
 
 
 @pytest.mark.parametrize(
@@ -237,21 +238,10 @@ def test_multiple_choice_run_reads_gpqa_csv_and_unshuffles_letters(server, tmp_p
     )
     outcome = quality.run_quality(server.url, spec)
     assert (outcome.n, outcome.score, outcome.strict_match) == (30, pytest.approx(0.8), None)
-    assert outcome.passed
-    letters = {
-        quality.choice_prompt(
-            {
-                "Question": "q",
-                "Correct Answer": "c",
-                "Incorrect Answer 1": "1",
-                "Incorrect Answer 2": "2",
-                "Incorrect Answer 3": "3",
-            },
-            index,
-        )[1]
-        for index in range(40)
-    }
-    assert letters == set("ABCD")
+    assert outcome.passed and outcome.question_ids == list(range(30))  # lm-eval asks its documents in order
+    docs = quality.choice_docs(quality.read_dataset(spec)[1])
+    assert {letter for _, _, letter in docs} == set("ABCD")
+    assert docs[0][0].startswith("What is the correct answer to this question:Which is 0?\nChoices:\n(")
 
 
 def test_failed_requests_count_as_wrong_and_are_reported(server, tmp_path):

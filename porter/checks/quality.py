@@ -1,14 +1,14 @@
-"""Quality check: GSM8K-style and GPQA-style multiple choice against an OpenAI-compatible server.
+"""Quality check: GSM8K and GPQA-style multiple choice against an OpenAI-compatible server, asked as lm-eval asks.
 
 Covers reading the datasets (GSM8K JSONL `question`/`answer ... #### N`; GPQA CSV or JSONL with
 "Question", "Correct Answer", "Incorrect Answer 1..3"; `builtin:NAME` resolves to
-porter/checks/data/NAME.jsonl), choosing the questions (the first `samples` after a seeded shuffle)
-and the few-shot examples (with a `few_shot_dataset`, lm-eval's gsm8k request to the letter: the first `samples`
-test questions in file order, each with its own shots drawn in turn by lm-eval's seeded sampler, lm-eval's stop
-strings and seed; else one fixed seeded choice among the questions not asked, which asks that many fewer), the
-fixed prompt formats (gsm8k: POST /v1/completions, greedy; multiple choice: one user message on
-POST /v1/chat/completions with the choices shuffled by a fixed seed), and the result
-with its Wilson interval and verdict. A dataset that is not UTF-8, has fields of the wrong type or
+porter/checks/data/NAME.jsonl), choosing the questions and the few-shot examples, the requests (each one POST
+/v1/completions, greedy) and the result with its Wilson interval and verdict. The requests are lm-eval 0.4.13's
+local-completions payloads key for key: gsm8k with a `few_shot_dataset` as lm-eval's `gsm8k` (the first `samples`
+test questions, each with its own shots drawn in turn by lm-eval's seeded sampler), multiple choice as
+`gpqa_diamond_cot_zeroshot` (its prompt, its choice order, its answer extraction in scoring.py). A gsm8k set with
+no separate shot file shares one seeded choice of shots among the questions not asked (that many fewer asked).
+A dataset that is not UTF-8, has fields of the wrong type or
 too few rows for its few-shot examples is a CheckError naming the file and row; each question has a
 deadline that grows with `max_tokens` and a byte cap, a malformed answer is that question's error, and a
 server failing more than a tenth of the questions stops the check (a hung server costs one deadline, not one
@@ -50,6 +50,11 @@ STOP = ["Question:", "</s>", "<|im_end|>"]
 # lm-eval 0.4.13: evaluator.py seeds each task's few-shot sampler with DEFAULT_OTHER_SEED (defaults.py), and
 # api_models.py TemplateAPI sends seed=1234 in every request; its max_gen_toks default (256) is the tasks' max_tokens.
 LM_EVAL_SEED = 1234
+# tasks/gpqa/cot_zeroshot: doc_to_text, generation_kwargs.until, and the choice order of utils.process_docs (one
+# random.shuffle per document in turn, after evaluator.py's random.seed(DEFAULT_RANDOM_SEED = 0)).
+MC_PROMPT = "What is the correct answer to this question:{question}\nChoices:\n{choices}\nLet's think step by step: "
+MC_STOP = ["</s>"]
+MC_SHUFFLE_SEED = 0
 # A reference measured by the run itself: the score of its first healthy accepted configuration (ledger/state.py keeps
 # it; until there is one, a result is judged against its own score, which makes it the candidate reference).
 FIRST_HEALTHY = "first_healthy"
@@ -170,8 +175,11 @@ def read_dataset(spec: QualityCheckSpec) -> tuple[Path, list[dict]]:
 
 
 def read_shot_rows(spec: QualityCheckSpec) -> list[dict] | None:
-    """The separate few-shot file's rows (gsm8k with `few_shot_dataset`), checked; None without one."""
-    if spec.kind != "gsm8k" or not spec.few_shot_dataset or not spec.few_shot:
+    """The separate few-shot file's rows (gsm8k with `few_shot_dataset`), checked; None without one; none at all for
+    multiple choice (zero-shot: its questions are asked in order, as lm-eval's gpqa)."""
+    if spec.kind != "gsm8k":
+        return []
+    if not spec.few_shot_dataset or not spec.few_shot:
         return None
     path = quality_data.resolve_dataset(spec.few_shot_dataset)
     rows = quality_data.read_rows(path)
@@ -203,34 +211,35 @@ def gsm8k_prompt(rows: list[dict], shots: list[int], index: int) -> str:
     return "".join(blocks) + f"Question: {rows[index]['question']}\nAnswer:"
 
 
-def request(spec: QualityCheckSpec, model_id: str, rows: list[dict], shots: list[int], index: int) -> tuple[str, dict]:
-    """(endpoint, body) of one question; gsm8k's body is lm-eval's local-completions payload, key for key."""
-    if spec.kind == "gsm8k":
-        prompt = gsm8k_prompt(rows, shots, index)
-        body = {"prompt": prompt, "model": model_id, "max_tokens": spec.max_tokens, "temperature": 0.0, "stop": STOP}
-        return "/v1/completions", {**body, "seed": LM_EVAL_SEED}
-    message, _ = choice_prompt(rows[index], index)
-    body = {"model": model_id, "max_tokens": spec.max_tokens, "temperature": 0.0}
-    return "/v1/chat/completions", {**body, "messages": [{"role": "user", "content": message}]}
+def request(spec: QualityCheckSpec, model_id: str, prompt: str) -> dict:
+    """One question's POST /v1/completions body: lm-eval's local-completions payload, key for key."""
+    stop = STOP if spec.kind == "gsm8k" else MC_STOP
+    body = {"prompt": prompt, "model": model_id, "max_tokens": spec.max_tokens, "temperature": 0.0, "stop": stop}
+    return {**body, "seed": LM_EVAL_SEED}
 
 
-def choice_prompt(row: dict, index: int) -> tuple[str, str]:
-    """The multiple-choice message and the letter of the correct choice after the seeded shuffle."""
-    options = [row["Correct Answer"]] + [row[f"Incorrect Answer {number}"] for number in (1, 2, 3)]
-    options = [str(option).strip() for option in options]
-    order = list(range(4))
-    random.Random(f"{SEED}-{index}").shuffle(order)
-    lines = "\n".join(f"({LETTERS[slot]}) {options[choice]}" for slot, choice in enumerate(order))
-    message = (
-        f"What is the correct answer to this question: {str(row['Question']).strip()}\n\nChoices:\n{lines}\n\n"
-        "Answer with the letter of the correct choice, as 'Answer: X'."
-    )
-    return message, LETTERS[order.index(0)]
+def choice_docs(rows: list[dict]) -> list[tuple[str, list[str], str]]:
+    """(prompt, choices, correct letter) of every row in order, as lm-eval's gpqa process_docs and doc_to_text make
+    them: each choice through its preprocess, one shuffle per row drawn in turn, the question as written."""
+    draw, docs = random.Random(MC_SHUFFLE_SEED), []
+    for row in rows:
+        correct = _preprocess(row["Correct Answer"])
+        choices = [_preprocess(row[f"Incorrect Answer {number}"]) for number in (1, 2, 3)] + [correct]
+        draw.shuffle(choices)
+        lines = "\n".join(f"({LETTERS[slot]}) {choice}" for slot, choice in enumerate(choices))
+        prompt = MC_PROMPT.format(question=row["Question"], choices=lines)
+        docs.append((prompt, choices, LETTERS[choices.index(correct)]))
+    return docs
 
 
-async def ask(
-    session: aiohttp.ClientSession, url: str, body: dict, chat: bool, deadlines: Deadlines = QUALITY_DEADLINES
-) -> str:
+def _preprocess(text: str | None) -> str:
+    """lm_eval/tasks/gpqa/cot_zeroshot/utils.py preprocess."""
+    if text is None:
+        return " "
+    return text.strip().replace(" [title]", ". ").replace("  ", " ")
+
+
+async def ask(session: aiohttp.ClientSession, url: str, body: dict, deadlines: Deadlines = QUALITY_DEADLINES) -> str:
     """The reply text; retried on connection errors and 5xx, raised as CheckError after the last attempt.
 
     A hang, a flood or a malformed answer is not retried: the same server would do it again.
@@ -249,7 +258,7 @@ async def ask(
             if len(raw) > deadlines.max_bytes:
                 raise CheckError(f"POST {url}: the answer is larger than {deadlines.max_bytes} bytes")
             if status == 200:
-                return reply_text(raw, chat)
+                return reply_text(raw)
             problem = Refused(url, status, request_failures.answer_text(raw))
             if status < 500:
                 break
@@ -273,7 +282,7 @@ class Refused(CheckError):
         self.status, self.body = status, body
 
 
-def reply_text(raw: bytes, chat: bool) -> str:
+def reply_text(raw: bytes) -> str:
     """The text of the first choice of an OpenAI-style answer; anything else is a CheckError saying what."""
     try:
         payload = json.loads(raw)
@@ -282,8 +291,7 @@ def reply_text(raw: bytes, chat: bool) -> str:
     choices = payload.get("choices") if isinstance(payload, dict) else None
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise CheckError(f"the answer has no list of choices: {raw[:120].decode('utf-8', 'replace')!r}")
-    message = choices[0].get("message")
-    text = (message.get("content") if isinstance(message, dict) else None) if chat else choices[0].get("text")
+    text = choices[0].get("text")
     if text is not None and not isinstance(text, str):
         raise CheckError(f"the answer's text is a {type(text).__name__}, not a string")
     return text or ""
@@ -310,6 +318,7 @@ async def _run_quality(base_url, spec: QualityCheckSpec, model, deadlines, on_pr
     if shot_rows is not None:  # the prompt reads shots by row index: the shot file's rows follow the questions
         shots = [[len(rows) + shot for shot in each] for each in shots]
         rows = rows + shot_rows
+    data = (rows, choice_docs(rows) if spec.kind == "multiple_choice" else None)
     async with make_session(CONCURRENCY, deadlines=deadlines) as session:
         model_id = await resolve_model(session, base_url, model, deadlines)
         gate = asyncio.Semaphore(CONCURRENCY)
@@ -322,7 +331,7 @@ async def _run_quality(base_url, spec: QualityCheckSpec, model, deadlines, on_pr
                 if len(failures) > limit:
                     return "not asked: the check stopped", False, False, True
                 try:
-                    outcome = await _ask_one(session, base_url, model_id, spec, rows, its_shots, index, deadlines)
+                    outcome = await _ask_one(session, base_url, model_id, spec, data, its_shots, index, deadlines)
                 except CheckError as exc:  # a failed request counts as wrong; its evidence is kept
                     failures.append(_evidence(exc))
                     outcome = str(exc), False, False, True
@@ -339,14 +348,15 @@ async def _run_quality(base_url, spec: QualityCheckSpec, model, deadlines, on_pr
     return _result(spec, path, model_id, asked, outcomes, evidence)
 
 
-async def _ask_one(session, base_url, model_id, spec, rows, shots, index, deadlines) -> tuple[str, bool, bool, bool]:
-    """(reply, strict, flexible, failed) for one question; a failed request raises CheckError."""
-    endpoint, body = request(spec, model_id, rows, shots, index)
-    chat = spec.kind != "gsm8k"
-    reply = await ask(session, f"{base_url}{endpoint}", body, chat, deadlines)
-    if not chat:
+async def _ask_one(session, base_url, model_id, spec, data, shots, index, deadlines) -> tuple[str, bool, bool, bool]:
+    """(reply, strict, flexible, failed) for one question of `data` (rows, choice_docs or None); a failed request
+    raises CheckError."""
+    rows, docs = data
+    prompt = gsm8k_prompt(rows, shots, index) if docs is None else docs[index][0]
+    reply = await ask(session, f"{base_url}/v1/completions", request(spec, model_id, prompt), deadlines)
+    if docs is None:
         return (reply, *scoring.gsm8k_matches(reply, rows[index]["answer"]), False)
-    right = scoring.extract_choice(reply) == choice_prompt(rows[index], index)[1]
+    right = scoring.extract_choice(reply, docs[index][1]) == f"({docs[index][2]})"
     return reply, right, right, False
 
 

@@ -11,6 +11,7 @@ import inspect
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import upstream_wheels
 import yaml
@@ -43,21 +44,16 @@ def _class_defaults(source: str, class_name: str) -> dict:
     return {node.target.id: ast.literal_eval(node.value) for node in fields if isinstance(node.value, ast.Constant)}
 
 
-def lm_eval_gsm8k_requests(wheels, test_rows: list[dict], train_rows: list[dict], model: str) -> list[dict]:
-    """The body lm-eval 0.4.13 posts for each test document, built by its own code from the wheel: the gsm8k yaml,
-    the few-shot sampler seeded as evaluator.py seeds it, the templates through its jinja environment, the turns of
-    ConfigurableTask.build_qa_turn and LocalCompletionsAPI._create_payload with TemplateAPI's defaults."""
+def lm_eval_parts(wheels) -> SimpleNamespace:
+    """lm-eval 0.4.13's own request-building code out of the wheel: `source` (a file's text), `apply` (its jinja
+    template rendering), `turns` (ConfigurableTask.build_qa_turn), `payload` (LocalCompletionsAPI._create_payload on a
+    client with TemplateAPI's defaults: `defaults`), TaskConfig's delimiters (`config`) and the seeds (`seeds`)."""
 
     def source(member: str) -> str:
         return upstream_wheels.read_source(wheels["lm-eval"], member)
 
     upstream_wheels.import_from_wheel(wheels["markupsafe"], "markupsafe")
     jinja2 = upstream_wheels.import_from_wheel(wheels["jinja2"], "jinja2")
-    task = yaml.safe_load(source("lm_eval/tasks/gsm8k/gsm8k.yaml"))
-    config = _class_defaults(source("lm_eval/config/task.py"), "TaskConfig")
-    seed = upstream_wheels.lift(source("lm_eval/defaults.py"), ["DEFAULT_OTHER_SEED"], {}, "defaults.py")
-    samplers = {"__name__": "lm_eval.api.samplers"}
-    exec(compile(source("lm_eval/api/samplers.py"), "lm_eval/api/samplers.py", "exec"), samplers)
     names = {"re": re, "Environment": jinja2.Environment, "BaseLoader": jinja2.BaseLoader}
     names["StrictUndefined"] = jinja2.StrictUndefined
     upstream_wheels.lift(source("lm_eval/utils.py"), ["regex_replace", "env", "apply_template"], names, "utils.py")
@@ -75,20 +71,42 @@ def lm_eval_gsm8k_requests(wheels, test_rows: list[dict], train_rows: list[dict]
     )
     defaults = {name: p.default for name, p in inspect.signature(template_api.__init__).parameters.items()}
     client = api()
-    client.model, client._max_gen_toks = model, defaults["max_gen_toks"]
-    sampler = samplers["ContextSampler"](train_rows, rnd=None).set_rnd(seed["DEFAULT_OTHER_SEED"])
-    apply, builder, bodies = names["apply_template"], turns(), []
+    client._max_gen_toks = defaults["max_gen_toks"]
+    seeds = upstream_wheels.lift(source("lm_eval/defaults.py"), ["DEFAULT_OTHER_SEED", "DEFAULT_RANDOM_SEED"], {}, "d")
+    return SimpleNamespace(
+        source=source,
+        apply=names["apply_template"],
+        turns=turns().build_qa_turn,
+        payload=client._create_payload,
+        client=client,
+        defaults=defaults,
+        config=_class_defaults(source("lm_eval/config/task.py"), "TaskConfig"),
+        seeds=seeds,
+    )
+
+
+def lm_eval_gsm8k_requests(wheels, test_rows: list[dict], train_rows: list[dict], model: str) -> list[dict]:
+    """The body lm-eval 0.4.13 posts for each test document, built by its own code from the wheel: the gsm8k yaml,
+    the few-shot sampler seeded as evaluator.py seeds it, the templates through its jinja environment, the turns of
+    ConfigurableTask.build_qa_turn and LocalCompletionsAPI._create_payload with TemplateAPI's defaults."""
+    lm = lm_eval_parts(wheels)
+    lm.client.model = model
+    task = yaml.safe_load(lm.source("lm_eval/tasks/gsm8k/gsm8k.yaml"))
+    samplers = {"__name__": "lm_eval.api.samplers"}
+    exec(compile(lm.source("lm_eval/api/samplers.py"), "lm_eval/api/samplers.py", "exec"), samplers)
+    sampler = samplers["ContextSampler"](train_rows, rnd=None).set_rnd(lm.seeds["DEFAULT_OTHER_SEED"])
+    delimiters = {"tgt_delim": lm.config["target_delimiter"], "few_delim": lm.config["fewshot_delimiter"]}
+    bodies = []
     for doc in test_rows:  # build_all_requests asks for each document's context in order
         messages = []
         for shot in sampler.sample(n=task["num_fewshot"], eval_doc=None):  # fewshot_split != test_split
-            q, a = apply(task["doc_to_text"], shot), apply(task["doc_to_target"], shot)
-            messages += builder.build_qa_turn(
-                q=q, a=a, tgt_delim=config["target_delimiter"], few_delim=config["fewshot_delimiter"]
+            messages += lm.turns(
+                q=lm.apply(task["doc_to_text"], shot), a=lm.apply(task["doc_to_target"], shot), **delimiters
             )
-        messages += builder.build_qa_turn(q=apply(task["doc_to_text"], doc), tgt_delim=config["target_delimiter"])
+        messages += lm.turns(q=lm.apply(task["doc_to_text"], doc), tgt_delim=lm.config["target_delimiter"])
         context = "".join(message.to_text() for message in messages)
         kwargs = copy.deepcopy(task["generation_kwargs"])
-        bodies.append(client._create_payload(context, generate=True, gen_kwargs=kwargs, seed=defaults["seed"]))
+        bodies.append(lm.payload(context, generate=True, gen_kwargs=kwargs, seed=lm.defaults["seed"]))
     return bodies
 
 
@@ -114,7 +132,9 @@ def test_porter_gsm8k_requests_are_lm_evals_byte_for_byte(wheels):
     asked, shots = quality.choose(len(test_rows), 50, gsm8k.few_shot, shot_pool=len(train_rows))
     rows = test_rows + train_rows
     ours = [
-        quality.request(gsm8k, "served-model", rows, [len(test_rows) + shot for shot in shots[i]], index)[1]
+        quality.request(
+            gsm8k, "served-model", quality.gsm8k_prompt(rows, [len(test_rows) + s for s in shots[i]], index)
+        )
         for i, index in enumerate(asked)
     ]
     assert [json.dumps(body) for body in ours] == [json.dumps(body) for body in expected]
