@@ -244,10 +244,12 @@ def merge_into_tree(root: Path, tuned: str) -> TunedMerge:
     first, pattern = AITER_FMOE_TABLES
     paths = [root / first, *sorted(path for path in root.glob(pattern) if "untuned" not in path.name)]
     tables = {str(path.relative_to(root)): _capped(path) for path in paths if path.is_file() and path != output}
-    merge = merge_tuned_fmoe(tables, _capped(output), first)
+    try:
+        merge = merge_tuned_fmoe(tables, _capped(output), first)
+    finally:  # the tuner's file never stays in the tree: a failed merge is reported, not left half-applied
+        output.unlink()
     for name, text in merge.tables.items():
         (root / name).write_text(text)
-    output.unlink()
     return merge
 
 

@@ -116,6 +116,7 @@ def test_a_failed_shape_is_left_out_and_a_foreign_file_is_refused(tree):
     (tree / "notes.csv").write_text("a,b\n1,2\n")
     with pytest.raises(ValueError, match="not an aiter tuned fused-MoE table: no column cu_num"):
         merge_into_tree(tree, "notes.csv")
+    assert not (tree / "notes.csv").exists()  # never left in the tree
     with pytest.raises(ValueError, match="no tuner output under"):
         merge_into_tree(tree, "../outside.csv")
 
