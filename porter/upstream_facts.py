@@ -103,7 +103,11 @@ AITER_MXFP4_PAD = 256
 # lacking `_tag` gets 0 where the shipped rows have "", so a tuner row without the column is never its duplicate and
 # the lookup (fused_moe.py get_2stage_cfgs: rows tagged flydsl_fallback dropped, the first row of a key kept) takes the
 # row that comes first, whatever its speed. porter therefore merges the rows it tunes into the shipped tables itself.
+# With --compare --update_improved the tuner times the engine's own operator on each shape before tuning (with the
+# shipped row) and after (with its new one) and writes to -o only the shapes >= --min_improvement_pct (3) faster, or
+# with no working row before (base_tuner.py _build_compare_update_plan): the same-harness comparison.
 AITER_FMOE_TUNER = "csrc/ck_gemm_moe_2stages_codegen/gemm_moe_tune.py"
+AITER_FMOE_TUNE_FLAGS = "--compare --update_improved"
 AITER_FMOE_TABLES = ("aiter/configs/tuned_fmoe.csv", "aiter/configs/model_configs/*tuned_fmoe*.csv")
 # fused_moe.py get_2stage_cfgs _INDEX_COLS: the lookup key; a missing or placeholder gfx is read from cu_num
 # (jit/utils/chip_info.py _LEGACY_CU_NUM_TO_GFX); jit/core.py fills a column a file lacks with 0 (gfx: from cu_num).
@@ -166,9 +170,10 @@ def aiter_fmoe_key(row: dict) -> tuple[str, ...]:
 
 
 def merge_tuned_fmoe(tables: dict[str, str], tuned: str, new_rows_into: str) -> TunedMerge:
-    """Merge the tuner's rows (`tuned`) into aiter's tables, given in aiter's order: a row faster than the one
-    aiter's lookup finds for its key replaces it in place (in that row's file and columns, untagged); otherwise that
-    row stays; a key no table holds is appended to `new_rows_into`; a row with no valid time is left out."""
+    """Merge the tuner's rows (`tuned`) into aiter's tables, given in aiter's order: a row whose `us` is lower than
+    that of the row aiter's lookup finds for its key (aiter's own rule between duplicates) replaces it in place (in
+    that row's file and columns, untagged); otherwise that row stays; a key no table holds is appended to
+    `new_rows_into`; a row with no valid time is left out."""
     parsed = {name: _table(text, name) for name, text in tables.items()}
     found: dict[tuple, tuple[str, int]] = {}
     for name, (_, rows, _) in parsed.items():
