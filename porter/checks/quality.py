@@ -4,10 +4,10 @@ Covers reading the datasets (GSM8K JSONL `question`/`answer ... #### N`; GPQA CS
 "Question", "Correct Answer", "Incorrect Answer 1..3"; `builtin:NAME` resolves to
 porter/checks/data/NAME.jsonl), choosing the questions and the few-shot examples, the requests (each one POST
 /v1/completions, greedy) and the result with its Wilson interval and verdict. The requests are lm-eval 0.4.13's
-local-completions payloads key for key: gsm8k with a `few_shot_dataset` as lm-eval's `gsm8k` (the first `samples`
-test questions, each with its own shots drawn in turn by lm-eval's seeded sampler), multiple choice as
-`gpqa_diamond_cot_zeroshot` (its prompt, its choice order, its answer extraction in scoring.py). A gsm8k set with
-no separate shot file shares one seeded choice of shots among the questions not asked (that many fewer asked).
+local-completions payloads key for key: gsm8k as lm-eval's `gsm8k` (the first `samples` test questions, each with
+its own shots drawn in turn by lm-eval's seeded sampler from `few_shot_dataset`, its train split, or else from the
+set itself less the question), multiple choice as `gpqa_diamond_cot_zeroshot` (its prompt, its choice order, its
+answer extraction in scoring.py).
 A dataset that is not UTF-8, has fields of the wrong type or
 too few rows for its few-shot examples is a CheckError naming the file and row; each question has a
 deadline that grows with `max_tokens` and a byte cap, a malformed answer is that question's error, and a
@@ -34,7 +34,6 @@ from porter.checks.kind import OnProgress, Tally
 from porter.checks.loadgen import CheckError, Deadlines, make_session, read_capped, resolve_model
 from porter.schema import Spec
 
-SEED = 1234
 CONCURRENCY = 32
 ATTEMPTS = 3
 # One non-streamed answer of max_tokens: it all arrives at the end, so first byte = total; a hang is not retried.
@@ -71,7 +70,7 @@ class QualityCheckSpec(Spec):
     few_shot_dataset: str | None = Field(
         None,
         description="File the few-shot examples come from (gsm8k; lm-eval takes them from the train split). "
-        "Unset: they are drawn from `dataset`, and that many fewer of its questions are asked.",
+        "Unset: they are drawn from `dataset` itself, never the question asked (lm-eval's rule for one split).",
     )
     metric: Literal["strict_match", "flexible_match", "accuracy"] = Field("flexible_match")
     max_tokens: int = Field(256, ge=1, description="Generation budget per question (lm-eval's max_gen_toks: 256).")
@@ -190,20 +189,17 @@ def read_shot_rows(spec: QualityCheckSpec) -> list[dict] | None:
 
 
 def choose(count: int, samples: int, few_shot: int, shot_pool: int | None = None) -> tuple[list[int], list[list[int]]]:
-    """(asked, the few-shot examples of each) row indices. Given a separate file of `shot_pool` rows, as lm-eval's
-    gsm8k: the first `samples` questions in order, each drawing its shots from that file with one generator seeded
-    once (lm_eval/api/samplers.py ContextSampler.sample, in the order the task builds its requests). Else the first
-    `samples` of a seeded shuffle, all sharing one seeded choice among the rest, so no question is its own shot."""
+    """(asked, the few-shot examples of each) row indices as lm-eval's sampler draws them (lm_eval/api/samplers.py
+    ContextSampler.sample, one generator seeded once, called per question in order): the first `samples` questions,
+    each with `few_shot` rows of a separate file of `shot_pool` rows, or, without one, of the questions themselves
+    (one more drawn, the question itself removed)."""
+    draw, asked = random.Random(LM_EVAL_SEED), list(range(min(samples, count)))
     if shot_pool is not None:
-        draw = random.Random(LM_EVAL_SEED)
-        asked = list(range(min(samples, count)))
         return asked, [draw.sample(range(shot_pool), min(few_shot, shot_pool)) for _ in asked]
-    order = list(range(count))
-    random.Random(SEED).shuffle(order)
-    asked = order[: max(0, min(samples, count - few_shot))]
-    pool = order[len(asked) :]
-    shots = random.Random(SEED + 1).sample(pool, min(few_shot, len(pool)))
-    return asked, [shots for _ in asked]
+    drawn = [draw.sample(range(count), min(few_shot + 1, count)) for _ in asked]
+    return asked, [
+        [shot for shot in shots if shot != index][:few_shot] for index, shots in zip(asked, drawn, strict=True)
+    ]
 
 
 def gsm8k_prompt(rows: list[dict], shots: list[int], index: int) -> str:
