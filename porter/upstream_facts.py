@@ -206,7 +206,10 @@ def merge_tuned_fmoe(tables: dict[str, str], tuned: str, new_rows_into: str) -> 
 def _table(text: str, name: str) -> tuple[list[str], list[dict], list[str]]:
     """(columns, rows, each row's line as written: kept byte for byte unless the row changes)."""
     reader = csv.DictReader(io.StringIO(text))
-    rows, header = list(reader), list(reader.fieldnames or [])
+    try:
+        rows, header = list(reader), list(reader.fieldnames or [])
+    except csv.Error as exc:
+        raise ValueError(f"{name} is not a readable CSV: {exc}") from None
     missing = [column for column in (*AITER_FMOE_KEY[1:], "us") if column not in header]
     if missing:
         raise ValueError(f"{name} is not an aiter tuned fused-MoE table: no column {', '.join(missing)}")
@@ -243,16 +246,19 @@ def _csv(text: str, header: list[str], rows: list[dict], lines: list[str]) -> st
 def merge_into_tree(root: Path, tuned: str) -> TunedMerge:
     """Merge the tuner's output file (`tuned`, under the aiter tree `root`) into the tree's shipped tables, write the
     tables that changed, and remove the output: the tree holds each key once, as aiter reads it."""
+    root, first, pattern = root.resolve(), *AITER_FMOE_TABLES
     output = (root / tuned).resolve()
-    if not output.is_relative_to(root.resolve()) or not output.is_file():
+    if not output.is_relative_to(root) or not output.is_file():
         raise ValueError(f"{tuned}: no tuner output under {root}")
-    first, pattern = AITER_FMOE_TABLES
     paths = [root / first, *sorted(path for path in root.glob(pattern) if "untuned" not in path.name)]
     tables = {str(path.relative_to(root)): _capped(path) for path in paths if path.is_file() and path != output}
     try:
         merge = merge_tuned_fmoe(tables, _capped(output), first)
     finally:  # the tuner's file never stays in the tree: a failed merge is reported, not left half-applied
         output.unlink()
+    outside = [name for name in merge.tables if not (root / name).resolve().is_relative_to(root)]
+    if outside:
+        raise ValueError(f"{', '.join(outside)} links out of {root}: no table was written")
     for name, text in merge.tables.items():
         (root / name).write_text(text)
     return merge

@@ -147,3 +147,18 @@ def test_the_tune_tool_merges_what_the_tuner_wrote(tree, tmp_path):
     assert result.ok, result.text
     assert "merged into aiter's tables: {'replaced': 1, 'kept': 1, 'new': 0, 'failed': 0}" in result.text
     assert result.facts["changed"] == {"aiter": ["aiter/configs/model_configs/glm5_fp4_tuned_fmoe.csv"]}
+
+
+def test_a_table_linked_out_of_the_tree_is_never_written(tree, tmp_path):
+    outside = tmp_path / "outside.csv"
+    shutil.copy(tree / GLM5_FP4, outside)
+    (tree / GLM5_FP4).unlink()
+    (tree / GLM5_FP4).symlink_to(outside)
+    row = read(outside)[0]
+    tuner_output(tree / "tuned.csv", [{**row, "us": "0.5"}])
+    with pytest.raises(ValueError, match="glm5_fp4_tuned_fmoe.csv links out of .*: no table was written"):
+        merge_into_tree(tree, "tuned.csv")
+    assert read(outside)[0]["us"] == row["us"]
+    (tree / "huge.csv").write_text("cu_num,us\n" + "x" * 200_000 + ",1\n")
+    with pytest.raises(ValueError, match="not a readable CSV"):
+        merge_into_tree(tree, "huge.csv")
