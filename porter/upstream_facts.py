@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -172,8 +173,8 @@ def aiter_fmoe_key(row: dict) -> tuple[str, ...]:
 def merge_tuned_fmoe(tables: dict[str, str], tuned: str, new_rows_into: str) -> TunedMerge:
     """Merge the tuner's rows (`tuned`) into aiter's tables, given in aiter's order: a row whose `us` is lower than
     that of the row aiter's lookup finds for its key (aiter's own rule between duplicates) replaces it in place (in
-    that row's file and columns, untagged); otherwise that row stays; a key no table holds is appended to
-    `new_rows_into`; a row with no valid time is left out."""
+    that row's file and columns, untagged); otherwise that row stays; a key no table holds is appended to the table
+    holding most rows of its shape (else `new_rows_into`); a row with no valid time is left out."""
     parsed = {name: _table(text, name) for name, text in tables.items()}
     found: dict[tuple, tuple[str, int]] = {}
     for name, (_, rows, _) in parsed.items():
@@ -183,7 +184,7 @@ def merge_tuned_fmoe(tables: dict[str, str], tuned: str, new_rows_into: str) -> 
     merge, changed = TunedMerge(), set()
     for row in _table(tuned, "the tuner's output")[1]:
         key = aiter_fmoe_key(row)
-        name, index = found.get(key, (new_rows_into, None))
+        name, index = found.get(key, (_home(parsed, key, new_rows_into), None))
         header, rows, lines = parsed[name]
         before = None if index is None else rows[index]
         action = "failed" if _us(row) == math.inf else "new" if before is None else "kept"
@@ -191,7 +192,7 @@ def merge_tuned_fmoe(tables: dict[str, str], tuned: str, new_rows_into: str) -> 
         merge.counts[action] += 1
         merge.lines.append(f"{action} {','.join(key)}: {before and before['us']} us -> {row['us']} us")
         if action in ("new", "replaced"):
-            header += [column for column in row if column not in header]
+            _fit(header, rows, lines, row)
             merged = {**dict.fromkeys(header, "0"), "_tag": "", "gfx": key[0], **row}
             if index is None:
                 found[key], index = (name, len(rows)), len(rows)
@@ -201,6 +202,32 @@ def merge_tuned_fmoe(tables: dict[str, str], tuned: str, new_rows_into: str) -> 
             changed.add(name)
     merge.tables = {name: _csv(tables[name], *parsed[name]) for name in changed}
     return merge
+
+
+def _home(parsed: dict, key: tuple, default: str) -> str:
+    """The table holding most rows of the key's shape (all of it but token and inter_dim): where a model's rows live."""
+    homes = Counter(
+        name for name, (_, rows, _) in parsed.items() for row in rows if _shape(aiter_fmoe_key(row)) == _shape(key)
+    )
+    return homes.most_common(1)[0][0] if homes else default
+
+
+def _shape(key: tuple) -> tuple:
+    return key[:2] + key[3:4] + key[5:]
+
+
+def _fit(header: list[str], rows: list[dict], lines: list[str], row: dict) -> None:
+    """Give a table the columns of `row` it lacks where the row holds what aiter would not fill in itself when it
+    merges the file (jit/core.py: gfx from cu_num, 0 otherwise); its other rows get that fill."""
+    for column in [name for name in row if name is not None and name not in header]:
+        if row[column] not in ("", _fill(row, column)):
+            header.append(column)
+            for index, other in enumerate(rows):
+                other[column], lines[index] = _fill(other, column), ""
+
+
+def _fill(row: dict, column: str) -> str:
+    return AITER_GFX_OF_CU_NUM.get(row.get("cu_num") or "", "") if column == "gfx" else "0"
 
 
 def _table(text: str, name: str) -> tuple[list[str], list[dict], list[str]]:
