@@ -181,8 +181,9 @@ def merge_tuned_fmoe(tables: dict[str, str], tuned: str, new_rows_into: str) -> 
         for index, row in enumerate(rows):
             if (row.get("_tag") or "") != AITER_FMOE_FALLBACK_TAG:
                 found.setdefault(aiter_fmoe_key(row), (name, index))
-    merge, changed = TunedMerge(), set()
-    for row in _table(tuned, "the tuner's output")[1]:
+    merge, changed, (columns, tuned_rows, _) = TunedMerge(), set(), _table(tuned, "the tuner's output")
+    parsed.setdefault(new_rows_into, (columns, [], []))  # a tree without it gets one, in the tuner's columns
+    for row in tuned_rows:
         key = aiter_fmoe_key(row)
         name, index = found.get(key, (_home(parsed, key, new_rows_into), None))
         header, rows, lines = parsed[name]
@@ -200,7 +201,7 @@ def merge_tuned_fmoe(tables: dict[str, str], tuned: str, new_rows_into: str) -> 
                 lines.append("")
             rows[index], lines[index] = merged, ""
             changed.add(name)
-    merge.tables = {name: _csv(tables[name], *parsed[name]) for name in changed}
+    merge.tables = {name: _csv(tables.get(name, ""), *parsed[name]) for name in changed}
     return merge
 
 
@@ -257,8 +258,8 @@ def _csv(text: str, header: list[str], rows: list[dict], lines: list[str]) -> st
     """The table as CSV: its header and untouched rows as they were written, the others in its columns."""
     out = io.StringIO()
     writer = csv.DictWriter(out, header, extrasaction="ignore", lineterminator="\n")
-    written = text.splitlines(keepends=True)[0]
-    if next(csv.reader([written])) == header:
+    written = (text.splitlines(keepends=True) or [""])[0]
+    if next(csv.reader([written]), []) == header:
         out.write(written if written.endswith("\n") else written + "\n")
     else:
         writer.writeheader()

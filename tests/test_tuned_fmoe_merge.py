@@ -173,3 +173,11 @@ def test_a_row_beating_a_legacy_table_row_keeps_what_that_table_lacks(tree):
     assert merged[2]["flat"] == "1" and merged[2]["kernelName1"] == "porter_flat"
     assert {row["flat"] for n, row in enumerate(merged) if n != 2} == {"0"}
     assert "gfx" not in merged[0] and "xbf16" not in merged[0]
+
+
+def test_a_tree_without_the_default_table_gets_one_for_a_shape_nobody_ships(tree):
+    (tree / "aiter" / "configs" / "tuned_fmoe.csv").unlink()
+    row = {**read(tree / GLM5_FP4)[0], "model_dim": "1234", "us": "9.5"}
+    tuner_output(tree / "tuned.csv", [row])
+    assert merge_into_tree(tree, "tuned.csv").counts["new"] == 1
+    assert read(tree / "aiter" / "configs" / "tuned_fmoe.csv")[0]["model_dim"] == "1234"
