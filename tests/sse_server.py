@@ -89,12 +89,12 @@ def reply_for(state: State, prompt: str) -> str:
     questions = re.findall(r"Question: (.*?)\nAnswer:", prompt, flags=re.S)
     if questions:
         return answers.get(questions[-1], " I cannot tell.")
-    match = re.search(r"this question: (.*?)\n\nChoices:\n(.*?)\n\n", prompt, flags=re.S)
+    match = re.search(r"this question:(.*?)\nChoices:\n(.*?)\nLet's think", prompt, flags=re.S)
     if match:
         correct = answers.get(match.group(1))
         for line in match.group(2).split("\n"):
             if correct is not None and line[4:] == correct:
-                return f"Let me think. Answer: {line[1]}"
+                return f"Let me think. The answer is {line[:3]}."
     return "No idea."
 
 

@@ -48,7 +48,7 @@ def gpqa_csv() -> bytes:
         writer.writerow(
             [
                 f"old {n}",
-                f"Which is {n}, with a comma?",
+                f"Which is {n}, with a comma?\n",
                 f" {n} ",
                 f"{n + 1}",
                 f"{n + 2}",
@@ -126,7 +126,7 @@ def test_gpqa_uses_the_hub_token_and_keeps_the_choice_columns(hub, tmp_path):
     rows = read_rows(path)
     check_fields(rows, MC_FIELDS, path)
     assert len(rows) == 198 and set(rows[0]) == set(MC_FIELDS)
-    assert rows[3]["Question"] == "Which is 3, with a comma?" and rows[3]["Correct Answer"] == "3"
+    assert rows[3]["Question"] == "Which is 3, with a comma?\n" and rows[3]["Correct Answer"] == "3"  # lm-eval's text
 
 
 @pytest.mark.parametrize(

@@ -1,14 +1,14 @@
-"""Quality check: GSM8K-style and GPQA-style multiple choice against an OpenAI-compatible server.
+"""Quality check: GSM8K and GPQA-style multiple choice against an OpenAI-compatible server, asked as lm-eval asks.
 
 Covers reading the datasets (GSM8K JSONL `question`/`answer ... #### N`; GPQA CSV or JSONL with
 "Question", "Correct Answer", "Incorrect Answer 1..3"; `builtin:NAME` resolves to
-porter/checks/data/NAME.jsonl), choosing the questions (the first `samples` after a seeded shuffle)
-and the few-shot examples (a fixed seeded choice from `few_shot_dataset` when the check names one, as lm-eval's
-gsm8k takes its shots from the train split and asks all 1319 test questions; else among the questions not asked,
-which asks that many fewer), the fixed prompt
-formats (gsm8k: POST /v1/completions, greedy, stop at "Question:"; multiple choice: one user
-message on POST /v1/chat/completions with the choices shuffled by a fixed seed), and the result
-with its Wilson interval and verdict. A dataset that is not UTF-8, has fields of the wrong type or
+porter/checks/data/NAME.jsonl), choosing the questions and the few-shot examples, the requests (each one POST
+/v1/completions, greedy) and the result with its Wilson interval and verdict. The requests are lm-eval 0.4.13's
+local-completions payloads key for key: gsm8k as lm-eval's `gsm8k` (the first `samples` test questions, each with
+its own shots drawn in turn by lm-eval's seeded sampler from `few_shot_dataset`, its train split, or else from the
+set itself less the question), multiple choice as `gpqa_diamond_cot_zeroshot` (its prompt, its choice order, its
+answer extraction in scoring.py).
+A dataset that is not UTF-8, has fields of the wrong type or
 too few rows for its few-shot examples is a CheckError naming the file and row; each question has a
 deadline that grows with `max_tokens` and a byte cap, a malformed answer is that question's error, and a
 server failing more than a tenth of the questions stops the check (a hung server costs one deadline, not one
@@ -22,7 +22,7 @@ import asyncio
 import hashlib
 import json
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal
 
@@ -34,7 +34,6 @@ from porter.checks.kind import OnProgress, Tally
 from porter.checks.loadgen import CheckError, Deadlines, make_session, read_capped, resolve_model
 from porter.schema import Spec
 
-SEED = 1234
 CONCURRENCY = 32
 ATTEMPTS = 3
 # One non-streamed answer of max_tokens: it all arrives at the end, so first byte = total; a hang is not retried.
@@ -47,6 +46,14 @@ QUALITY_ALLOWANCE_S = 60.0
 MAX_FAILURE_SHARE = 0.1
 MIN_FAILURES = 5
 STOP = ["Question:", "</s>", "<|im_end|>"]
+# lm-eval 0.4.13: evaluator.py seeds each task's few-shot sampler with DEFAULT_OTHER_SEED (defaults.py), and
+# api_models.py TemplateAPI sends seed=1234 in every request; its max_gen_toks default (256) is the tasks' max_tokens.
+LM_EVAL_SEED = 1234
+# tasks/gpqa/cot_zeroshot: doc_to_text, generation_kwargs.until, and the choice order of utils.process_docs (one
+# random.shuffle per document in turn, after evaluator.py's random.seed(DEFAULT_RANDOM_SEED = 0)).
+MC_PROMPT = "What is the correct answer to this question:{question}\nChoices:\n{choices}\nLet's think step by step: "
+MC_STOP = ["</s>"]
+MC_SHUFFLE_SEED = 0
 # A reference measured by the run itself: the score of its first healthy accepted configuration (ledger/state.py keeps
 # it; until there is one, a result is judged against its own score, which makes it the candidate reference).
 FIRST_HEALTHY = "first_healthy"
@@ -63,10 +70,10 @@ class QualityCheckSpec(Spec):
     few_shot_dataset: str | None = Field(
         None,
         description="File the few-shot examples come from (gsm8k; lm-eval takes them from the train split). "
-        "Unset: they are drawn from `dataset`, and that many fewer of its questions are asked.",
+        "Unset: they are drawn from `dataset` itself, never the question asked (lm-eval's rule for one split).",
     )
     metric: Literal["strict_match", "flexible_match", "accuracy"] = Field("flexible_match")
-    max_tokens: int = Field(512, ge=1, description="Generation budget per question.")
+    max_tokens: int = Field(256, ge=1, description="Generation budget per question (lm-eval's max_gen_toks: 256).")
     reference: float | Literal["first_healthy"] | None = Field(
         None,
         description="Reference score (e.g. of the FP8 model), or first_healthy: the score of the run's first healthy "
@@ -145,27 +152,9 @@ class QualityResult:
         return scoring.compare_runs(self.correct, other.correct, paired)
 
     def to_dict(self) -> dict:
-        keys = (
-            "name",
-            "kind",
-            "metric",
-            "score",
-            "strict_match",
-            "flexible_match",
-            "ci_low",
-            "ci_high",
-            "n",
-            "errors",
-            "dataset",
-            "dataset_sha256",
-            "model",
-            "reference",
-            "tolerance",
-            "minimum",
-            "failures",
-            "sets_reference",
-        )
-        return {**{key: getattr(self, key) for key in keys}, "passed": self.passed, "verdict": self.verdict}
+        """The fields a report shows (the per-question lists are repr=False), the verdict and whether it passed."""
+        shown = {item.name: getattr(self, item.name) for item in fields(self) if item.repr}
+        return {**shown, "passed": self.passed, "verdict": self.verdict}
 
 
 def quality_deadlines(max_tokens: int) -> Deadlines:
@@ -185,8 +174,11 @@ def read_dataset(spec: QualityCheckSpec) -> tuple[Path, list[dict]]:
 
 
 def read_shot_rows(spec: QualityCheckSpec) -> list[dict] | None:
-    """The separate few-shot file's rows (gsm8k with `few_shot_dataset`), checked; None without one."""
-    if spec.kind != "gsm8k" or not spec.few_shot_dataset or not spec.few_shot:
+    """The separate few-shot file's rows (gsm8k with `few_shot_dataset`), checked; None without one; none at all for
+    multiple choice (zero-shot: its questions are asked in order, as lm-eval's gpqa)."""
+    if spec.kind != "gsm8k":
+        return []
+    if not spec.few_shot_dataset or not spec.few_shot:
         return None
     path = quality_data.resolve_dataset(spec.few_shot_dataset)
     rows = quality_data.read_rows(path)
@@ -196,16 +188,18 @@ def read_shot_rows(spec: QualityCheckSpec) -> list[dict] | None:
     return rows
 
 
-def choose(count: int, samples: int, few_shot: int, shot_pool: int | None = None) -> tuple[list[int], list[int]]:
-    """(asked, few-shot) row indices: the first `samples` of a seeded shuffle; the few-shot examples among the
-    rest, or, given a separate file of `shot_pool` rows, indices into that file (and every question can be asked)."""
-    order = list(range(count))
-    random.Random(SEED).shuffle(order)
+def choose(count: int, samples: int, few_shot: int, shot_pool: int | None = None) -> tuple[list[int], list[list[int]]]:
+    """(asked, the few-shot examples of each) row indices as lm-eval's sampler draws them (lm_eval/api/samplers.py
+    ContextSampler.sample, one generator seeded once, called per question in order): the first `samples` questions,
+    each with `few_shot` rows of a separate file of `shot_pool` rows, or, without one, of the questions themselves
+    (one more drawn, the question itself removed)."""
+    draw, asked = random.Random(LM_EVAL_SEED), list(range(min(samples, count)))
     if shot_pool is not None:
-        return order[: min(samples, count)], random.Random(SEED + 1).sample(range(shot_pool), min(few_shot, shot_pool))
-    asked = order[: max(0, min(samples, count - few_shot))]
-    pool = order[len(asked) :]
-    return asked, random.Random(SEED + 1).sample(pool, min(few_shot, len(pool)))
+        return asked, [draw.sample(range(shot_pool), min(few_shot, shot_pool)) for _ in asked]
+    drawn = [draw.sample(range(count), min(few_shot + 1, count)) for _ in asked]
+    return asked, [
+        [shot for shot in shots if shot != index][:few_shot] for index, shots in zip(asked, drawn, strict=True)
+    ]
 
 
 def gsm8k_prompt(rows: list[dict], shots: list[int], index: int) -> str:
@@ -213,23 +207,35 @@ def gsm8k_prompt(rows: list[dict], shots: list[int], index: int) -> str:
     return "".join(blocks) + f"Question: {rows[index]['question']}\nAnswer:"
 
 
-def choice_prompt(row: dict, index: int) -> tuple[str, str]:
-    """The multiple-choice message and the letter of the correct choice after the seeded shuffle."""
-    options = [row["Correct Answer"]] + [row[f"Incorrect Answer {number}"] for number in (1, 2, 3)]
-    options = [str(option).strip() for option in options]
-    order = list(range(4))
-    random.Random(f"{SEED}-{index}").shuffle(order)
-    lines = "\n".join(f"({LETTERS[slot]}) {options[choice]}" for slot, choice in enumerate(order))
-    message = (
-        f"What is the correct answer to this question: {str(row['Question']).strip()}\n\nChoices:\n{lines}\n\n"
-        "Answer with the letter of the correct choice, as 'Answer: X'."
-    )
-    return message, LETTERS[order.index(0)]
+def request(spec: QualityCheckSpec, model_id: str, prompt: str) -> dict:
+    """One question's POST /v1/completions body: lm-eval's local-completions payload, key for key."""
+    stop = STOP if spec.kind == "gsm8k" else MC_STOP
+    body = {"prompt": prompt, "model": model_id, "max_tokens": spec.max_tokens, "temperature": 0.0, "stop": stop}
+    return {**body, "seed": LM_EVAL_SEED}
 
 
-async def ask(
-    session: aiohttp.ClientSession, url: str, body: dict, chat: bool, deadlines: Deadlines = QUALITY_DEADLINES
-) -> str:
+def choice_docs(rows: list[dict]) -> list[tuple[str, list[str], str]]:
+    """(prompt, choices, correct letter) of every row in order, as lm-eval's gpqa process_docs and doc_to_text make
+    them: each choice through its preprocess, one shuffle per row drawn in turn, the question as written."""
+    draw, docs = random.Random(MC_SHUFFLE_SEED), []
+    for row in rows:
+        correct = _preprocess(row["Correct Answer"])
+        choices = [_preprocess(row[f"Incorrect Answer {number}"]) for number in (1, 2, 3)] + [correct]
+        draw.shuffle(choices)
+        lines = "\n".join(f"({LETTERS[slot]}) {choice}" for slot, choice in enumerate(choices))
+        prompt = MC_PROMPT.format(question=row["Question"], choices=lines)
+        docs.append((prompt, choices, LETTERS[choices.index(correct)]))
+    return docs
+
+
+def _preprocess(text: str | None) -> str:
+    """lm_eval/tasks/gpqa/cot_zeroshot/utils.py preprocess."""
+    if text is None:
+        return " "
+    return text.strip().replace(" [title]", ". ").replace("  ", " ")
+
+
+async def ask(session: aiohttp.ClientSession, url: str, body: dict, deadlines: Deadlines = QUALITY_DEADLINES) -> str:
     """The reply text; retried on connection errors and 5xx, raised as CheckError after the last attempt.
 
     A hang, a flood or a malformed answer is not retried: the same server would do it again.
@@ -248,7 +254,7 @@ async def ask(
             if len(raw) > deadlines.max_bytes:
                 raise CheckError(f"POST {url}: the answer is larger than {deadlines.max_bytes} bytes")
             if status == 200:
-                return reply_text(raw, chat)
+                return reply_text(raw)
             problem = Refused(url, status, request_failures.answer_text(raw))
             if status < 500:
                 break
@@ -272,7 +278,7 @@ class Refused(CheckError):
         self.status, self.body = status, body
 
 
-def reply_text(raw: bytes, chat: bool) -> str:
+def reply_text(raw: bytes) -> str:
     """The text of the first choice of an OpenAI-style answer; anything else is a CheckError saying what."""
     try:
         payload = json.loads(raw)
@@ -281,8 +287,7 @@ def reply_text(raw: bytes, chat: bool) -> str:
     choices = payload.get("choices") if isinstance(payload, dict) else None
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise CheckError(f"the answer has no list of choices: {raw[:120].decode('utf-8', 'replace')!r}")
-    message = choices[0].get("message")
-    text = (message.get("content") if isinstance(message, dict) else None) if chat else choices[0].get("text")
+    text = choices[0].get("text")
     if text is not None and not isinstance(text, str):
         raise CheckError(f"the answer's text is a {type(text).__name__}, not a string")
     return text or ""
@@ -307,8 +312,9 @@ async def _run_quality(base_url, spec: QualityCheckSpec, model, deadlines, on_pr
     few_shot = spec.few_shot if spec.kind == "gsm8k" else 0
     asked, shots = choose(len(rows), spec.samples, few_shot, None if shot_rows is None else len(shot_rows))
     if shot_rows is not None:  # the prompt reads shots by row index: the shot file's rows follow the questions
-        shots = [len(rows) + shot for shot in shots]
+        shots = [[len(rows) + shot for shot in each] for each in shots]
         rows = rows + shot_rows
+    data = (rows, choice_docs(rows) if spec.kind == "multiple_choice" else None)
     async with make_session(CONCURRENCY, deadlines=deadlines) as session:
         model_id = await resolve_model(session, base_url, model, deadlines)
         gate = asyncio.Semaphore(CONCURRENCY)
@@ -316,19 +322,19 @@ async def _run_quality(base_url, spec: QualityCheckSpec, model, deadlines, on_pr
         limit = max(MIN_FAILURES, int(MAX_FAILURE_SHARE * len(asked)))
         answered = Tally(len(asked), "questions", on_progress, lambda done, right: f"{right} of {done} right")
 
-        async def one(index: int) -> tuple:
+        async def one(index: int, its_shots: list[int]) -> tuple:
             async with gate:
                 if len(failures) > limit:
                     return "not asked: the check stopped", False, False, True
                 try:
-                    outcome = await _ask_one(session, base_url, model_id, spec, rows, shots, index, deadlines)
+                    outcome = await _ask_one(session, base_url, model_id, spec, data, its_shots, index, deadlines)
                 except CheckError as exc:  # a failed request counts as wrong; its evidence is kept
                     failures.append(_evidence(exc))
                     outcome = str(exc), False, False, True
             answered.add(right=outcome[1] if spec.metric == "strict_match" else outcome[2])
             return outcome
 
-        outcomes = await asyncio.gather(*(one(index) for index in asked))
+        outcomes = await asyncio.gather(*(one(index, its_shots) for index, its_shots in zip(asked, shots, strict=True)))
     evidence = request_failures.distinct(failures)
     if len(failures) > limit:
         raise CheckError(
@@ -338,17 +344,15 @@ async def _run_quality(base_url, spec: QualityCheckSpec, model, deadlines, on_pr
     return _result(spec, path, model_id, asked, outcomes, evidence)
 
 
-async def _ask_one(session, base_url, model_id, spec, rows, shots, index, deadlines) -> tuple[str, bool, bool, bool]:
-    """(reply, strict, flexible, failed) for one question; a failed request raises CheckError."""
-    common = {"model": model_id, "max_tokens": spec.max_tokens, "temperature": 0.0}
-    if spec.kind == "gsm8k":
-        body = {**common, "prompt": gsm8k_prompt(rows, shots, index), "stop": STOP}
-        reply = await ask(session, f"{base_url}/v1/completions", body, False, deadlines)
+async def _ask_one(session, base_url, model_id, spec, data, shots, index, deadlines) -> tuple[str, bool, bool, bool]:
+    """(reply, strict, flexible, failed) for one question of `data` (rows, choice_docs or None); a failed request
+    raises CheckError."""
+    rows, docs = data
+    prompt = gsm8k_prompt(rows, shots, index) if docs is None else docs[index][0]
+    reply = await ask(session, f"{base_url}/v1/completions", request(spec, model_id, prompt), deadlines)
+    if docs is None:
         return (reply, *scoring.gsm8k_matches(reply, rows[index]["answer"]), False)
-    message, letter = choice_prompt(rows[index], index)
-    body = {**common, "messages": [{"role": "user", "content": message}]}
-    reply = await ask(session, f"{base_url}/v1/chat/completions", body, True, deadlines)
-    right = scoring.extract_choice(reply) == letter
+    right = scoring.extract_choice(reply, docs[index][1]) == f"({docs[index][2]})"
     return reply, right, right, False
 
 

@@ -2,16 +2,19 @@
 
 Covers GSM8K strict match (`#### N`, first match) and flexible extraction (last number-like token)
 with lm-eval's normalisation (commas, `$`, everything up to `#### `, a trailing `.`, case), the
-multiple-choice letter extraction (`Answer: X`, last match), the Wilson 95% interval of a share,
-Newcombe's interval of a difference of two shares, an exact McNemar test for two runs over the same
-questions, and the verdict that says whether a difference is real at the sample size. Does not talk
+multiple-choice pick of lm-eval's gpqa flexible-extract (`(X)`, a quoted choice, `: X`), the Wilson 95%
+interval of a share, Newcombe's interval of a difference of two shares, an exact McNemar test for two runs over
+the same questions, and the verdict that says whether a difference is real at the sample size. Does not talk
 to servers or read datasets (quality.py).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+import sys
+import unicodedata
 from dataclasses import asdict, dataclass
 
 Z_95 = 1.959963984540054
@@ -19,7 +22,9 @@ INVALID = "[invalid]"
 
 STRICT_PATTERN = re.compile(r"#### (\-?[0-9\.\,]+)")
 FLEXIBLE_PATTERN = re.compile(r"(-?[$0-9.,]{2,})|(-?[0-9]+)")
-CHOICE_PATTERN = re.compile(r"Answer:\s*\(?([A-D])")
+# lm-eval 0.4.13 gpqa cot_zeroshot's flexible-extract (filters/extraction.py MultiChoiceRegexFilter, group_select -1,
+# ignore_case, ignore_punctuation: Unicode category P)
+CHOICE_PATTERN = re.compile(r"(\([A-Z]\))")
 IGNORED = [re.compile(pattern) for pattern in (r",", r"\$", r"(?s).*#### ", r"\.$")]
 
 
@@ -63,10 +68,29 @@ def gsm8k_matches(reply: str, answer: str) -> tuple[bool, bool]:
     return normalize(extract_strict(reply)) == gold, normalize(extract_flexible(reply)) == gold
 
 
-def extract_choice(reply: str) -> str | None:
-    """The letter of the last `Answer: X` (or `Answer: (X)`) in a reply, None when there is none."""
-    letters = CHOICE_PATTERN.findall(reply or "")
-    return letters[-1] if letters else None
+def extract_choice(reply: str, choices: list[str]) -> str:
+    """lm-eval's pick of a multiple-choice answer: the last `(X)` in the reply; else the last choice it quotes (case
+    and punctuation aside), as that choice's `(X)`; else the last `: X`; else [invalid]."""
+    letters = [chr(ord("A") + slot) for slot in range(len(choices))]
+    quoted = {_plain(choice.strip()): f"({letter})" for choice, letter in zip(choices, letters, strict=True)}
+    texts = re.compile("|".join(sorted((re.escape(text) for text in quoted), key=len, reverse=True)))
+    bare = re.compile(rf":[\s]*({'|'.join(letters)})")
+    for pattern, text, named in ((CHOICE_PATTERN, reply, {}), (texts, _plain(reply), quoted), (bare, reply, None)):
+        found = pattern.findall(text)
+        match = found[-1].strip() if found else ""
+        if match:
+            return f"({match})" if named is None else named.get(match, match)
+    return INVALID
+
+
+def _plain(text: str) -> str:
+    return text.lower().translate(_punctuation())
+
+
+@functools.cache
+def _punctuation() -> dict[int, None]:
+    """Every character of Unicode category P (a second to build: on first use, not at import)."""
+    return dict.fromkeys(code for code in range(sys.maxunicode) if unicodedata.category(chr(code)).startswith("P"))
 
 
 def wilson(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:

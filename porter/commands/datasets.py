@@ -89,7 +89,8 @@ def _gpqa_rows() -> list[dict]:
     missing = [field for field in GPQA_FIELDS if field not in (reader.fieldnames or [])]
     if missing:
         raise DataError(f"{url}: the CSV lacks the columns {missing}")
-    return [{field: row[field].strip() for field in GPQA_FIELDS} for row in reader]
+    # the question as written: lm-eval's gpqa prompt holds it raw (it strips only the choices, as the check does)
+    return [{field: row[field].strip() for field in GPQA_FIELDS} | {"Question": row["Question"]} for row in reader]
 
 
 def _token(required: bool) -> str | None:

@@ -27,7 +27,7 @@ from porter.init import layout_plan, task_yaml
 from porter.init.checkpoint_facts import CheckpointFacts, FactsError, read_facts
 from porter.init.checkpoint_source import CheckpointError, CheckpointFiles, read_checkpoint
 from porter.init.hardware import GIB, Gpu, parse_hardware
-from porter.upstream_facts import AITER_FMOE_TUNED, AITER_FMOE_TUNER, default_image, layouts_of
+from porter.upstream_facts import AITER_FMOE_TUNE_FLAGS, AITER_FMOE_TUNER, default_image, layouts_of
 
 DATA = "${PORTER_DATA:-/data/evals}"
 QUALITY = [
@@ -196,19 +196,19 @@ def _tune(plan: layout_plan.Plan, repos: list[dict]) -> list[dict]:
         return []
     header = ",".join(plan.tune_rows[0])
     rows = " ".join(shlex.quote(",".join(str(v) for v in row.values())) for row in plan.tune_rows)
-    untuned = "/tmp/porter_untuned_fmoe.csv"
-    command = (
-        f"printf '%s\\n' {header} {rows} > {untuned} && python3 {AITER_FMOE_TUNER} -i {untuned} -o {AITER_FMOE_TUNED}"
-    )
+    untuned, tuned = "/tmp/porter_untuned_fmoe.csv", "porter_tuned_fmoe.csv"
+    command = f"printf '%s\\n' {header} {rows} > {untuned} && rm -f {tuned} && "
+    command += f"python3 {AITER_FMOE_TUNER} -i {untuned} -o {tuned} {AITER_FMOE_TUNE_FLAGS}"
     shape = plan.tune_shape
     description = (
         f"Tune aiter's fused MoE for the checkpoint's experts (model_dim {shape['model_dim']}, expert width "
         f"{shape['inter_dim']}, E={shape['experts']}, topk={shape['topk']}) at every padded M and each layout's "
-        f"share; rows already tuned are skipped. The engine falls back to a slow default for a shape with no row."
+        "share. Every row is tuned, those aiter already ships included: the tuner keeps a row only where the engine's "
+        "operator runs faster with it than with the shipped one on this machine, and porter merges the rows kept into "
+        "aiter's tables. The engine falls back to a slow default for a shape with no row."
     )
-    return [
-        {"name": "moe", "description": description, "workdir": aiter["path"], "command": command, "timeout_s": 14400}
-    ]
+    entry = {"name": "moe", "description": description, "workdir": aiter["path"], "command": command}
+    return [{**entry, "timeout_s": 14400, "aiter_tuned_output": tuned}]
 
 
 def _slug(text: str) -> str:

@@ -25,6 +25,7 @@ from porter.loop.toolbox import STRING, Result, tool
 from porter.redaction import environment_problems
 from porter.schema import serve_env
 from porter.task import ServeSpec
+from porter.upstream_facts import merge_into_tree
 
 
 @tool(
@@ -159,6 +160,7 @@ def tune(ctx: RunContext, name: str) -> Result:
     ctx.stop_server()  # tuning needs the devices the server holds
     before = {repo_name: repo.change_digest() for repo_name, repo in ctx.repos.items()}
     result = ctx.sandbox.exec(spec.command, timeout=spec.timeout_s, workdir=spec.workdir)
+    merged = _merge_tuned(ctx, spec) if spec.aiter_tuned_output and result.exit_code == 0 else []
     ctx.refuse_escaping_links({name: repo.changed_files() for name, repo in ctx.repos.items() if repo.is_dirty()})
     touched = sorted(repo_name for repo_name, repo in ctx.repos.items() if repo.change_digest() != before[repo_name])
     changed = {repo_name: ctx.repos[repo_name].changed_files() for repo_name in touched}
@@ -170,6 +172,15 @@ def tune(ctx: RunContext, name: str) -> Result:
         else "it changed no file: what it wrote equals what the tree already had (e.g. the rows already exist)"
     )
     return (
-        f"tune {name}: {stopped}{status} in {result.duration_s:.0f} s; {outcome}\n{result.output}",
+        f"tune {name}: {stopped}{status} in {result.duration_s:.0f} s; {outcome}\n{''.join(merged)}{result.output}",
         {"name": name, "exit_code": result.exit_code, "changed": changed, "server_stopped": was_serving},
     )
+
+
+def _merge_tuned(ctx: RunContext, spec) -> list[str]:
+    """Lines saying how the tuner's rows merged into aiter's shipped tables (upstream_facts.merge_into_tree)."""
+    try:
+        merge = merge_into_tree(ctx.sandbox.repo_dir("aiter"), spec.aiter_tuned_output)
+    except (ValueError, OSError) as exc:
+        raise ToolError(f"tune {spec.name}: its rows were not merged into aiter's tables: {exc}") from None
+    return [f"merged into aiter's tables: {merge.counts}\n", *(line + "\n" for line in merge.lines)]

@@ -287,6 +287,11 @@ class TuneSpec(Spec):
     description: str = Field("", description="What it tunes; shown to the agent.")
     workdir: str | None = Field(None, description="Working directory inside the sandbox.")
     timeout_s: PositiveFloat = Field(3600, description="The command is killed after this long.")
+    aiter_tuned_output: str | None = Field(
+        None,
+        description="The file, under the aiter repo, that the command's aiter tuner writes (its -o): porter merges its "
+        "rows into aiter's shipped tables by aiter's lookup key (a faster row replaces upstream's) and removes it.",
+    )
 
 
 class LimitsSpec(Spec):
