@@ -1,6 +1,7 @@
 """Where `porter init` reads a checkpoint's config.json and weight index: a local folder, or the hub's file API.
 
-Covers the two files init reads (config.json, and model.safetensors.index.json when there is one) from a local
+Covers the files init reads (config.json, and model.safetensors.index.json and ModelOpt's hf_quant_config.json
+when there are) from a local
 checkpoint directory or from a hub repository id (`org/name`, optionally `@revision`), fetched from the hub's file
 API as huggingface_hub's hf_hub_download asks for them: GET {HF_ENDPOINT}/{repo}/resolve/{revision}/{file}, redirects
 followed, HF_TOKEN as a bearer token, a 404 with `X-Error-Code: EntryNotFound` meaning the file is not in the repo.
@@ -20,12 +21,16 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-CONFIG, INDEX = "config.json", "model.safetensors.index.json"
-# A config.json is kilobytes; an index lists every tensor once (a 1T-parameter MoE's is a few MB).
-MAX_FILE_BYTES = {CONFIG: 4 << 20, INDEX: 64 << 20}
+CONFIG, INDEX, QUANT = "config.json", "model.safetensors.index.json", "hf_quant_config.json"
+# A config.json is kilobytes; an index lists every tensor once (a 1T-parameter MoE's is a few MB); ModelOpt's
+# hf_quant_config.json lists a mixed-precision checkpoint's modules once.
+MAX_FILE_BYTES = {CONFIG: 4 << 20, INDEX: 64 << 20, QUANT: 16 << 20}
 HUB = "https://huggingface.co"
 TIMEOUT_S = 30
-REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+# The hub's repo id rule (huggingface_hub utils/_validators.py validate_repo_id): each part of letters, digits, `-`,
+# `_`, `.`; no `--` or `..`; not starting or ending with `-` or `.`.
+REPO_PART = r"(?!.*(?:--|\.\.))[A-Za-z0-9_](?:[\w.-]{0,94}[A-Za-z0-9_])?"
+REPO_ID = re.compile(rf"^{REPO_PART}/{REPO_PART}$")
 
 
 class CheckpointError(Exception):
@@ -39,6 +44,7 @@ class CheckpointFiles:
     source: str  # the folder, or the hub URL of the repository
     config: dict
     index: dict | None  # None: the checkpoint has no weight index (a single-file checkpoint, or none published)
+    quant: dict | None  # ModelOpt's hf_quant_config.json, when the checkpoint has one
     model_id: str  # the hub id, or the folder's name for a local checkpoint
     local: bool
 
@@ -49,6 +55,8 @@ def read_checkpoint(reference: str) -> CheckpointFiles:
     if path.is_dir():
         return _read_local(path)
     repo, _, revision = reference.partition("@")
+    if not path.exists() and path.parent != Path(".") and path.parent.is_dir():
+        raise CheckpointError(f"{reference}: no such checkpoint directory ({path.parent} exists, {path.name} does not)")
     if not REPO_ID.match(repo):
         raise CheckpointError(
             f"{reference}: neither a checkpoint directory nor a hub repository id (org/name, optionally @revision)"
@@ -61,9 +69,9 @@ def _read_local(folder: Path) -> CheckpointFiles:
     if not config_path.is_file():
         raise CheckpointError(f"{folder}: no {CONFIG} in this directory; point init at the checkpoint's folder")
     config = _parse(_read_bounded(config_path), str(config_path))
-    index_path = folder / INDEX
-    index = _parse(_read_bounded(index_path), str(index_path)) if index_path.is_file() else None
-    return CheckpointFiles(str(folder.resolve()), config, index, folder.resolve().name, local=True)
+    index, quant = (_parse(_read_bounded(folder / name), str(folder / name)) if (folder / name).is_file() else None
+                    for name in (INDEX, QUANT))  # fmt: skip
+    return CheckpointFiles(str(folder.resolve()), config, index, quant, folder.resolve().name, local=True)
 
 
 def _read_bounded(path: Path) -> bytes:
@@ -96,10 +104,10 @@ def _read_hub(repo: str, revision: str) -> CheckpointFiles:
     config_raw = _fetch(repo, revision, CONFIG)
     if config_raw is None:
         raise CheckpointError(f"{hub_endpoint()}/{repo}: the repository has no {CONFIG} at revision {revision}")
-    index_raw = _fetch(repo, revision, INDEX)
     config = _parse(config_raw, f"{repo}/{CONFIG}")
-    index = _parse(index_raw, f"{repo}/{INDEX}") if index_raw is not None else None
-    return CheckpointFiles(f"{hub_endpoint()}/{repo}", config, index, repo, local=False)
+    index, quant = (_parse(raw, f"{repo}/{name}") if (raw := _fetch(repo, revision, name)) is not None else None
+                    for name in (INDEX, QUANT))  # fmt: skip
+    return CheckpointFiles(f"{hub_endpoint()}/{repo}", config, index, quant, repo, local=False)
 
 
 def _fetch(repo: str, revision: str, name: str) -> bytes | None:

@@ -24,9 +24,10 @@ from porter.checks.quality_data import OUTPUT_NAMES
 from porter.engines.engine import Engine
 from porter.engines.known import engine_named
 from porter.init import layout_plan, task_yaml
-from porter.init.checkpoint_facts import CheckpointFacts, FactsError, read_facts
+from porter.init.checkpoint_facts import CheckpointFacts, FactsError
 from porter.init.checkpoint_source import CheckpointError, CheckpointFiles, read_checkpoint
 from porter.init.hardware import GIB, Gpu, parse_hardware
+from porter.init.weight_estimate import sized_facts
 from porter.upstream_facts import AITER_FMOE_TUNED, AITER_FMOE_TUNER, default_image, layouts_of
 
 DATA = "${PORTER_DATA:-/data/evals}"
@@ -75,7 +76,7 @@ def init_main(
     try:
         engine, (gpu, count) = engine_named(engine_name), parse_hardware(hardware)
         files = read_checkpoint(checkpoint)
-        facts = read_facts(files.config, files.index)
+        facts = sized_facts(files.config, files.index, files.quant)
         plan = layout_plan.plan(facts, engine, gpu, count)
         task, comments = build_task(files, facts, plan, engine, gpu, count, image)
         header = _header(files, engine, hardware, out, profile, variables)
