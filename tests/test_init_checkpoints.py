@@ -244,3 +244,23 @@ def test_a_mistyped_local_path_and_malformed_hub_ids_are_refused(tmp_path):
         result = init([reference], tmp_path)
         assert result.returncode == 2 and result.stderr.count("\n") == 1, (reference, result.stderr)
         assert "neither a checkpoint directory nor a hub repository id" in result.stderr, reference
+
+
+def test_an_architecture_the_pinned_engine_does_not_register_is_warned_and_the_task_says_so(tmp_path):
+    checkpoint = tmp_path / "made-up"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text(json.dumps(synthetic(architectures=["Zephyrine9ForCausalLM"])))
+    out = tmp_path / "task.yaml"
+    result = init([str(checkpoint), "--out", str(out)], tmp_path)
+    assert result.returncode == 0, result.stderr
+    line = "sglang 0.5.20 registers no architecture named 'Zephyrine9ForCausalLM'"
+    assert f"porter: warning: {line}" in result.stderr and f"# WARNING: {line}" in out.read_text()
+
+
+def test_a_dollar_in_a_checkpoint_path_never_reaches_the_task_loader(tmp_path):
+    checkpoint = tmp_path / "ck${HOME}pt"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text(json.dumps(synthetic()))
+    result = init([str(checkpoint), "--out", str(tmp_path / "task.yaml")], tmp_path)
+    assert result.returncode == 2 and "a checkpoint path with `$` in it" in result.stderr
+    assert not (tmp_path / "task.yaml").exists()

@@ -174,7 +174,7 @@ def _read_facts(config: dict, quant_file: dict | None) -> CheckpointFacts:
     why["context"] = f"{context_key}" if context_key else "unknown"
     undecided.extend(_unread_keys(text))
     facts = CheckpointFacts(
-        architecture=str(architectures[0]),
+        architecture=re.sub(r"[^\w.-]", "?", str(architectures[0]))[:100],  # a name, never text a terminal acts on
         model_type=str(text.get("model_type") or config.get("model_type") or "unknown"),
         dtype=str(dtype or "bfloat16"),
         quantization=quantization,

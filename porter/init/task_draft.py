@@ -57,6 +57,9 @@ QUALITY = [
     },
 ]
 PLATEAU_CANDIDATES = 3
+# The architecture names each pinned engine registers, generated from its wheel and checked against it by
+# tests/conformance/test_conformance_architectures.py.
+ARCHITECTURES = Path(__file__).with_name("engine_architectures.txt")
 ARGV_PATHS = (("sandbox", "local_setup"), ("sandbox", "image_build"))  # a profile's host commands, first word a path
 
 
@@ -80,6 +83,11 @@ def init_main(
         plan = layout_plan.plan(facts, engine, gpu, count)
         task, comments = build_task(files, facts, plan, engine, gpu, count, image)
         header = _header(files, engine, hardware, out, profile, variables)
+        warning = unregistered(facts, engine)
+        if warning:
+            print(f"porter: warning: {warning}", file=sys.stderr)
+            header.append(f"WARNING: {warning}")
+            plan.undecided.append(warning)
         if profile:
             task, extra = apply_profile(task, Path(profile), engine, plan, _variables(variables), out)
             header += extra
@@ -94,6 +102,28 @@ def init_main(
     report = sys.stdout if out else sys.stderr
     print(describe(files, facts, plan, engine, gpu, count, task, out), file=report)
     return 0
+
+
+def registered_architectures() -> dict[str, tuple[str, set[str]]]:
+    """engine -> (its pinned version, the architecture names it registers)."""
+    found = {}
+    for line in ARCHITECTURES.read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            head, _, names = line.partition(": ")
+            engine, version = head.split()
+            found[engine] = (version, set(names.split()))
+    return found
+
+
+def unregistered(facts: CheckpointFacts, engine: Engine) -> str | None:
+    """A warning when the pinned engine registers no model class under the checkpoint's architecture name."""
+    version, names = registered_architectures().get(engine.name, ("", set()))
+    if facts.architecture in names:
+        return None
+    return (
+        f"{engine.name} {version or '(no list)'} registers no architecture named {facts.architecture!r}: it loads "
+        "this checkpoint only through its Transformers fallback or a patch that registers one"
+    )
 
 
 def build_task(
@@ -155,6 +185,8 @@ def build_task(
 
 
 def _model(files: CheckpointFiles, facts: CheckpointFacts, base: str) -> dict:
+    if "$" in files.source or "$" in files.model_id:  # the task loader would read ${NAME} in it as the environment
+        raise InitError(f"{files.source!r}: a checkpoint path with `$` in it; rename or link the folder without one")
     path = files.source if files.local else f"${{MODEL_WEIGHTS:-/data/models/{base}}}"
     quant = facts.quantization.method
     return {
