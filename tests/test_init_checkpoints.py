@@ -9,6 +9,7 @@ counted by either). The synthetic configs imitate a family's keys (named beside 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -214,9 +215,10 @@ def test_a_tp_that_does_not_divide_the_heads_is_never_proposed(tmp_path):
 
 
 def init(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "porter", "init", *args, "--engine", "sglang"], capture_output=True,
-                          text=True, timeout=120, cwd=cwd, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT),
-                          "HF_HUB_OFFLINE": "1", "HOME": str(cwd)})  # fmt: skip
+    path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": path, "HF_HUB_OFFLINE": "1", "HOME": str(cwd)}
+    command = [sys.executable, "-m", "porter", "init", *args, "--engine", "sglang"]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=cwd, env=env)
 
 
 @pytest.mark.parametrize("layers", ["1" + "0" * 300, "1" + "0" * 4000])

@@ -1,14 +1,14 @@
 """`porter data get gsm8k|gsm8k-train|gpqa-diamond --out DIR`: the public sets, as the quality check reads them.
 
-Covers downloading from the Hugging Face Hub with the standard library and writing JSONL plus a
-`sha256sum`-style file next to it:
+Covers downloading from the Hugging Face Hub and writing JSONL plus a `sha256sum`-style file next to it:
 - gsm8k: openai/gsm8k, config `main`, split `test` (1319 rows). The hub stores it as parquet only, so the
   rows come as JSON from the hub's dataset viewer API (`/rows`, at most 100 a page), not through a
   parquet reader; each row keeps `question` and `answer` (`... #### N`).
 - gsm8k-train: the same, split `train` (7473 rows): where lm-eval's gsm8k takes its five shots (`fewshot_split:
   train`), so all 1319 test questions are asked.
 - gpqa-diamond: Idavidrein/gpqa, file `gpqa_diamond.csv` (198 rows), a gated dataset: the user accepts its
-  terms on the hub and exports a token (HF_TOKEN); each row keeps `Question`, `Correct Answer` and
+  terms on the hub and exports a token (HF_TOKEN); fetched with huggingface_hub's hf_hub_download (its token
+  rules: the hub's origin only) into a temporary cache; each row keeps `Question`, `Correct Answer` and
   `Incorrect Answer 1..3`.
 Endpoints: HF_ENDPOINT (the hub, default https://huggingface.co) and PORTER_DATASETS_SERVER (the viewer
 API, default https://datasets-server.huggingface.co); tests point both at a local server. Does not cover
@@ -22,10 +22,15 @@ import hashlib
 import io
 import json
 import os
+import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
+
+from huggingface_hub import hf_hub_download
+from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+from huggingface_hub.utils import logging as hub_logging
 
 from porter.checks.quality import MC_FIELDS
 from porter.checks.quality_data import OUTPUT_NAMES
@@ -82,13 +87,25 @@ def _gsm8k_rows(split: str) -> list[dict]:
 
 
 def _gpqa_rows() -> list[dict]:
-    hub = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
-    url = f"{hub}/datasets/{GPQA['repo']}/resolve/main/{GPQA['file']}"
-    text = _fetch(url, token=_token(required=True)).decode("utf-8")
+    where = f"{GPQA['repo']}/{GPQA['file']}"
+    hub_logging.set_verbosity_error()  # its retries' warnings would break the one line a failure gets
+    try:
+        with tempfile.TemporaryDirectory(prefix="porter-data-") as cache:
+            path = hf_hub_download(GPQA["repo"], GPQA["file"], repo_type="dataset", cache_dir=cache,
+                                   token=_token(required=True))  # fmt: skip
+            text = Path(path).read_text(encoding="utf-8")
+    except HfHubHTTPError as exc:
+        status = exc.response.status_code if exc.response is not None else "?"
+        raise DataError(
+            f"{where}: HTTP {status}; the token in HF_TOKEN has no access (accept the dataset's terms on the hub "
+            "with that account)"
+        ) from None
+    except (LocalEntryNotFoundError, OSError) as exc:
+        raise DataError(f"{where}: cannot reach the hub ({type(exc).__name__}); set HF_ENDPOINT to a mirror") from None
     reader = csv.DictReader(io.StringIO(text))
     missing = [field for field in GPQA_FIELDS if field not in (reader.fieldnames or [])]
     if missing:
-        raise DataError(f"{url}: the CSV lacks the columns {missing}")
+        raise DataError(f"{where}: the CSV lacks the columns {missing}")
     return [{field: row[field].strip() for field in GPQA_FIELDS} for row in reader]
 
 
