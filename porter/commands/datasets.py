@@ -75,7 +75,7 @@ def _gsm8k_rows(split: str) -> list[dict]:
     total = None
     while total is None or len(rows) < total:
         query = {k: GSM8K[k] for k in ("dataset", "config")} | {"split": split, "offset": len(rows), "length": PAGE}
-        page = json.loads(_fetch(f"{server}/rows?{urllib.parse.urlencode(query)}", token=_token(required=False)))
+        page = json.loads(_fetch(f"{server}/rows?{urllib.parse.urlencode(query)}"))
         total = page["num_rows_total"]
         if not page["rows"]:
             raise DataError(f"{server} returned no rows at offset {len(rows)} of {total}")
@@ -92,7 +92,7 @@ def _gpqa_rows() -> list[dict]:
     try:
         with tempfile.TemporaryDirectory(prefix="porter-data-") as cache:
             path = hf_hub_download(GPQA["repo"], GPQA["file"], repo_type="dataset", cache_dir=cache,
-                                   token=_token(required=True))  # fmt: skip
+                                   token=_token())  # fmt: skip
             text = Path(path).read_text(encoding="utf-8")
     except HfHubHTTPError as exc:
         status = exc.response.status_code if exc.response is not None else "?"
@@ -109,31 +109,24 @@ def _gpqa_rows() -> list[dict]:
     return [{field: row[field].strip() for field in GPQA_FIELDS} for row in reader]
 
 
-def _token(required: bool) -> str | None:
+def _token() -> str:
     for name in TOKEN_VARIABLES:
         if os.environ.get(name):
             return os.environ[name]
-    if required:
-        raise DataError(
-            "GPQA is gated on the Hugging Face Hub and HF_TOKEN is not set: accept its terms at "
-            f"https://huggingface.co/datasets/{GPQA['repo']}, create a read token, and export it as HF_TOKEN"
-        )
-    return None
+    raise DataError(
+        "GPQA is gated on the Hugging Face Hub and HF_TOKEN is not set: accept its terms at "
+        f"https://huggingface.co/datasets/{GPQA['repo']}, create a read token, and export it as HF_TOKEN"
+    )
 
 
-def _fetch(url: str, token: str | None) -> bytes:
-    request = urllib.request.Request(url, headers={"User-Agent": "porter"})
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
+def _fetch(url: str) -> bytes:
+    """A page of the viewer API: gsm8k is public, so no token is sent (nor can follow a redirect)."""
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers={"User-Agent": "porter"}), timeout=TIMEOUT_S
+        ) as response:
             return response.read()
     except urllib.error.HTTPError as exc:
-        if exc.code in (401, 403):
-            raise DataError(
-                f"GET {url}: HTTP {exc.code}; the token in HF_TOKEN has no access (accept the dataset's terms on "
-                "the hub with that account)"
-            ) from None
         raise DataError(f"GET {url}: HTTP {exc.code} {exc.reason}") from None
     except (urllib.error.URLError, OSError) as exc:
         raise DataError(f"GET {url} failed: {getattr(exc, 'reason', exc)}") from None

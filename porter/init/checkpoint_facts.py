@@ -173,7 +173,7 @@ def _read_facts(config: dict, quant_file: dict | None) -> CheckpointFacts:
     context_key, context = _one(text, ("max_position_embeddings", "seq_length", "max_seq_len"), "context", undecided)
     why["context"] = f"{context_key}" if context_key else "unknown"
     undecided.extend(_unread_keys(text))
-    facts = CheckpointFacts(
+    return CheckpointFacts(
         architecture=re.sub(r"[^\w.-]", "?", str(architectures[0]))[:100],  # a name, never text a terminal acts on
         model_type=str(text.get("model_type") or config.get("model_type") or "unknown"),
         dtype=str(dtype or "bfloat16"),
@@ -191,7 +191,6 @@ def _read_facts(config: dict, quant_file: dict | None) -> CheckpointFacts:
         why=why,
         undecided=undecided,
     )
-    return facts
 
 
 def _mtp_exclude_note(text: dict, quantization: Quantization, mtp_layers: int, why: dict) -> None:

@@ -161,9 +161,7 @@ def _granule(facts: CheckpointFacts) -> int:
 
 def _padded_width(facts: CheckpointFacts) -> int:
     width = facts.moe.expert_width
-    if facts.quantization.method == "mxfp4" and width % AITER_MXFP4_PAD:
-        return width + AITER_MXFP4_PAD - width % AITER_MXFP4_PAD
-    return width
+    return _padded(width) if facts.quantization.method == "mxfp4" else width
 
 
 def need_tokens(preset: dict) -> int:
