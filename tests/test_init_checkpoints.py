@@ -20,6 +20,7 @@ from click.testing import CliRunner
 
 from porter.commands.cli import main
 from porter.engines.known import ENGINES
+from porter.init.checkpoint_facts import FactsError
 from porter.init.layout_plan import tp_refusal
 from porter.init.weight_estimate import sized_facts
 
@@ -266,3 +267,9 @@ def test_a_dollar_in_a_checkpoint_path_never_reaches_the_task_loader(tmp_path):
     result = init([str(checkpoint), "--out", str(tmp_path / "task.yaml")], tmp_path)
     assert result.returncode == 2 and "a checkpoint path with `$` in it" in result.stderr
     assert not (tmp_path / "task.yaml").exists()
+
+
+@pytest.mark.parametrize("keys", [{"num_hidden_layers": 10**12}, {"num_nextn_predict_layers": 10**12}])
+def test_a_layer_count_no_checkpoint_has_is_refused_before_layers_are_listed(keys):
+    with pytest.raises(FactsError, match="no checkpoint has that many"):
+        sized_facts(synthetic(**keys), None)

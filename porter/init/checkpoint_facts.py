@@ -32,6 +32,7 @@ LAYER_TYPES = {"full_attention": "full", "linear_attention": "linear", "sliding_
 # Families whose MLP is not gated (up -> act -> down, two matrices): sglang srt/models/nemotron_h.py NemotronHMLP.
 NOT_GATED = {"nemotron_h"}
 MAX_SIZE = 1 << 40  # no count or width in a real config comes near; a larger integer is refused, not computed with
+MAX_LAYERS = 10_000  # init lists every layer: a count past this is no checkpoint's
 # A key init does not read is a risk when its name says it shapes layers, attention, experts or their dtype.
 RISKY = re.compile(
     r"layer|pattern|block|ratio|compress|window|sliding|swa|global|local|expert|topk|top_k|per_tok|latent|head|kv|"
@@ -159,6 +160,8 @@ def _read_facts(config: dict, quant_file: dict | None) -> CheckpointFacts:
     for key in ("hidden_size", "num_hidden_layers", "num_attention_heads"):
         if not isinstance(text.get(key), int) or text[key] <= 0:
             raise FactsError(f"config.json has no positive integer {key!r}: not a transformer LM config init can read")
+    if text["num_hidden_layers"] > MAX_LAYERS:
+        raise FactsError(f"config.json: num_hidden_layers = {text['num_hidden_layers']}: no checkpoint has that many")
     architectures = config.get("architectures") or text.get("architectures") or ["unknown"]
     dtype_key, dtype = _one(text, ("torch_dtype", "dtype"), "dtype", undecided)
     why["dtype"] = dtype_key or "none of torch_dtype, dtype: bfloat16 assumed"
@@ -167,6 +170,8 @@ def _read_facts(config: dict, quant_file: dict | None) -> CheckpointFacts:
     moe = read_moe(text, kinds, why, undecided)
     mtp_key, mtp = _one(text, MTP, "MTP layers", undecided)
     mtp_layers = int(mtp) if mtp and (mtp_key != "num_mtp_modules" or text.get("use_mtp", True)) else 0
+    if mtp_layers > MAX_LAYERS:
+        raise FactsError(f"config.json: {mtp_key} = {mtp_layers}: no checkpoint has that many MTP layers")
     why["MTP"] = f"{mtp_key} = {mtp}" if mtp_key else f"none of {', '.join(MTP)}"
     _mtp_exclude_note(text, quantization, mtp_layers, why)
     attention = read_attention(text, kinds, why, undecided)
