@@ -273,3 +273,14 @@ def test_a_dollar_in_a_checkpoint_path_never_reaches_the_task_loader(tmp_path):
 def test_a_layer_count_no_checkpoint_has_is_refused_before_layers_are_listed(keys):
     with pytest.raises(FactsError, match="no checkpoint has that many"):
         sized_facts(synthetic(**keys), None)
+
+
+def test_a_block_list_sets_the_layer_count_as_the_engine_takes_it():
+    # imitates newer nemotron_h configs: layers_block_type (sglang's canonical field) and num_hidden_layers null
+    blocks = ["mamba", "moe", "mamba", "attention", "mlp", "moe"]
+    config = synthetic(model_type="nemotron_h", layers_block_type=blocks, num_hidden_layers=None, n_routed_experts=8,
+                       mlp_hidden_act="relu2", mamba_num_heads=16, mamba_head_dim=64, n_groups=2,
+                       ssm_state_size=64)  # fmt: skip
+    facts = sized_facts(config, None)
+    assert facts.layers == 6 and facts.attention.full_layers == 1 and facts.moe.moe_layers == 2
+    assert facts.kv_bytes_per_token(2) == 2 * 4 * 128 * 2

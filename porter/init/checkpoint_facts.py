@@ -25,9 +25,16 @@ MTP = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules")
 HEAD_DIM = ("head_dim", "attention_head_dim")
 ACTIVATION = ("mlp_hidden_act", "hidden_act")
 SHARED_WIDTH = ("moe_shared_expert_intermediate_size", "shared_expert_intermediate_size", "shared_intermediate_size")
-# Per-layer kinds as (mixer, mlp). nemotron_h: one block a character (sglang srt/configs/nemotron_h.py, vLLM
-# model_executor/models/nemotron_h.py); layer_types: transformers' qwen3_next / qwen3_5 / gpt_oss configurations.
-HYBRID_PATTERN = {"M": ("mamba", "none"), "*": ("full", "none"), "-": ("none", "dense"), "E": ("none", "moe")}
+# Per-layer kinds as (mixer, mlp). nemotron_h lists one block a layer in layers_block_type, or in its legacy
+# hybrid_override_pattern one character a block (sglang srt/configs/nemotron_h.py _pattern_to_list; the engine takes
+# the list's length as the layer count); layer_types: transformers' qwen3_next / qwen3_5 / gpt_oss configurations.
+BLOCK_TYPES = {
+    "mamba": ("mamba", "none"),
+    "attention": ("full", "none"),
+    "mlp": ("none", "dense"),
+    "moe": ("none", "moe"),
+}
+HYBRID_PATTERN = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 LAYER_TYPES = {"full_attention": "full", "linear_attention": "linear", "sliding_attention": "sliding"}
 # Families whose MLP is not gated (up -> act -> down, two matrices): sglang srt/models/nemotron_h.py NemotronHMLP.
 NOT_GATED = {"nemotron_h"}
@@ -156,7 +163,10 @@ def read_facts(config: dict, quant_file: dict | None = None) -> CheckpointFacts:
 def _read_facts(config: dict, quant_file: dict | None) -> CheckpointFacts:
     why: dict[str, str] = {}
     undecided: list[str] = []
-    text = text_config(config, why)
+    text = dict(text_config(config, why))
+    blocks = _blocks(text)
+    if blocks is not None and len(blocks) <= MAX_LAYERS:
+        text["num_hidden_layers"] = len(blocks)  # the engine's count (sglang's NemotronHConfig ignores the key)
     for key in ("hidden_size", "num_hidden_layers", "num_attention_heads"):
         if not isinstance(text.get(key), int) or text[key] <= 0:
             raise FactsError(f"config.json has no positive integer {key!r}: not a transformer LM config init can read")
@@ -208,19 +218,26 @@ def _mtp_exclude_note(text: dict, quantization: Quantization, mtp_layers: int, w
         )
 
 
+def _blocks(text: dict) -> list | None:
+    """nemotron_h's block list, from layers_block_type or its legacy pattern string (None: neither)."""
+    if isinstance(text.get("layers_block_type"), list):
+        return text["layers_block_type"]
+    pattern = text.get("hybrid_override_pattern")
+    return [HYBRID_PATTERN.get(char, char) for char in pattern] if isinstance(pattern, str) else None
+
+
 def read_layer_kinds(text: dict, why: dict, undecided: list[str]) -> list[tuple[str, str]]:
     """(mixer, mlp) of every layer, from the key that lists them; a list init cannot read makes the layers undecided."""
-    count = int(text["num_hidden_layers"])
-    pattern = text.get("hybrid_override_pattern")
-    if isinstance(pattern, str):
-        unknown = sorted(set(pattern) - set(HYBRID_PATTERN))
-        if unknown or len(pattern) != count:
+    count, blocks = int(text["num_hidden_layers"]), _blocks(text)
+    if blocks is not None:
+        unknown = sorted({str(block)[:40] for block in blocks} - set(BLOCK_TYPES))
+        if unknown:
             undecided.append(
-                f"layers by kind, KV and weights: hybrid_override_pattern has {len(pattern)} entries for {count} "
-                f"layers{f' and kinds {unknown!r} init does not know' if unknown else ''}"
+                f"layers by kind, KV and weights: the block list names kinds init does not know: {unknown}"
             )
-        why["layers"] = "hybrid_override_pattern (M Mamba-2, * attention, - MLP, E MoE: one block a character)"
-        return [HYBRID_PATTERN.get(char, ("none", "none")) for char in pattern[:count]]
+        why["layers"] = "layers_block_type" if "layers_block_type" in text else "hybrid_override_pattern"
+        why["layers"] += " (Mamba-2, attention, MLP or MoE: one block a layer, the engine counts the layers from it)"
+        return [BLOCK_TYPES.get(block, ("none", "none")) for block in blocks]
     mixers = _mixers(text, count, why, undecided)
     mlps = _mlps(text, count, why, undecided)
     return list(zip(mixers, mlps, strict=True))
@@ -397,7 +414,7 @@ READ = frozenset(
     (*EXPERTS, *TOP_K, *MTP, *HEAD_DIM, *ACTIVATION, *SHARED_WIDTH)
     + tuple(
         "model_type hidden_size num_hidden_layers num_attention_heads num_key_value_heads torch_dtype dtype "
-        "hybrid_override_pattern "
+        "hybrid_override_pattern layers_block_type mtp_layers_block_type "
         "layer_types full_attention_interval attn_type_list attention_chunk_size mlp_layer_types first_k_dense_replace "
         "moe_layer_freq interleave_moe_layer_step mlp_only_layers decoder_sparse_step moe_intermediate_size "
         "intermediate_size intermediate_size_mlp moe_latent_size n_shared_experts kv_lora_rank qk_rope_head_dim "
