@@ -355,7 +355,8 @@ def _tuning(result: Plan, facts: CheckpointFacts, gpu: Gpu) -> None:
             values = [token, model_dim, inter, experts, topk, act, "torch.bfloat16", q_a, q_w, q_type, 1, 0]
             result.tune_rows.append(dict(zip(AITER_FMOE_UNTUNED_COLUMNS, values, strict=True)))
     result.inferred.append(
-        f"MoE tuning: {len(result.tune_rows)} rows ({why}; every padded M up to {MAX_BATCHED_TOKENS} tokens x "
+        f"MoE tuning shape model_dim {moe.hidden}, inter_dim {moe.expert_width}, E={moe.experts}, topk={moe.top_k}, "
+        f"{act}: {len(result.tune_rows)} rows ({why}; every padded M up to {MAX_BATCHED_TOKENS} tokens x "
         f"{len(shapes)} shapes: each layout's expert share, a same-width shared expert fused or "
         "not)"
     )

@@ -345,11 +345,15 @@ def describe(
     facts_rows = [
         ("architecture", f"{facts.architecture} ({facts.model_type}), dtype {facts.dtype}", facts.why.get("dtype")),
         ("quantization", facts.quantization.summary + _exclude_text(facts), facts.why.get("quantization")),
+        ("layers", _layers_text(facts), facts.why.get("layers") or facts.why.get("attention layers")),
         ("MoE", _moe_text(moe), facts.why.get("MoE")),
+        ("MLP activation", facts.activation, facts.why.get("activation")),
+        ("expert dtype", facts.expert_dtype or "no routed experts", facts.why.get("expert dtype")),
         ("MTP layers", str(facts.mtp_layers), facts.why.get("MTP")),
         (
             "attention",
-            f"{facts.attention.kind}, {facts.attention.full_layers} layers with a growing KV cache"
+            f"{facts.attention.kind} ({facts.attention.heads} heads, {facts.attention.kv_heads} KV heads, head dim "
+            f"{facts.attention.head_dim}), {facts.attention.full_layers} layers with a growing KV cache"
             + (f"; {facts.attention.bounded_layers}" if facts.attention.bounded_layers else ""),
             facts.why.get("attention"),
         ),
@@ -382,6 +386,14 @@ def describe(
     lines += [f"  - {line}" for line in [*facts.undecided, *plan.undecided, *_always_undecided(facts)]] or ["  nothing"]
     lines.append(f"Wrote {out}: check it with `porter validate {out}`" if out else "Task written to stdout.")
     return "\n".join(lines)
+
+
+def _layers_text(facts: CheckpointFacts) -> str:
+    counts: dict[str, int] = {}
+    for mixer, mlp in facts.layer_kinds:
+        kind = " + ".join(part for part in (mixer, mlp) if part != "none") or "empty"
+        counts[kind] = counts.get(kind, 0) + 1
+    return ", ".join(f"{count} {kind}" for kind, count in counts.items())
 
 
 def _moe_text(moe) -> str:
