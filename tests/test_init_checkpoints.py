@@ -284,3 +284,21 @@ def test_a_block_list_sets_the_layer_count_as_the_engine_takes_it():
     facts = sized_facts(config, None)
     assert facts.layers == 6 and facts.attention.full_layers == 1 and facts.moe.moe_layers == 2
     assert facts.kv_bytes_per_token(2) == 2 * 4 * 128 * 2
+
+
+def test_a_checkpoints_strings_never_reach_the_task_loader_as_variables(tmp_path):
+    # a hostile config: ${VAR} in the strings init copies into the task (dtype, quantization method)
+    checkpoint = tmp_path / "hostile"
+    checkpoint.mkdir()
+    quant = {"quant_method": "${PORTER_TEST_SECRET}"}
+    (checkpoint / "config.json").write_text(
+        json.dumps(synthetic(torch_dtype="${PORTER_TEST_SECRET}", quantization_config=quant))
+    )
+    out = tmp_path / "task.yaml"
+    assert init([str(checkpoint), "--out", str(out)], tmp_path).returncode == 0
+    assert "${PORTER_TEST_SECRET" not in out.read_text()
+    path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": path, "PORTER_TEST_SECRET": "hunter2-not-real"}
+    valid = subprocess.run([sys.executable, "-m", "porter", "validate", str(out)], capture_output=True, text=True,
+                           timeout=120, env=env)  # fmt: skip
+    assert "hunter2-not-real" not in valid.stdout + valid.stderr

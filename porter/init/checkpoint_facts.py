@@ -127,6 +127,11 @@ def _one(text: dict, keys: tuple[str, ...], fact: str, undecided: list[str]) -> 
     return next(iter(found.items()), (None, None))
 
 
+def name(value: Any) -> str:
+    """A config's string as a name: never text a terminal acts on, nor `${VAR}` the task loader would interpolate."""
+    return re.sub(r"[^\w.-]", "?", str(value))[:100]
+
+
 def text_config(config: dict, why: dict) -> dict:
     """The text model's config: `text_config` of a multimodal wrapper (keys it lacks fall back to the top)."""
     inner = config.get("text_config")
@@ -174,7 +179,9 @@ def _read_facts(config: dict, quant_file: dict | None) -> CheckpointFacts:
         raise FactsError(f"config.json: num_hidden_layers = {text['num_hidden_layers']}: no checkpoint has that many")
     architectures = config.get("architectures") or text.get("architectures") or ["unknown"]
     dtype_key, dtype = _one(text, ("torch_dtype", "dtype"), "dtype", undecided)
-    why["dtype"] = dtype_key or "none of torch_dtype, dtype: bfloat16 assumed"
+    why["dtype"] = dtype_key or "none of torch_dtype, dtype"
+    if not dtype_key:
+        undecided.append("dtype: none of torch_dtype, dtype (weights priced at 2 bytes, as bfloat16)")
     quantization = read_quantization(config, text, quant_file, why, undecided)
     kinds = read_layer_kinds(text, why, undecided)
     moe = read_moe(text, kinds, why, undecided)
@@ -189,9 +196,9 @@ def _read_facts(config: dict, quant_file: dict | None) -> CheckpointFacts:
     why["context"] = f"{context_key}" if context_key else "unknown"
     undecided.extend(_unread_keys(text))
     return CheckpointFacts(
-        architecture=re.sub(r"[^\w.-]", "?", str(architectures[0]))[:100],  # a name, never text a terminal acts on
-        model_type=str(text.get("model_type") or config.get("model_type") or "unknown"),
-        dtype=str(dtype or "bfloat16"),
+        architecture=name(architectures[0]),
+        model_type=name(text.get("model_type") or config.get("model_type") or "unknown"),
+        dtype=name(dtype or "bfloat16"),
         quantization=quantization,
         moe=moe,
         mtp_layers=mtp_layers,

@@ -50,7 +50,7 @@ def read_quantization(config: dict, text: dict, quant_file: dict | None, why: di
     if not isinstance(quant, dict):
         why["quantization"] = "no quantization_config nor hf_quant_config.json: weights in the checkpoint's dtype"
         return Quantization("none", "unquantized")
-    method = str(quant.get("quant_method") or "unknown")
+    method = re.sub(r"[^\w.-]", "?", str(quant.get("quant_method") or "unknown"))[:60]  # a name, never ${VAR}
     reader = QUANT_READERS.get(method)
     if reader is None:
         undecided.append(f"quantization method {method[:60]!r} is not one init reads: expert dtype and weight bytes")

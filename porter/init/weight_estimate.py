@@ -145,6 +145,8 @@ def estimate(text: dict, facts: CheckpointFacts) -> Estimate:
         f"rest at {dtype_bytes:g} bytes ({facts.dtype})"
     )
     left_out = ["the weight bytes are an estimate from the shapes (the checkpoint has no weight index)"]
+    if facts.dtype not in DTYPE_BYTES:
+        left_out.append(f"weight bytes: dtype {facts.dtype!r} is not one init prices (2 bytes a weight assumed)")
     if "vision_config" in text:
         left_out.append("the vision tower (vision_config) is not in the weight estimate")
     strange = [] if quant.per_module else _unknown_prefixes(list(entries))
