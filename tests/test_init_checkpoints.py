@@ -302,3 +302,13 @@ def test_a_checkpoints_strings_never_reach_the_task_loader_as_variables(tmp_path
     valid = subprocess.run([sys.executable, "-m", "porter", "validate", str(out)], capture_output=True, text=True,
                            timeout=120, env=env)  # fmt: skip
     assert "hunter2-not-real" not in valid.stdout + valid.stderr
+
+
+def test_a_config_linked_out_of_the_checkpoint_folder_is_refused(tmp_path):
+    (tmp_path / "outside.json").write_text(json.dumps(synthetic()))
+    checkpoint = tmp_path / "linked"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").symlink_to(tmp_path / "outside.json")
+    result = init([str(checkpoint)], tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "a link out of the checkpoint's folder" in result.stderr

@@ -12,7 +12,6 @@ downloaded. Does not read what the files say (checkpoint_facts.py).
 from __future__ import annotations
 
 import json
-import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,21 +20,19 @@ from huggingface_hub import constants, hf_hub_download
 from huggingface_hub.errors import (
     GatedRepoError,
     HfHubHTTPError,
+    HFValidationError,
     LocalEntryNotFoundError,
     RemoteEntryNotFoundError,
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
 from huggingface_hub.utils import logging as hub_logging
+from huggingface_hub.utils import validate_repo_id
 
 CONFIG, INDEX, QUANT = "config.json", "model.safetensors.index.json", "hf_quant_config.json"
 # A config.json is kilobytes; an index lists every tensor once (a 1T-parameter MoE's is a few MB); ModelOpt's
 # hf_quant_config.json lists a mixed-precision checkpoint's modules once.
 MAX_FILE_BYTES = {CONFIG: 4 << 20, INDEX: 64 << 20, QUANT: 16 << 20}
-# The hub's repo id rule (huggingface_hub utils/_validators.py validate_repo_id): each part of letters, digits, `-`,
-# `_`, `.`; no `--` or `..`; not starting or ending with `-` or `.`.
-REPO_PART = r"(?!.*(?:--|\.\.))[A-Za-z0-9_](?:[\w.-]{0,94}[A-Za-z0-9_])?"
-REPO_ID = re.compile(rf"^{REPO_PART}/{REPO_PART}$")
 
 
 class CheckpointError(Exception):
@@ -62,10 +59,12 @@ def read_checkpoint(reference: str) -> CheckpointFiles:
     repo, _, revision = reference.partition("@")
     if not path.exists() and path.parent != Path(".") and path.parent.is_dir():
         raise CheckpointError(f"{reference}: no such checkpoint directory ({path.parent} exists, {path.name} does not)")
-    if not REPO_ID.match(repo):
+    try:
+        validate_repo_id(repo)  # the hub's own rule: no `..` or `--`, no empty part, at most org/name
+    except HFValidationError:
         raise CheckpointError(
             f"{reference}: neither a checkpoint directory nor a hub repository id (org/name, optionally @revision)"
-        )
+        ) from None
     return _read_hub(repo, revision or "main")
 
 
@@ -73,17 +72,22 @@ def _read_local(folder: Path) -> CheckpointFiles:
     config_path = folder / CONFIG
     if not config_path.is_file():
         raise CheckpointError(f"{folder}: no {CONFIG} in this directory; point init at the checkpoint's folder")
-    config = _parse(_read_bounded(config_path), str(config_path))
-    index, quant = (_parse(_read_bounded(folder / name), str(folder / name)) if (folder / name).is_file() else None
-                    for name in (INDEX, QUANT))  # fmt: skip
+    config = _parse(_read_bounded(config_path, folder), str(config_path))
+    index, quant = (_parse(_read_bounded(folder / name, folder), str(folder / name)) if (folder / name).is_file()
+                    else None for name in (INDEX, QUANT))  # fmt: skip
     return CheckpointFiles(str(folder.resolve()), config, index, quant, folder.resolve().name, local=True)
 
 
-def _read_bounded(path: Path) -> bytes:
+def _read_bounded(path: Path, folder: Path) -> bytes:
+    """At most the file's cap, read from inside `folder` (a symlink out of it, to /etc or /dev/zero, is refused)."""
     limit = MAX_FILE_BYTES[path.name]
-    if path.stat().st_size > limit:
+    if not path.resolve().is_relative_to(folder.resolve()):
+        raise CheckpointError(f"{path}: a link out of the checkpoint's folder; init reads only the folder's own files")
+    with path.open("rb") as file:
+        data = file.read(limit + 1)
+    if len(data) > limit:
         raise CheckpointError(f"{path}: larger than {limit >> 20} MiB, which no {path.name} is")
-    return path.read_bytes()
+    return data
 
 
 def _parse(raw: bytes, where: str) -> dict:
@@ -121,7 +125,7 @@ def _fetch(repo: str, revision: str, name: str, cache: str) -> bytes | None:
         if info.file_size is not None and info.file_size > limit:
             raise CheckpointError(f"{repo}/{name}: {info.file_size} bytes, larger than {limit >> 20} MiB, which no "
                                   f"{name} is")  # fmt: skip
-        return _read_bounded(Path(hf_hub_download(repo, name, revision=revision, cache_dir=cache)))
+        return _read_bounded(Path(hf_hub_download(repo, name, revision=revision, cache_dir=cache)), Path(cache))
     except RemoteEntryNotFoundError:
         return None
     except GatedRepoError:
