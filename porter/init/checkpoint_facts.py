@@ -165,9 +165,8 @@ def read_facts(config: dict, quant_file: dict | None = None) -> CheckpointFacts:
         raise FactsError(f"config.json: a field has a value init cannot read ({type(exc).__name__})") from None
 
 
-def _read_facts(config: dict, quant_file: dict | None) -> CheckpointFacts:
-    why: dict[str, str] = {}
-    undecided: list[str] = []
+def _checked_text(config: dict, why: dict) -> dict:
+    """The text model's config with the sizes every fact needs, its layer count as the engine takes it."""
     text = dict(text_config(config, why))
     blocks = _blocks(text)
     if blocks is not None and len(blocks) <= MAX_LAYERS:
@@ -177,6 +176,13 @@ def _read_facts(config: dict, quant_file: dict | None) -> CheckpointFacts:
             raise FactsError(f"config.json has no positive integer {key!r}: not a transformer LM config init can read")
     if text["num_hidden_layers"] > MAX_LAYERS:
         raise FactsError(f"config.json: num_hidden_layers = {text['num_hidden_layers']}: no checkpoint has that many")
+    return text
+
+
+def _read_facts(config: dict, quant_file: dict | None) -> CheckpointFacts:
+    why: dict[str, str] = {}
+    undecided: list[str] = []
+    text = _checked_text(config, why)
     architectures = config.get("architectures") or text.get("architectures") or ["unknown"]
     dtype_key, dtype = _one(text, ("torch_dtype", "dtype"), "dtype", undecided)
     why["dtype"] = dtype_key or "none of torch_dtype, dtype"
