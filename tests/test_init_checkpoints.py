@@ -312,3 +312,11 @@ def test_a_config_linked_out_of_the_checkpoint_folder_is_refused(tmp_path):
     result = init([str(checkpoint)], tmp_path)
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert "a link out of the checkpoint's folder" in result.stderr
+
+
+@pytest.mark.parametrize("key", ["text_config", "language_config", "llm_config"])
+def test_the_language_model_is_read_inside_each_wrapper(key):
+    # imitates multimodal wrappers: transformers' Qwen3-VL (text_config), DeepSeek-VL2 (language_config), InternVL
+    # (llm_config); the wrapper's own top level has no hidden_size
+    facts = sized_facts({"architectures": ["Wrapped"], "model_type": "wrapper", key: synthetic()}, None)
+    assert facts.layers == 8 and facts.moe.experts == 64 and facts.kv_bytes_per_token(2) == 8 * 2 * 4 * 128 * 2

@@ -38,6 +38,9 @@ HYBRID_PATTERN = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 LAYER_TYPES = {"full_attention": "full", "linear_attention": "linear", "sliding_attention": "sliding"}
 # Families whose MLP is not gated (up -> act -> down, two matrices): sglang srt/models/nemotron_h.py NemotronHMLP.
 NOT_GATED = {"nemotron_h"}
+# Where a multimodal wrapper keeps its language model's config: transformers' Llava / Qwen-VL / Kimi `text_config`,
+# DeepSeek-VL2's `language_config`, InternVL's `llm_config`.
+WRAPPED = ("text_config", "language_config", "llm_config")
 MAX_SIZE = 1 << 40  # no count or width in a real config comes near; a larger integer is refused, not computed with
 MAX_LAYERS = 10_000  # init lists every layer: a count past this is no checkpoint's
 # A key init does not read is a risk when its name says it shapes layers, attention, experts or their dtype.
@@ -55,8 +58,8 @@ HARMLESS = frozenset(
     "router_aux_loss_coef router_jitter_noise ep_size topk_group topk_method norm_topk_prob n_group "
     "max_window_layers mtp_transformer_layers mtp_hybrid_override_pattern qk_head_dim rope_interleave "
     "partial_rotary_factor rotary_dim initializer_range chunk_size_feed_forward attn_output_gate use_sliding_window "
-    "sliding_window vision_config text_config quantization_config layer_norm_epsilon pruned_heads time_step_rank top_k "
-    "_attn_implementation_autoset for_llm_compressor".split()
+    "sliding_window vision_config text_config language_config llm_config quantization_config layer_norm_epsilon "
+    "pruned_heads time_step_rank top_k _attn_implementation_autoset for_llm_compressor".split()
 )
 
 
@@ -133,11 +136,14 @@ def name(value: Any) -> str:
 
 
 def text_config(config: dict, why: dict) -> dict:
-    """The text model's config: `text_config` of a multimodal wrapper (keys it lacks fall back to the top)."""
-    inner = config.get("text_config")
-    if isinstance(inner, dict) and "hidden_size" in inner:
-        why["text model"] = f"text_config of the {config.get('model_type')!r} wrapper (vision_config is not counted)"
-        return {**{k: v for k, v in config.items() if k != "text_config"}, **inner}
+    """The text model's config: a multimodal wrapper's (keys it lacks fall back to the top)."""
+    for key in WRAPPED:
+        inner = config.get(key)
+        if isinstance(inner, dict) and "hidden_size" in inner:
+            why["text model"] = (
+                f"{key} of the {name(config.get('model_type'))!r} wrapper (its vision tower not counted)"
+            )
+            return {**{k: v for k, v in config.items() if k != key}, **inner}
     return config
 
 
