@@ -20,7 +20,9 @@ from click.testing import CliRunner
 
 from porter.commands.cli import main
 from porter.engines.known import ENGINES
+from porter.init import layout_plan
 from porter.init.checkpoint_facts import FactsError
+from porter.init.hardware import parse_hardware
 from porter.init.layout_plan import tp_refusal
 from porter.init.weight_estimate import sized_facts
 
@@ -320,3 +322,11 @@ def test_the_language_model_is_read_inside_each_wrapper(key):
     # (llm_config); the wrapper's own top level has no hidden_size
     facts = sized_facts({"architectures": ["Wrapped"], "model_type": "wrapper", key: synthetic()}, None)
     assert facts.layers == 8 and facts.moe.experts == 64 and facts.kv_bytes_per_token(2) == 8 * 2 * 4 * 128 * 2
+
+
+def test_experts_the_exclude_list_keeps_unquantized_are_tuned_unquantized():
+    # an fp8 block checkpoint whose exclude list (modules_to_not_convert, as GLM's) names every expert
+    quant = {"quant_method": "fp8", "weight_block_size": [128, 128], "modules_to_not_convert": ["re:.*mlp\\.experts.*"]}
+    facts = sized_facts(synthetic(quantization_config=quant), None)
+    assert facts.expert_dtype.startswith("2.000 bytes") and "unquantized" in facts.expert_dtype
+    assert layout_plan.quant_key(facts, parse_hardware("MI355X:8")[0])[0] == "none"

@@ -309,7 +309,7 @@ def _padded(value: int) -> int:
 def quant_key(facts: CheckpointFacts, gpu: Gpu) -> tuple[str | None, str]:
     """The aiter columns of the checkpoint's quantization (upstream_facts.AITER_MOE_QUANT), or None and why not."""
     quant = facts.quantization
-    if quant.method == "none":
+    if quant.method == "none" or "unquantized" in facts.expert_dtype:
         return "none", "unquantized bf16 experts"
     if quant.block and quant.weight_bits == 8:
         return "fp8-block", f"fp8 with {quant.block[0]}x{quant.block[1]} blocks"

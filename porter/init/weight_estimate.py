@@ -153,6 +153,8 @@ def estimate(text: dict, facts: CheckpointFacts) -> Estimate:
     if strange:
         left_out.append(f"weight bytes: exclude entries under a prefix init does not know, e.g. {strange[0][:80]!r}")
     expert_dtype = f"{expert[1]:.3f} bytes a weight, scales included" if expert else ""
+    if expert and quant.method != "none" and expert[1] == dtype_bytes:
+        expert_dtype += f", unquantized ({facts.dtype}: the exclude list keeps them so)"
     expert_why = f"{expert[0]} priced by the quantization and its exclude list" if expert else "no routed experts"
     return Estimate(int(total), how, routed / total if total else 0.0, left_out, expert_dtype, expert_why)
 
