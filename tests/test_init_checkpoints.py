@@ -330,3 +330,8 @@ def test_experts_the_exclude_list_keeps_unquantized_are_tuned_unquantized():
     facts = sized_facts(synthetic(quantization_config=quant), None)
     assert facts.expert_dtype.startswith("2.000 bytes") and "unquantized" in facts.expert_dtype
     assert layout_plan.quant_key(facts, parse_hardware("MI355X:8")[0])[0] == "none"
+
+
+def test_an_activation_no_gated_family_uses_leaves_the_gating_undecided():
+    # relu2 outside nemotron_h: whether its MLP has a gate projection is not known, so the weights are not claimed
+    assert "whether the MLP is gated: hidden_act = 'relu2'" in undecided_text(synthetic(hidden_act="relu2"))

@@ -38,6 +38,8 @@ HYBRID_PATTERN = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 LAYER_TYPES = {"full_attention": "full", "linear_attention": "linear", "sliding_attention": "sliding"}
 # Families whose MLP is not gated (up -> act -> down, two matrices): sglang srt/models/nemotron_h.py NemotronHMLP.
 NOT_GATED = {"nemotron_h"}
+# Activations the other families gate (SwiGLU: transformers' Llama/Qwen/DeepSeek MLPs; GeGLU: Gemma's).
+GATED_ACTIVATIONS = {"silu", "swish", "gelu", "gelu_pytorch_tanh"}
 # Where a multimodal wrapper keeps its language model's config: transformers' Llava / Qwen-VL / Kimi `text_config`,
 # DeepSeek-VL2's `language_config`, InternVL's `llm_config`.
 WRAPPED = ("text_config", "language_config", "llm_config")
@@ -369,8 +371,10 @@ def _activation(text: dict, why: dict, undecided: list[str]) -> str:
         undecided.append(f"activation: none of {', '.join(ACTIVATION)}")
         return "unknown"
     gated = str(text.get("model_type")) not in NOT_GATED
-    why["activation"] = f"{key} = {value!r}, {'gated' if gated else 'not gated (up -> act -> down)'}"
-    return str(value) if gated else f"{value} (not gated)"
+    if gated and value not in GATED_ACTIVATIONS:
+        undecided.append(f"whether the MLP is gated: {key} = {name(value)!r} is none of {sorted(GATED_ACTIVATIONS)}")
+    why["activation"] = f"{key} = {name(value)!r}, {'gated' if gated else 'not gated (up -> act -> down)'}"
+    return name(value) if gated else f"{name(value)} (not gated)"
 
 
 def _mixer_heads(text: dict, kinds: list[tuple[str, str]]) -> dict[str, int]:
