@@ -137,7 +137,7 @@ def _fetch(repo: str, revision: str, name: str, cache: str) -> bytes | None:
     except RevisionNotFoundError:
         raise CheckpointError(f"{repo}: no revision {revision!r}") from None
     except HfHubHTTPError as exc:
-        raise CheckpointError(f"{repo}/{name}: {str(exc).splitlines()[0][:200]}") from None
+        raise CheckpointError(f"{repo}/{name}: {str(exc).splitlines()[0][:200]!r}") from None  # the hub's words as data
     except (LocalEntryNotFoundError, OSError) as exc:
         raise CheckpointError(
             f"cannot reach {constants.ENDPOINT} for {repo} ({type(exc).__name__}): offline? set HF_ENDPOINT to a "
