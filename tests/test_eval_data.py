@@ -69,8 +69,14 @@ class FakeHub(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
+        self.send_header("X-Repo-Commit", "0" * 40)  # hf_hub_download's HEAD reads the commit and the ETag
+        self.send_header("ETag", f'"{hashlib.sha256(body).hexdigest()}"')
         self.end_headers()
-        self.wfile.write(body)
+        if self.command == "GET":
+            self.wfile.write(body)
+
+    def do_HEAD(self):
+        self.do_GET()
 
     def do_GET(self):
         url = urllib.parse.urlsplit(self.path)

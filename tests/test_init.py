@@ -19,8 +19,8 @@ from click.testing import CliRunner
 from porter.commands.cli import main
 from porter.engines.known import ENGINES
 from porter.init import layout_plan
-from porter.init.checkpoint_facts import read_facts
 from porter.init.hardware import GIB, parse_hardware
+from porter.init.weight_estimate import sized_facts
 from porter.task import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,7 +71,7 @@ def test_every_shared_config_has_a_row():
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_the_facts_of_each_config(name):
     architecture, method, shape, mtp, attention, kv, (low, high), tune_key, *_ = EXPECTED[name]
-    facts = read_facts(json.loads((CONFIGS / name).read_text()), None)
+    facts = sized_facts(json.loads((CONFIGS / name).read_text()), None)
     assert (facts.architecture, facts.quantization.method, facts.mtp_layers) == (architecture, method, mtp)
     moe = facts.moe
     assert (moe.hidden, moe.expert_width, moe.experts, moe.top_k, moe.shared_experts) == shape
@@ -131,7 +131,7 @@ def test_init_writes_a_valid_task_in_the_engines_names(tmp_path, name, engine):
 def test_every_layout_in_the_tunables_fits_the_node(tmp_path, name):
     """Recomputed here from the written task: each TP x DP it lets the agent try holds its weights and the headroom."""
     task, _ = run_init(tmp_path, name, "sglang")
-    facts = read_facts(json.loads((CONFIGS / name).read_text()), None)
+    facts = sized_facts(json.loads((CONFIGS / name).read_text()), None)
     flags, tunables = task["serve"]["flags"], task["serve"]["tunables"]
     usable = GPU.memory_gib * GIB * flags["mem-fraction-static"]
     load = task["checks"]["throughput"]["workload"]

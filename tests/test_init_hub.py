@@ -7,7 +7,9 @@ HF_ENDPOINT, never a traceback.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -34,20 +36,35 @@ INDEX = {"metadata": {"total_size": 21_474_836_480}, "weight_map": {"lm_head.wei
 
 
 class FakeHub(BaseHTTPRequestHandler):
-    seen: list[tuple[str, str | None]] = []
+    seen: list[tuple[str, str | None]] = []  # (path of a GET, its Authorization header)
+    elsewhere = ""  # another origin the weight index of acme/cdn redirects to
 
     def log_message(self, *args):
         pass
 
     def send(self, status: int, body: bytes = b"", headers: dict | None = None) -> None:
         self.send_response(status)
-        for key, value in {"Content-Length": str(len(body)), **(headers or {})}.items():
+        # hf_hub_download's HEAD reads both (the ETag names the cached blob: one per content)
+        commit = {"X-Repo-Commit": "0" * 40, "ETag": f'"{hashlib.sha256(body).hexdigest()}"'}
+        for key, value in {"Content-Length": str(len(body)), **commit, **(headers or {})}.items():
             self.send_header(key, value)
         self.end_headers()
-        self.wfile.write(body)
+        if self.command == "GET":
+            self.wfile.write(body)
+
+    def do_HEAD(self):
+        self.do_GET()
 
     def do_GET(self):
-        FakeHub.seen.append((self.path, self.headers.get("Authorization")))
+        if self.command == "GET":
+            FakeHub.seen.append((self.path, self.headers.get("Authorization")))
+        if self.path == "/acme/cdn/resolve/main/model.safetensors.index.json":  # large files: a signed URL elsewhere
+            size = str(len(json.dumps(INDEX)))
+            return self.send(
+                302, b"", {"Location": f"{FakeHub.elsewhere}/lfs/acme/moe-fp8/index", "X-Linked-Size": size}
+            )
+        if self.path.startswith("/acme/cdn/"):
+            self.path = self.path.replace("/acme/cdn/", "/acme/moe-fp8/")
         files = {
             "/acme/moe-fp8/resolve/main/config.json": json.dumps(CONFIG).encode(),
             "/acme/no-index/resolve/main/config.json": json.dumps(CONFIG).encode(),
@@ -60,29 +77,41 @@ class FakeHub(BaseHTTPRequestHandler):
         if self.path == "/acme/moe-fp8/resolve/main/model.safetensors.index.json":
             return self.send(302, b"", {"Location": "/lfs/acme/moe-fp8/index"})  # large files: a redirect
         if self.path in files:
-            headers = {"Content-Type": "application/json", "X-Repo-Commit": "0" * 40, "ETag": '"abc"'}
-            return self.send(200, files[self.path], headers)
+            return self.send(200, files[self.path], {"Content-Type": "application/json"})
         if self.path.startswith(("/acme/moe-fp8/", "/acme/no-index/")):
             return self.send(404, b"Entry not found", {"X-Error-Code": "EntryNotFound"})
         return self.send(401, b"Repository not found", {"X-Error-Code": "RepoNotFound"})
 
 
+def serve():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeHub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
 @pytest.fixture
 def hub():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeHub)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    (server, url), (other, FakeHub.elsewhere) = serve(), serve()  # another port: another origin
     FakeHub.seen = []
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    yield url
+    for each in (server, other):
+        each.shutdown()
+        each.server_close()
+
+
+def test_the_token_never_follows_a_redirect_off_the_hubs_origin(hub, tmp_path):
+    result = init(["acme/cdn", "--engine", "sglang"], tmp_path, HF_ENDPOINT=hub, HF_TOKEN=TOKEN)
+    assert result.returncode == 0, result.stderr
+    assert "weights: 21.5 GB  [model.safetensors.index.json metadata.total_size]" in result.stderr
+    assert dict(FakeHub.seen)["/acme/cdn/resolve/main/config.json"] == f"Bearer {TOKEN}"
+    assert dict(FakeHub.seen)["/lfs/acme/moe-fp8/index"] is None
 
 
 def init(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
     environment = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **env}
     return subprocess.run(
         [sys.executable, "-m", "porter", "init", *args], capture_output=True, text=True, timeout=60, cwd=ROOT,
-        env={**environment, "PYTHONPATH": str(ROOT)},
+        env={**environment, "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])},
     )  # fmt: skip
 
 
@@ -94,13 +123,9 @@ def test_a_hub_id_is_read_through_the_file_api(hub, tmp_path):
     assert "MoE: hidden 2048, expert width 768, 32 experts, top-4, 1 shared of width 768" in result.stdout
     task = yaml.safe_load(out.read_text())
     assert task["model"]["id"] == "acme/moe-fp8" and task["model"]["path"] == "${MODEL_WEIGHTS:-/data/models/moe-fp8}"
-    paths = [path for path, _ in FakeHub.seen]
-    assert paths[:3] == [
-        "/acme/moe-fp8/resolve/main/config.json",
-        "/acme/moe-fp8/resolve/main/model.safetensors.index.json",
-        "/lfs/acme/moe-fp8/index",
-    ]
-    assert all(auth == f"Bearer {TOKEN}" for _, auth in FakeHub.seen[:2])
+    paths = [path for path, _ in FakeHub.seen if not path.startswith("/api/")]  # the library's own registry fetch
+    assert paths[:2] == ["/acme/moe-fp8/resolve/main/config.json", "/lfs/acme/moe-fp8/index"]
+    assert all(auth == f"Bearer {TOKEN}" for path, auth in FakeHub.seen if path in paths)  # stayed on the hub
     valid = subprocess.run([sys.executable, "-m", "porter", "validate", str(out)], capture_output=True, text=True,
                            timeout=60, cwd=ROOT)  # fmt: skip
     assert valid.returncode == 0, valid.stderr

@@ -1,14 +1,14 @@
 """`porter data get gsm8k|gsm8k-train|gpqa-diamond --out DIR`: the public sets, as the quality check reads them.
 
-Covers downloading from the Hugging Face Hub with the standard library and writing JSONL plus a
-`sha256sum`-style file next to it:
+Covers downloading from the Hugging Face Hub and writing JSONL plus a `sha256sum`-style file next to it:
 - gsm8k: openai/gsm8k, config `main`, split `test` (1319 rows). The hub stores it as parquet only, so the
   rows come as JSON from the hub's dataset viewer API (`/rows`, at most 100 a page), not through a
   parquet reader; each row keeps `question` and `answer` (`... #### N`).
 - gsm8k-train: the same, split `train` (7473 rows): where lm-eval's gsm8k takes its five shots (`fewshot_split:
   train`), so all 1319 test questions are asked.
 - gpqa-diamond: Idavidrein/gpqa, file `gpqa_diamond.csv` (198 rows), a gated dataset: the user accepts its
-  terms on the hub and exports a token (HF_TOKEN); each row keeps `Question`, `Correct Answer` and
+  terms on the hub and exports a token (HF_TOKEN); fetched with huggingface_hub's hf_hub_download (its token
+  rules: the hub's origin only) into a temporary cache; each row keeps `Question`, `Correct Answer` and
   `Incorrect Answer 1..3`.
 Endpoints: HF_ENDPOINT (the hub, default https://huggingface.co) and PORTER_DATASETS_SERVER (the viewer
 API, default https://datasets-server.huggingface.co); tests point both at a local server. Does not cover
@@ -22,10 +22,15 @@ import hashlib
 import io
 import json
 import os
+import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
+
+from huggingface_hub import hf_hub_download
+from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+from huggingface_hub.utils import logging as hub_logging
 
 from porter.checks.quality import MC_FIELDS
 from porter.checks.quality_data import OUTPUT_NAMES
@@ -70,7 +75,7 @@ def _gsm8k_rows(split: str) -> list[dict]:
     total = None
     while total is None or len(rows) < total:
         query = {k: GSM8K[k] for k in ("dataset", "config")} | {"split": split, "offset": len(rows), "length": PAGE}
-        page = json.loads(_fetch(f"{server}/rows?{urllib.parse.urlencode(query)}", token=_token(required=False)))
+        page = json.loads(_fetch(f"{server}/rows?{urllib.parse.urlencode(query)}"))
         total = page["num_rows_total"]
         if not page["rows"]:
             raise DataError(f"{server} returned no rows at offset {len(rows)} of {total}")
@@ -82,42 +87,47 @@ def _gsm8k_rows(split: str) -> list[dict]:
 
 
 def _gpqa_rows() -> list[dict]:
-    hub = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
-    url = f"{hub}/datasets/{GPQA['repo']}/resolve/main/{GPQA['file']}"
-    text = _fetch(url, token=_token(required=True)).decode("utf-8")
+    where = f"{GPQA['repo']}/{GPQA['file']}"
+    hub_logging.set_verbosity_error()  # its retries' warnings would break the one line a failure gets
+    try:
+        with tempfile.TemporaryDirectory(prefix="porter-data-") as cache:
+            path = hf_hub_download(GPQA["repo"], GPQA["file"], repo_type="dataset", cache_dir=cache,
+                                   token=_token())  # fmt: skip
+            text = Path(path).read_text(encoding="utf-8")
+    except HfHubHTTPError as exc:
+        status = exc.response.status_code if exc.response is not None else "?"
+        raise DataError(
+            f"{where}: HTTP {status}; the token in HF_TOKEN has no access (accept the dataset's terms on the hub "
+            "with that account)"
+        ) from None
+    except (LocalEntryNotFoundError, OSError) as exc:
+        raise DataError(f"{where}: cannot reach the hub ({type(exc).__name__}); set HF_ENDPOINT to a mirror") from None
     reader = csv.DictReader(io.StringIO(text))
     missing = [field for field in GPQA_FIELDS if field not in (reader.fieldnames or [])]
     if missing:
-        raise DataError(f"{url}: the CSV lacks the columns {missing}")
+        raise DataError(f"{where}: the CSV lacks the columns {missing}")
     # the question as written: lm-eval's gpqa prompt holds it raw (it strips only the choices, as the check does)
     return [{field: row[field].strip() for field in GPQA_FIELDS} | {"Question": row["Question"]} for row in reader]
 
 
-def _token(required: bool) -> str | None:
+def _token() -> str:
     for name in TOKEN_VARIABLES:
         if os.environ.get(name):
             return os.environ[name]
-    if required:
-        raise DataError(
-            "GPQA is gated on the Hugging Face Hub and HF_TOKEN is not set: accept its terms at "
-            f"https://huggingface.co/datasets/{GPQA['repo']}, create a read token, and export it as HF_TOKEN"
-        )
-    return None
+    raise DataError(
+        "GPQA is gated on the Hugging Face Hub and HF_TOKEN is not set: accept its terms at "
+        f"https://huggingface.co/datasets/{GPQA['repo']}, create a read token, and export it as HF_TOKEN"
+    )
 
 
-def _fetch(url: str, token: str | None) -> bytes:
-    request = urllib.request.Request(url, headers={"User-Agent": "porter"})
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
+def _fetch(url: str) -> bytes:
+    """A page of the viewer API: gsm8k is public, so no token is sent (nor can follow a redirect)."""
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers={"User-Agent": "porter"}), timeout=TIMEOUT_S
+        ) as response:
             return response.read()
     except urllib.error.HTTPError as exc:
-        if exc.code in (401, 403):
-            raise DataError(
-                f"GET {url}: HTTP {exc.code}; the token in HF_TOKEN has no access (accept the dataset's terms on "
-                "the hub with that account)"
-            ) from None
         raise DataError(f"GET {url}: HTTP {exc.code} {exc.reason}") from None
     except (urllib.error.URLError, OSError) as exc:
         raise DataError(f"GET {url} failed: {getattr(exc, 'reason', exc)}") from None

@@ -1,48 +1,76 @@
-"""What a checkpoint's config.json and weight index say, read once for `porter init`, each fact with why it was read so.
+"""What a checkpoint's config.json says, read once for `porter init`, each fact with why it was read so.
 
-Covers the architecture and dtype (a multimodal wrapper's text model is read from `text_config`), the
-quantization_config of each format init knows (fp8 with block scales, mxfp4, Quark, compressed-tensors, ModelOpt:
-method, format, weight bits, group or block size, activations, KV-cache scheme, the exclude list under its own key
-with its `re:` and glob entries counted), the MoE shape (hidden size, expert width, routed experts, top-k, shared
-experts, how many layers are MoE), MTP layers, the attention kind (MHA/GQA/MQA, MLA, MLA with DSA sparse attention,
-hybrid linear or sliding-window layers) and context length, the weight bytes (the index's metadata.total_size, else
-an estimate from the shapes: weight_estimate.py) and the KV-cache bytes per token. Each family spells these its own
-way; the spellings are listed here, once, in the order they are tried. Does not plan anything (init_plan.py).
+Covers the architecture and dtype (a multimodal wrapper's text model is read from `text_config`), the quantization
+(quant_formats.py), each layer's kind (its mixer: full, sliding-window or linear attention, or Mamba; its MLP: MoE,
+dense or none) from the key that lists them, the MoE shape (hidden size or latent, expert width, routed experts,
+top-k, shared experts, activation), MTP layers, the attention kind (MHA/GQA/MQA, MLA, MLA with DSA sparse attention),
+context length and the KV-cache bytes per token; the weight bytes are weight_estimate.py's. Each family spells these
+its own way; the spellings are listed here, once, with the upstream file each was read from. A key init does not
+read that could change a fact makes that fact undecided, never defaulted; two spellings that disagree too. Does not
+plan anything (layout_plan.py).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from porter.init import weight_estimate
+from porter.init.quant_formats import Quantization, read_quantization
 
-# Each fact's keys, as the families spell them (first found wins).
+# Each fact's keys, as the families spell them; two present with different values leave the fact undecided.
 EXPERTS = ("n_routed_experts", "num_experts", "num_local_experts")
 TOP_K = ("num_experts_per_tok", "experts_per_token", "moe_topk")
 MTP = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules")
-DTYPES = {"bfloat16": 2, "float16": 2, "float32": 4}
-
-
-@dataclass
-class Quantization:
-    method: str  # quant_method, or "none"
-    summary: str  # what a person reads: format, bits, grouping, activations
-    weight_bits: int | None = None
-    weight_kind: str = ""  # float or int
-    group_size: int | None = None  # elements sharing one scale along the input dimension
-    block: tuple[int, int] | None = None  # 2-D weight blocks sharing one scale (fp8 block)
-    exclude_key: str | None = None  # the list of modules kept unquantized, under its format's key
-    exclude: list[str] = field(default_factory=list)
-    kv_cache: str | None = None  # a KV-cache scheme the checkpoint carries
+HEAD_DIM = ("head_dim", "attention_head_dim")
+ACTIVATION = ("mlp_hidden_act", "hidden_act")
+SHARED_WIDTH = ("moe_shared_expert_intermediate_size", "shared_expert_intermediate_size", "shared_intermediate_size")
+# Per-layer kinds as (mixer, mlp). nemotron_h lists one block a layer in layers_block_type, or in its legacy
+# hybrid_override_pattern one character a block (sglang srt/configs/nemotron_h.py _pattern_to_list; the engine takes
+# the list's length as the layer count); layer_types: transformers' qwen3_next / qwen3_5 / gpt_oss configurations.
+BLOCK_TYPES = {
+    "mamba": ("mamba", "none"),
+    "attention": ("full", "none"),
+    "mlp": ("none", "dense"),
+    "moe": ("none", "moe"),
+}
+HYBRID_PATTERN = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+LAYER_TYPES = {"full_attention": "full", "linear_attention": "linear", "sliding_attention": "sliding"}
+# Families whose MLP is not gated (up -> act -> down, two matrices): sglang srt/models/nemotron_h.py NemotronHMLP.
+NOT_GATED = {"nemotron_h"}
+# Activations the other families gate (SwiGLU: transformers' Llama/Qwen/DeepSeek MLPs; GeGLU: Gemma's).
+GATED_ACTIVATIONS = {"silu", "swish", "gelu", "gelu_pytorch_tanh"}
+# Where a multimodal wrapper keeps its language model's config: transformers' Llava / Qwen-VL / Kimi `text_config`,
+# DeepSeek-VL2's `language_config`, InternVL's `llm_config`.
+WRAPPED = ("text_config", "language_config", "llm_config")
+MAX_SIZE = 1 << 40  # no count or width in a real config comes near; a larger integer is refused, not computed with
+MAX_LAYERS = 10_000  # init lists every layer: a count past this is no checkpoint's
+# A key init does not read is a risk when its name says it shapes layers, attention, experts or their dtype.
+RISKY = re.compile(
+    r"layer|pattern|block|ratio|compress|window|sliding|swa|global|local|expert|topk|top_k|per_tok|latent|head|kv|"
+    r"dtype|quant|bits|mixer|attn|attention|moe|mlp|intermediate|mamba|ssm|linear|mtp|nextn|hidden|rank|dim|^index|indexer|_types"
+)
+# Keys whose names look risky but change none of the facts (dropout, biases, norms, routing scores, training knobs,
+# transformers' PretrainedConfig generation defaults such as top_k).
+HARMLESS = frozenset(
+    "attention_bias attention_dropout hidden_dropout mlp_bias mamba_hidden_act mamba_proj_bias mamba_ssm_cache_dtype "
+    "mamba_ssm_dtype moe_router_dtype moe_shared_expert_overlap output_attentions output_hidden_states "
+    "add_cross_attention cross_attention_hidden_size use_mamba_kernels linear_conv_kernel_dim no_rope_layers "
+    "use_qk_norm qk_norm_type mtp_use_dedicated_embeddings indexer_rope_interleave output_router_logits "
+    "router_aux_loss_coef router_jitter_noise ep_size topk_group topk_method norm_topk_prob n_group "
+    "max_window_layers mtp_transformer_layers mtp_hybrid_override_pattern qk_head_dim rope_interleave "
+    "partial_rotary_factor rotary_dim initializer_range chunk_size_feed_forward attn_output_gate use_sliding_window "
+    "sliding_window vision_config text_config language_config llm_config quantization_config layer_norm_epsilon "
+    "pruned_heads time_step_rank top_k _attn_implementation_autoset for_llm_compressor".split()
+)
 
 
 @dataclass
 class MoeShape:
-    hidden: int
+    hidden: int  # the width the experts see: hidden_size, or the latent a latent MoE projects to
     expert_width: int  # intermediate size of one routed expert
     experts: int
-    top_k: int
+    top_k: int  # 0: undecided
     shared_experts: int  # always-on experts of `shared_width` each
     shared_width: int
     moe_layers: int
@@ -60,7 +88,7 @@ class Attention:
     rope_dim: int | None = None
     index_topk: int | None = None
     full_layers: int = 0  # layers whose KV grows with every token
-    bounded_layers: str = ""  # the other layers, said in words (linear attention state, a sliding window)
+    bounded_layers: str = ""  # the other layers, said in words (linear attention state, a sliding window, Mamba)
     kv_elements_per_token: int = 0  # per token, all full layers, at one element per value
 
 
@@ -75,11 +103,15 @@ class CheckpointFacts:
     attention: Attention
     context_length: int
     layers: int
-    weight_bytes: int
-    weight_from_index: bool
+    layer_kinds: list[tuple[str, str]]  # (mixer, mlp) of each layer
     remote_code: bool
     activation: str = "silu"  # the MLP's activation; "swiglu-clamped" for gpt-oss's SwiGLU with swiglu_limit
+    weight_bytes: int = 0
+    weight_from_index: bool = False
     routed_fraction: float = 0.0  # share of the weight bytes in routed experts (from the shapes)
+    expert_dtype: str = ""  # what one routed expert weight is stored as
+    gated: bool = True  # the MLPs' gate and up projections (SwiGLU); False: up -> activation -> down
+    sharded_heads: dict[str, int] = field(default_factory=dict)  # heads of the other mixers, which TP shards too
     why: dict[str, str] = field(default_factory=dict)  # fact -> the key it came from, or the reasoning
     undecided: list[str] = field(default_factory=list)
 
@@ -92,232 +124,278 @@ class FactsError(ValueError):
     """A config.json init cannot read as a causal LM; one line saying what is missing."""
 
 
-def _first(config: dict, keys: tuple[str, ...]) -> tuple[str | None, Any]:
-    for key in keys:
-        if config.get(key) is not None:
-            return key, config[key]
-    return None, None
+def _one(text: dict, keys: tuple[str, ...], fact: str, undecided: list[str]) -> tuple[str | None, Any]:
+    """The first spelling present; spellings that disagree leave `fact` undecided."""
+    found = {key: text[key] for key in keys if text.get(key) is not None}
+    if len({repr(value) for value in found.values()}) > 1:
+        undecided.append(f"{fact}: {', '.join(f'{k} = {v!r}' for k, v in found.items())} disagree")
+    return next(iter(found.items()), (None, None))
+
+
+def name(value: Any) -> str:
+    """A config's string as a name: never text a terminal acts on, nor `${VAR}` the task loader would interpolate."""
+    return re.sub(r"[^\w.-]", "?", str(value))[:100]
 
 
 def text_config(config: dict, why: dict) -> dict:
-    """The text model's config: `text_config` of a multimodal wrapper (keys it lacks fall back to the top)."""
-    inner = config.get("text_config")
-    if isinstance(inner, dict) and "hidden_size" in inner:
-        why["text model"] = f"text_config of the {config.get('model_type')} wrapper (vision_config is not counted)"
-        return {**{k: v for k, v in config.items() if k != "text_config"}, **inner}
+    """The text model's config: a multimodal wrapper's (keys it lacks fall back to the top)."""
+    for key in WRAPPED:
+        inner = config.get(key)
+        if isinstance(inner, dict) and "hidden_size" in inner:
+            why["text model"] = (
+                f"{key} of the {name(config.get('model_type'))!r} wrapper (its vision tower not counted)"
+            )
+            return {**{k: v for k, v in config.items() if k != key}, **inner}
     return config
 
 
-def read_facts(config: dict, index: dict | None) -> CheckpointFacts:
-    """The checkpoint's facts; a config whose fields have the wrong types is one FactsError."""
+def check_sizes(value: Any, path: str = "config.json") -> None:
+    """Refuse an integer no real config has, before anything counts with it (10**300 layers would never finish)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            check_sizes(item, f"{path}.{str(key)[:60]}")
+    elif isinstance(value, list):
+        for item in value[:100_000]:
+            check_sizes(item, path)
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_SIZE:
+        raise FactsError(f"{path} is an integer of {value.bit_length()} bits: no checkpoint has a size that large")
+
+
+def read_facts(config: dict, quant_file: dict | None = None) -> CheckpointFacts:
+    """The checkpoint's facts but its weight bytes (weight_estimate.sized_facts adds them); a config whose fields
+    have the wrong types is one FactsError."""
+    check_sizes(config)
     try:
-        return _read_facts(config, index)
-    except (TypeError, ValueError, KeyError, ZeroDivisionError, AttributeError) as exc:
+        return _read_facts(config, quant_file)
+    except (TypeError, ValueError, KeyError, ZeroDivisionError, AttributeError, OverflowError) as exc:
         if isinstance(exc, FactsError):
             raise
-        raise FactsError(f"config.json: a field has a value init cannot read ({type(exc).__name__}: {exc})") from None
+        raise FactsError(f"config.json: a field has a value init cannot read ({type(exc).__name__})") from None
 
 
-def _read_facts(config: dict, index: dict | None) -> CheckpointFacts:
+def _checked_text(config: dict, why: dict) -> dict:
+    """The text model's config with the sizes every fact needs, its layer count as the engine takes it."""
+    text = dict(text_config(config, why))
+    blocks = _blocks(text)
+    if blocks is not None and len(blocks) <= MAX_LAYERS:
+        text["num_hidden_layers"] = len(blocks)  # the engine's count (sglang's NemotronHConfig ignores the key)
+    for key in ("hidden_size", "num_hidden_layers", "num_attention_heads"):
+        if not isinstance(text.get(key), int) or text[key] <= 0:
+            raise FactsError(f"config.json has no positive integer {key!r}: not a transformer LM config init can read")
+    if text["num_hidden_layers"] > MAX_LAYERS:
+        raise FactsError(f"config.json: num_hidden_layers = {text['num_hidden_layers']}: no checkpoint has that many")
+    return text
+
+
+def _read_facts(config: dict, quant_file: dict | None) -> CheckpointFacts:
     why: dict[str, str] = {}
     undecided: list[str] = []
-    text = text_config(config, why)
-    for key in ("hidden_size", "num_hidden_layers", "num_attention_heads"):
-        if not isinstance(text.get(key), int):
-            raise FactsError(f"config.json has no integer {key!r}: not a transformer LM config init can read")
+    text = _checked_text(config, why)
     architectures = config.get("architectures") or text.get("architectures") or ["unknown"]
-    dtype = str(text.get("torch_dtype") or text.get("dtype") or config.get("torch_dtype") or "bfloat16")
-    why["dtype"] = "torch_dtype" if text.get("torch_dtype") else "dtype" if text.get("dtype") else "default bfloat16"
-    quant_config = config.get("quantization_config") or text.get("quantization_config")
-    quantization = read_quantization(quant_config, why, undecided)
-    moe = read_moe(text, why)
-    mtp_key, mtp = _first(text, MTP)
+    dtype_key, dtype = _one(text, ("torch_dtype", "dtype"), "dtype", undecided)
+    why["dtype"] = dtype_key or "none of torch_dtype, dtype"
+    if not dtype_key:
+        undecided.append("dtype: none of torch_dtype, dtype (weights priced at 2 bytes, as bfloat16)")
+    quantization = read_quantization(config, text, quant_file, why, undecided)
+    kinds = read_layer_kinds(text, why, undecided)
+    moe = read_moe(text, kinds, why, undecided)
+    mtp_key, mtp = _one(text, MTP, "MTP layers", undecided)
     mtp_layers = int(mtp) if mtp and (mtp_key != "num_mtp_modules" or text.get("use_mtp", True)) else 0
+    if mtp_layers > MAX_LAYERS:
+        raise FactsError(f"config.json: {mtp_key} = {mtp_layers}: no checkpoint has that many MTP layers")
     why["MTP"] = f"{mtp_key} = {mtp}" if mtp_key else f"none of {', '.join(MTP)}"
-    named = [entry for entry in quantization.exclude if f"layers.{text['num_hidden_layers']}." in entry]
-    if mtp_layers and named:
-        # the story's day-0 defect class: engines register the MTP layer under their own prefix and must map these
-        why["MTP"] += (
-            f"; the exclude list names it by its checkpoint index ({len(named)} entries, e.g. {named[0]}): an engine "
-            "that registers the MTP layer under another prefix keeps it unquantized only if it maps those names"
-        )
-    attention = read_attention(text, why)
-    context_key, context = _first(text, ("max_position_embeddings", "seq_length", "max_seq_len"))
+    _mtp_exclude_note(text, quantization, mtp_layers, why)
+    attention = read_attention(text, kinds, why, undecided)
+    context_key, context = _one(text, ("max_position_embeddings", "seq_length", "max_seq_len"), "context", undecided)
     why["context"] = f"{context_key}" if context_key else "unknown"
-    facts = CheckpointFacts(
-        architecture=str(architectures[0]),
-        model_type=str(text.get("model_type") or config.get("model_type") or "unknown"),
-        dtype=dtype,
+    undecided.extend(_unread_keys(text))
+    return CheckpointFacts(
+        architecture=name(architectures[0]),
+        model_type=name(text.get("model_type") or config.get("model_type") or "unknown"),
+        dtype=name(dtype or "bfloat16"),
         quantization=quantization,
         moe=moe,
         mtp_layers=mtp_layers,
         attention=attention,
         context_length=int(context or 0),
-        layers=int(text["num_hidden_layers"]),
-        weight_bytes=0,
-        weight_from_index=False,
+        layers=len(kinds),
+        layer_kinds=kinds,
         remote_code=bool(config.get("auto_map") or text.get("auto_map")),
-        activation="swiglu-clamped" if text.get("swiglu_limit") else str(text.get("hidden_act") or "silu"),
+        activation=_activation(text, why, undecided),
+        gated=str(text.get("model_type")) not in NOT_GATED,
+        sharded_heads=_mixer_heads(text, kinds),
         why=why,
         undecided=undecided,
     )
-    estimate = weight_estimate.estimate(text, facts)
-    facts.routed_fraction = estimate.routed_fraction
-    total = ((index or {}).get("metadata") or {}).get("total_size")
-    if isinstance(total, int) and total > 0:
-        facts.weight_bytes, facts.weight_from_index = total, True
-        why["weights"] = "model.safetensors.index.json metadata.total_size"
-    else:
-        facts.weight_bytes = estimate.bytes
-        why["weights"] = f"ESTIMATE from the shapes (no weight index with metadata.total_size): {estimate.how}"
-        undecided.extend(estimate.left_out)
-    return facts
 
 
-def read_quantization(quant: Any, why: dict, undecided: list[str]) -> Quantization:
-    if not isinstance(quant, dict):
-        why["quantization"] = "no quantization_config: weights in the checkpoint's dtype"
-        return Quantization("none", "unquantized")
-    method = str(quant.get("quant_method") or "unknown")
-    reader = QUANT_READERS.get(method)
-    if reader is None:
-        undecided.append(f"quantization method {method!r} is not one init reads; its weight bytes assume the dtype")
-        result = Quantization(method, f"{method} (not read)")
-    else:
-        result = reader(quant)
-    for key in ("modules_to_not_convert", "ignore", "exclude"):
-        if isinstance(quant.get(key), list):
-            result.exclude_key, result.exclude = key, [str(entry) for entry in quant[key]]
-            break
-    why["quantization"] = f"quantization_config.quant_method = {method}"
-    return result
+def _mtp_exclude_note(text: dict, quantization: Quantization, mtp_layers: int, why: dict) -> None:
+    named = [entry for entry in quantization.exclude if f"layers.{text['num_hidden_layers']}." in entry]
+    if mtp_layers and named:
+        # the story's day-0 defect class: engines register the MTP layer under their own prefix and must map these
+        why["MTP"] += (
+            f"; the exclude list names it by its checkpoint index ({len(named)} entries, e.g. {named[0]!r}): an "
+            "engine that registers the MTP layer under another prefix keeps it unquantized only if it maps those names"
+        )
 
 
-def _fp8(quant: dict) -> Quantization:
-    block = quant.get("weight_block_size")
-    grain = f"{block[0]}x{block[1]} weight blocks" if block else "per-tensor scales"
-    fmt = quant.get("fmt") or "e4m3"
-    scale = f", {quant['scale_fmt']} scales" if quant.get("scale_fmt") else ""
-    summary = f"fp8 {fmt}, {grain}{scale}, {quant.get('activation_scheme', 'dynamic')} activations"
-    return Quantization("fp8", summary, 8, "float", block=tuple(block) if block else None)
+def _blocks(text: dict) -> list | None:
+    """nemotron_h's block list, from layers_block_type or its legacy pattern string (None: neither)."""
+    if isinstance(text.get("layers_block_type"), list):
+        return text["layers_block_type"]
+    pattern = text.get("hybrid_override_pattern")
+    return [HYBRID_PATTERN.get(char, char) for char in pattern] if isinstance(pattern, str) else None
 
 
-def _mxfp4(quant: dict) -> Quantization:
-    # OCP MX: 32 elements share one e8m0 scale (the format fixes the group; gpt-oss's config does not repeat it)
-    return Quantization("mxfp4", "MXFP4 (fp4 e2m1, 32-element groups, e8m0 scales)", 4, "float", group_size=32)
+def read_layer_kinds(text: dict, why: dict, undecided: list[str]) -> list[tuple[str, str]]:
+    """(mixer, mlp) of every layer, from the key that lists them; a list init cannot read makes the layers undecided."""
+    count, blocks = int(text["num_hidden_layers"]), _blocks(text)
+    if blocks is not None:
+        unknown = sorted({str(block)[:40] for block in blocks} - set(BLOCK_TYPES))
+        if unknown:
+            undecided.append(
+                f"layers by kind, KV and weights: the block list names kinds init does not know: {unknown}"
+            )
+        why["layers"] = "layers_block_type" if "layers_block_type" in text else "hybrid_override_pattern"
+        why["layers"] += " (Mamba-2, attention, MLP or MoE: one block a layer, the engine counts the layers from it)"
+        return [BLOCK_TYPES.get(block, ("none", "none")) for block in blocks]
+    mixers = _mixers(text, count, why, undecided)
+    mlps = _mlps(text, count, why, undecided)
+    return list(zip(mixers, mlps, strict=True))
 
 
-def _quark(quant: dict) -> Quantization:
-    weight = (quant.get("global_quant_config") or {}).get("weight") or {}
-    inputs = (quant.get("global_quant_config") or {}).get("input_tensors") or {}
-    dtype, group = str(weight.get("dtype") or "unknown"), weight.get("group_size")
-    bits = 4 if "4" in dtype else 8 if "8" in dtype else None
-    activations = f"{inputs.get('dtype')} activations" if inputs else "weight-only"
-    scales = f"{weight.get('scale_format', '')} scales"
-    summary = f"Quark {dtype} {weight.get('qscheme', '')} group {group} ({scales}), {activations}"
-    return Quantization("quark", summary, bits, "float", group_size=group)
+def _mixers(text: dict, count: int, why: dict, undecided: list[str]) -> list[str]:
+    kinds = text.get("layer_types")
+    if isinstance(kinds, list) and kinds:
+        unknown = sorted({str(kind) for kind in kinds} - set(LAYER_TYPES))
+        if unknown or len(kinds) != count:
+            undecided.append(f"layers by kind, KV and weights: layer_types lists {unknown or len(kinds)!r}")
+        why["attention layers"] = "layer_types"
+        return [LAYER_TYPES.get(str(kinds[i]), "full") if i < len(kinds) else "full" for i in range(count)]
+    if text.get("full_attention_interval"):
+        interval = int(text["full_attention_interval"])
+        why["attention layers"] = f"full_attention_interval = {interval}: the others linear attention"
+        return ["full" if (i + 1) % interval == 0 else "linear" for i in range(count)]
+    if isinstance(text.get("attn_type_list"), list):  # MiniMax: 1 softmax attention, 0 lightning (linear)
+        why["attention layers"] = "attn_type_list (1 softmax attention, 0 linear)"
+        return ["full" if kind == 1 else "linear" for kind in text["attn_type_list"][:count]] + ["full"] * max(
+            0, count - len(text["attn_type_list"])
+        )
+    if text.get("sliding_window") and text.get("use_sliding_window") is not False:
+        undecided.append(
+            f"KV bytes per token: sliding_window = {text['sliding_window']!r} with no layer_types; which layers "
+            "slide is not read (all counted as full attention)"
+        )
+    if text.get("attention_chunk_size"):
+        why["attention layers"] = f"chunked attention ({text['attention_chunk_size']}) counted as full (upper bound)"
+    return ["full"] * count
 
 
-def _compressed_tensors(quant: dict) -> Quantization:
-    group = next(iter((quant.get("config_groups") or {}).values()), {}) or {}
-    weights, inputs = group.get("weights") or {}, group.get("input_activations")
-    bits, kind, size = weights.get("num_bits"), weights.get("type", ""), weights.get("group_size")
-    grain = f"group {size}" if size else str(weights.get("strategy") or "")
-    activations = (
-        f"{inputs.get('num_bits')}-bit {inputs.get('type')} {inputs.get('strategy') or ''} activations".strip()
-        if inputs
-        else "weight-only"
-    )
-    summary = f"compressed-tensors {quant.get('format')}: {bits}-bit {kind} weights, {grain}, {activations}"
-    return Quantization("compressed-tensors", summary, bits, kind, group_size=size)
+def _mlps(text: dict, count: int, why: dict, undecided: list[str]) -> list[str]:
+    if not any(text.get(key) for key in EXPERTS) or max(int(text.get(key) or 0) for key in EXPERTS) <= 1:
+        return ["dense"] * count
+    if isinstance(text.get("mlp_layer_types"), list):
+        kinds = text["mlp_layer_types"]
+        if set(kinds) - {"sparse", "dense"} or len(kinds) != count:
+            undecided.append("MoE layers: mlp_layer_types lists kinds or a length init does not read")
+        why["MoE layers"] = "mlp_layer_types"
+        return ["moe" if i < len(kinds) and kinds[i] == "sparse" else "dense" for i in range(count)]
+    if text.get("first_k_dense_replace") is not None:
+        dense, freq = int(text["first_k_dense_replace"]), int(text.get("moe_layer_freq") or 1)
+        why["MoE layers"] = f"first_k_dense_replace = {dense} dense layers first, then every {freq} (moe_layer_freq)"
+        return ["moe" if i >= dense and i % freq == 0 else "dense" for i in range(count)]
+    if text.get("interleave_moe_layer_step"):
+        step = int(text["interleave_moe_layer_step"])
+        why["MoE layers"] = f"interleave_moe_layer_step = {step}"
+        return ["moe" if (i + 1) % step == 0 else "dense" for i in range(count)]
+    only, step = set(text.get("mlp_only_layers") or []), int(text.get("decoder_sparse_step") or 1)
+    why["MoE layers"] = "every layer" if not only and step == 1 else "decoder_sparse_step, mlp_only_layers"
+    return ["moe" if i not in only and (i + 1) % step == 0 else "dense" for i in range(count)]
 
 
-def _modelopt(quant: dict) -> Quantization:
-    group = next(iter((quant.get("config_groups") or {}).values()), {}) or {}
-    weights = group.get("weights") or {}
-    kv = quant.get("kv_cache_scheme")
-    summary = f"ModelOpt {quant.get('quant_algo')}: {weights.get('num_bits')}-bit {weights.get('type')} weights and "
-    summary += f"activations, group {weights.get('group_size')}"
-    kv_text = f"{kv.get('num_bits')}-bit {kv.get('type')}" if isinstance(kv, dict) else None
-    size = weights.get("group_size")
-    return Quantization("modelopt", summary, weights.get("num_bits"), weights.get("type", ""), size, kv_cache=kv_text)
-
-
-QUANT_READERS = {
-    "fp8": _fp8,
-    "mxfp4": _mxfp4,
-    "quark": _quark,
-    "compressed-tensors": _compressed_tensors,
-    "modelopt": _modelopt,
-}
-
-
-def read_moe(text: dict, why: dict) -> MoeShape | None:
-    experts_key, experts = _first(text, EXPERTS)
-    if not experts or experts <= 1:
+def read_moe(text: dict, kinds: list[tuple[str, str]], why: dict, undecided: list[str]) -> MoeShape | None:
+    moe_layers = sum(mlp == "moe" for _, mlp in kinds)
+    experts_key, experts = _one(text, EXPERTS, "routed experts", undecided)
+    if not moe_layers or not experts or experts <= 1:
         why["MoE"] = f"dense: none of {', '.join(EXPERTS)}"
         return None
-    top_key, top_k = _first(text, TOP_K)
+    top_key, top_k = _one(text, TOP_K, "top-k", undecided)
+    if not top_key:
+        undecided.append(f"top-k: none of {', '.join(TOP_K)} (no MoE tuning rows)")
     # moe_intermediate_size where a family has it; families that name experts num_local_experts (Mixtral's
     # spelling: MiniMax, gpt-oss, Llama 4) size each expert with intermediate_size
     width_key = "moe_intermediate_size" if text.get("moe_intermediate_size") else "intermediate_size"
-    width = int(text[width_key])
+    width, hidden = int(text[width_key]), int(text["hidden_size"])
+    latent = int(text.get("moe_latent_size") or 0)
     dense_width = int(text.get("intermediate_size_mlp") or text.get("intermediate_size") or width)
-    shared, shared_width, shared_why = _shared_experts(text, width)
-    layers = int(text["num_hidden_layers"])
-    moe_layers, layers_why = _moe_layers(text, layers)
+    shared, shared_width, shared_why = _shared_experts(text, width, undecided)
     why["MoE"] = (
-        f"{experts_key} = {experts}, {top_key} = {top_k}, expert width {width_key} = {width}, hidden_size; "
-        f"{shared_why}; {layers_why}"
+        f"{experts_key} = {experts}, {top_key} = {top_k}, expert width {width_key} = {width}, "
+        + (f"experts on moe_latent_size = {latent} (projected from hidden_size)" if latent else "hidden_size")
+        + f"; {shared_why}; {why.get('MoE layers') or why.get('layers')}"
     )
     return MoeShape(
-        int(text["hidden_size"]),
+        latent or hidden,
         width,
         int(experts),
-        int(top_k or 1),
+        int(top_k or 0),
         shared,
         shared_width,
         moe_layers,
-        layers - moe_layers,
+        sum(mlp == "dense" for _, mlp in kinds),
         dense_width,
     )
 
 
-def _shared_experts(text: dict, width: int) -> tuple[int, int, str]:
+def _shared_experts(text: dict, width: int, undecided: list[str]) -> tuple[int, int, str]:
+    size_key, size = _one(text, SHARED_WIDTH, "shared expert width", undecided)
     if text.get("n_shared_experts"):
         count = int(text["n_shared_experts"])
+        if size_key:
+            return count, int(size), f"n_shared_experts = {count} of {size_key} = {size}"
         return count, width, f"n_shared_experts = {count} of the expert width"
-    for key in ("shared_expert_intermediate_size", "shared_intermediate_size"):
-        if key in text:
-            size = int(text[key] or 0)
-            return (1, size, f"{key} = {size}: one shared expert") if size else (0, 0, f"{key} = 0: none")
+    if size_key:
+        return (1, int(size), f"{size_key} = {size}: one shared expert") if size else (0, 0, f"{size_key} = 0: none")
     if str(text.get("model_type", "")).startswith("llama4"):
+        # transformers models/llama4/modeling_llama4.py Llama4TextMoe: a shared_expert of intermediate_size always
         return 1, width, "Llama 4 runs one shared expert of the expert width in every MoE layer (no config key)"
     return 0, 0, "no shared-expert key"
 
 
-def _moe_layers(text: dict, layers: int) -> tuple[int, str]:
-    if isinstance(text.get("mlp_layer_types"), list):
-        sparse = sum(1 for kind in text["mlp_layer_types"] if kind == "sparse")
-        return sparse, f"mlp_layer_types: {sparse} sparse"
-    if text.get("first_k_dense_replace") is not None:
-        dense = int(text["first_k_dense_replace"])
-        return layers - dense, f"first_k_dense_replace = {dense} dense layers first"
-    if text.get("interleave_moe_layer_step"):
-        step = int(text["interleave_moe_layer_step"])
-        return layers // step, f"interleave_moe_layer_step = {step}"
-    only = set(text.get("mlp_only_layers") or [])
-    step = int(text.get("decoder_sparse_step") or 1)
-    moe = sum(1 for index in range(layers) if index not in only and (index + 1) % step == 0)
-    return moe, "every layer" if moe == layers else f"{moe} MoE layers (decoder_sparse_step, mlp_only_layers)"
+def _activation(text: dict, why: dict, undecided: list[str]) -> str:
+    if text.get("swiglu_limit"):
+        why["activation"] = f"swiglu_limit = {text['swiglu_limit']}: gpt-oss's clamped SwiGLU"
+        return "swiglu-clamped"
+    key, value = next(((key, text[key]) for key in ACTIVATION if text.get(key)), (None, None))
+    if key is None:
+        undecided.append(f"activation: none of {', '.join(ACTIVATION)}")
+        return "unknown"
+    gated = str(text.get("model_type")) not in NOT_GATED
+    if gated and value not in GATED_ACTIVATIONS:
+        undecided.append(f"whether the MLP is gated: {key} = {name(value)!r} is none of {sorted(GATED_ACTIVATIONS)}")
+    why["activation"] = f"{key} = {name(value)!r}, {'gated' if gated else 'not gated (up -> act -> down)'}"
+    return name(value) if gated else f"{name(value)} (not gated)"
 
 
-def read_attention(text: dict, why: dict) -> Attention:
+def _mixer_heads(text: dict, kinds: list[tuple[str, str]]) -> dict[str, int]:
+    mixers = {mixer for mixer, _ in kinds}
+    keys = ["linear_num_key_heads", "linear_num_value_heads"] if "linear" in mixers else []
+    keys += ["mamba_num_heads"] if "mamba" in mixers else []
+    return {key: int(text[key]) for key in keys if isinstance(text.get(key), int)}
+
+
+def read_attention(text: dict, kinds: list[tuple[str, str]], why: dict, undecided: list[str]) -> Attention:
     heads = int(text["num_attention_heads"])
     kv_heads = int(text.get("num_key_value_heads") or heads)
-    head_dim = int(text.get("head_dim") or text["hidden_size"] // heads)
-    layers = int(text["num_hidden_layers"])
-    full, bounded = _full_attention_layers(text, layers)
+    dim_key, head_dim = _one(text, HEAD_DIM, "head dim", undecided)
+    head_dim = int(head_dim or text["hidden_size"] // heads)
+    full = sum(mixer == "full" for mixer, _ in kinds)
+    others = sorted({mixer for mixer, _ in kinds} - {"full", "none"})
+    bounded = ""
+    if others:
+        window = f" (window {text.get('sliding_window')})" if "sliding" in others else ""
+        count = sum(mixer in others for mixer, _ in kinds)
+        bounded = f"{count} {'/'.join(others)} layers{window}: a bounded state per sequence"
     if text.get("kv_lora_rank"):
         rank, rope = int(text["kv_lora_rank"]), int(text.get("qk_rope_head_dim") or 0)
         topk = text.get("index_topk")
@@ -331,36 +409,40 @@ def read_attention(text: dict, why: dict) -> Attention:
             )
         return Attention(kind, heads, kv_heads, head_dim, rank, rope, topk, full, bounded, per_layer * full)
     kind = "MHA" if kv_heads == heads else "MQA" if kv_heads == 1 else "GQA"
-    why["attention"] = f"num_attention_heads = {heads}, num_key_value_heads = {kv_heads}, head_dim {head_dim}"
-    return Attention(
-        kind,
-        heads,
-        kv_heads,
-        head_dim,
-        full_layers=full,
-        bounded_layers=bounded,
-        kv_elements_per_token=2 * kv_heads * head_dim * full,
+    why["attention"] = (
+        f"num_attention_heads = {heads}, num_key_value_heads = {kv_heads}, "
+        f"{f'{dim_key} = {head_dim}' if dim_key else f'head dim hidden_size / heads = {head_dim}'}"
     )
+    return Attention(
+        kind, heads, kv_heads, head_dim, full_layers=full, bounded_layers=bounded,
+        kv_elements_per_token=2 * kv_heads * head_dim * full,
+    )  # fmt: skip
 
 
-def _full_attention_layers(text: dict, layers: int) -> tuple[int, str]:
-    """Layers whose KV cache grows with the context, and what the others keep instead."""
-    kinds = text.get("layer_types")
-    if isinstance(kinds, list) and kinds:
-        full = sum(1 for kind in kinds if kind == "full_attention")
-        others = sorted({kind for kind in kinds if kind != "full_attention"})
-        window = f" (window {text.get('sliding_window')})" if "sliding_attention" in others else ""
-        return (
-            full,
-            f"{len(kinds) - full} {'/'.join(others)} layers{window}: a bounded state per sequence" if others else "",
-        )
-    if text.get("full_attention_interval"):
-        interval = int(text["full_attention_interval"])
-        full = layers // interval
-        return full, f"{layers - full} linear-attention layers: a fixed state per sequence"
-    if isinstance(text.get("attn_type_list"), list):  # MiniMax: 1 softmax attention, 0 lightning (linear)
-        full = sum(1 for kind in text["attn_type_list"] if kind == 1)
-        return full, f"{layers - full} linear-attention layers" if full < layers else ""
-    if text.get("attention_chunk_size"):
-        return layers, f"chunked attention ({text['attention_chunk_size']}) counted as full attention (an upper bound)"
-    return layers, ""
+def _unread_keys(text: dict) -> list[str]:
+    """Keys this module neither reads nor knows to be harmless, whose names say they could change a fact."""
+    found = []
+    for key in sorted(text):
+        unset = text[key] in (None, False, [], {})
+        if not unset and RISKY.search(str(key).lower()) and key not in HARMLESS and key not in READ:
+            shown = repr(text[key])
+            found.append(
+                f"{str(key)[:60]!r} = {shown[:60]}{'...' if len(shown) > 60 else ''}: a key init does not read; it "
+                "could change the layers by kind, the MoE shape, the KV bytes or the weight bytes"
+            )
+    return found
+
+
+READ = frozenset(
+    (*EXPERTS, *TOP_K, *MTP, *HEAD_DIM, *ACTIVATION, *SHARED_WIDTH)
+    + tuple(
+        "model_type hidden_size num_hidden_layers num_attention_heads num_key_value_heads torch_dtype dtype "
+        "hybrid_override_pattern layers_block_type mtp_layers_block_type "
+        "layer_types full_attention_interval attn_type_list attention_chunk_size mlp_layer_types first_k_dense_replace "
+        "moe_layer_freq interleave_moe_layer_step mlp_only_layers decoder_sparse_step moe_intermediate_size "
+        "intermediate_size intermediate_size_mlp moe_latent_size n_shared_experts kv_lora_rank qk_rope_head_dim "
+        "qk_nope_head_dim v_head_dim q_lora_rank index_topk index_head_dim index_n_heads linear_num_key_heads "
+        "linear_key_head_dim linear_num_value_heads linear_value_head_dim mamba_num_heads mamba_head_dim n_groups "
+        "ssm_state_size swiglu_limit use_mtp".split()
+    )
+)

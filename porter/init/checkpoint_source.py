@@ -1,31 +1,38 @@
-"""Where `porter init` reads a checkpoint's config.json and weight index: a local folder, or the hub's file API.
+"""Where `porter init` reads a checkpoint's config.json and weight index: a local folder, or the hub.
 
-Covers the two files init reads (config.json, and model.safetensors.index.json when there is one) from a local
-checkpoint directory or from a hub repository id (`org/name`, optionally `@revision`), fetched from the hub's file
-API as huggingface_hub's hf_hub_download asks for them: GET {HF_ENDPOINT}/{repo}/resolve/{revision}/{file}, redirects
-followed, HF_TOKEN as a bearer token, a 404 with `X-Error-Code: EntryNotFound` meaning the file is not in the repo.
-huggingface_hub is not in porter's lock, so this is the plain HTTP API with the standard library. HF_HUB_OFFLINE=1,
-an unreachable hub and a refused repo are one clear line each (the offline ones name HF_ENDPOINT for a mirror).
-Both files are bounded in size. Does not read what the files say (checkpoint_facts.py).
+Covers the files init reads (config.json, and model.safetensors.index.json and ModelOpt's hf_quant_config.json
+when there are) from a local checkpoint directory or from a hub repository id (`org/name`, optionally `@revision`)
+through huggingface_hub's hf_hub_download (HF_ENDPOINT, HF_TOKEN and HF_HUB_OFFLINE as the library reads them; the
+token goes to the hub's origin only, never after a redirect off it), into a temporary cache removed after reading.
+Its errors become one line each: a file the repo lacks is none, a gated or missing repo and an unreachable hub say
+what to do (the offline ones name HF_ENDPOINT for a mirror). Every file is bounded in size, a hub file before it is
+downloaded. Does not read what the files say (checkpoint_facts.py).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import re
-import urllib.error
-import urllib.parse
-import urllib.request
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-CONFIG, INDEX = "config.json", "model.safetensors.index.json"
-# A config.json is kilobytes; an index lists every tensor once (a 1T-parameter MoE's is a few MB).
-MAX_FILE_BYTES = {CONFIG: 4 << 20, INDEX: 64 << 20}
-HUB = "https://huggingface.co"
-TIMEOUT_S = 30
-REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+from huggingface_hub import constants, hf_hub_download
+from huggingface_hub.errors import (
+    GatedRepoError,
+    HfHubHTTPError,
+    HFValidationError,
+    LocalEntryNotFoundError,
+    RemoteEntryNotFoundError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
+from huggingface_hub.utils import logging as hub_logging
+from huggingface_hub.utils import validate_repo_id
+
+CONFIG, INDEX, QUANT = "config.json", "model.safetensors.index.json", "hf_quant_config.json"
+# A config.json is kilobytes; an index lists every tensor once (a 1T-parameter MoE's is a few MB); ModelOpt's
+# hf_quant_config.json lists a mixed-precision checkpoint's modules once.
+MAX_FILE_BYTES = {CONFIG: 4 << 20, INDEX: 64 << 20, QUANT: 16 << 20}
 
 
 class CheckpointError(Exception):
@@ -39,6 +46,7 @@ class CheckpointFiles:
     source: str  # the folder, or the hub URL of the repository
     config: dict
     index: dict | None  # None: the checkpoint has no weight index (a single-file checkpoint, or none published)
+    quant: dict | None  # ModelOpt's hf_quant_config.json, when the checkpoint has one
     model_id: str  # the hub id, or the folder's name for a local checkpoint
     local: bool
 
@@ -49,10 +57,14 @@ def read_checkpoint(reference: str) -> CheckpointFiles:
     if path.is_dir():
         return _read_local(path)
     repo, _, revision = reference.partition("@")
-    if not REPO_ID.match(repo):
+    if not path.exists() and path.parent != Path(".") and path.parent.is_dir():
+        raise CheckpointError(f"{reference}: no such checkpoint directory ({path.parent} exists, {path.name} does not)")
+    try:
+        validate_repo_id(repo)  # the hub's own rule: no `..` or `--`, no empty part, at most org/name
+    except HFValidationError:
         raise CheckpointError(
             f"{reference}: neither a checkpoint directory nor a hub repository id (org/name, optionally @revision)"
-        )
+        ) from None
     return _read_hub(repo, revision or "main")
 
 
@@ -60,17 +72,22 @@ def _read_local(folder: Path) -> CheckpointFiles:
     config_path = folder / CONFIG
     if not config_path.is_file():
         raise CheckpointError(f"{folder}: no {CONFIG} in this directory; point init at the checkpoint's folder")
-    config = _parse(_read_bounded(config_path), str(config_path))
-    index_path = folder / INDEX
-    index = _parse(_read_bounded(index_path), str(index_path)) if index_path.is_file() else None
-    return CheckpointFiles(str(folder.resolve()), config, index, folder.resolve().name, local=True)
+    config = _parse(_read_bounded(config_path, folder), str(config_path))
+    index, quant = (_parse(_read_bounded(folder / name, folder), str(folder / name)) if (folder / name).is_file()
+                    else None for name in (INDEX, QUANT))  # fmt: skip
+    return CheckpointFiles(str(folder.resolve()), config, index, quant, folder.resolve().name, local=True)
 
 
-def _read_bounded(path: Path) -> bytes:
+def _read_bounded(path: Path, folder: Path) -> bytes:
+    """At most the file's cap, read from inside `folder` (a symlink out of it, to /etc or /dev/zero, is refused)."""
     limit = MAX_FILE_BYTES[path.name]
-    if path.stat().st_size > limit:
+    if not path.resolve().is_relative_to(folder.resolve()):
+        raise CheckpointError(f"{path}: a link out of the checkpoint's folder; init reads only the folder's own files")
+    with path.open("rb") as file:
+        data = file.read(limit + 1)
+    if len(data) > limit:
         raise CheckpointError(f"{path}: larger than {limit >> 20} MiB, which no {path.name} is")
-    return path.read_bytes()
+    return data
 
 
 def _parse(raw: bytes, where: str) -> dict:
@@ -83,57 +100,46 @@ def _parse(raw: bytes, where: str) -> dict:
     return value
 
 
-def hub_endpoint() -> str:
-    return (os.environ.get("HF_ENDPOINT") or HUB).rstrip("/")
-
-
 def _read_hub(repo: str, revision: str) -> CheckpointFiles:
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+    where = f"{constants.ENDPOINT}/{repo}"
+    if constants.HF_HUB_OFFLINE:
         raise CheckpointError(
             f"HF_HUB_OFFLINE is set, so {repo} cannot be fetched: pass a local checkpoint directory, or unset it "
             "(HF_ENDPOINT points porter at a mirror of the hub)"
         )
-    config_raw = _fetch(repo, revision, CONFIG)
-    if config_raw is None:
-        raise CheckpointError(f"{hub_endpoint()}/{repo}: the repository has no {CONFIG} at revision {revision}")
-    index_raw = _fetch(repo, revision, INDEX)
-    config = _parse(config_raw, f"{repo}/{CONFIG}")
-    index = _parse(index_raw, f"{repo}/{INDEX}") if index_raw is not None else None
-    return CheckpointFiles(f"{hub_endpoint()}/{repo}", config, index, repo, local=False)
+    hub_logging.set_verbosity_error()  # its retries' warnings would break the one line an unreachable hub gets
+    with tempfile.TemporaryDirectory(prefix="porter-init-") as cache:
+        files = [_fetch(repo, revision, name, cache) for name in (CONFIG, INDEX, QUANT)]
+    if files[0] is None:
+        raise CheckpointError(f"{where}: the repository has no {CONFIG} at revision {revision}")
+    config, index, quant = (_parse(raw, f"{repo}/{name}") if raw is not None else None
+                            for raw, name in zip(files, (CONFIG, INDEX, QUANT), strict=True))  # fmt: skip
+    return CheckpointFiles(where, config, index, quant, repo, local=False)
 
 
-def _fetch(repo: str, revision: str, name: str) -> bytes | None:
+def _fetch(repo: str, revision: str, name: str, cache: str) -> bytes | None:
     """The file's bytes, None when the hub says the repository has no such file; else a CheckpointError."""
-    url = f"{hub_endpoint()}/{repo}/resolve/{urllib.parse.quote(revision, safe='')}/{name}"
-    request = urllib.request.Request(url, headers={"User-Agent": "porter-init"})
-    token = os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
     limit = MAX_FILE_BYTES[name]
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
-            body = response.read(limit + 1)
-    except urllib.error.HTTPError as exc:
-        code = exc.headers.get("X-Error-Code", "") if exc.headers else ""
-        if exc.code == 404 and code in ("EntryNotFound", ""):
-            return None
-        raise CheckpointError(_refusal(repo, url, exc.code, code)) from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
+        info = hf_hub_download(repo, name, revision=revision, cache_dir=cache, dry_run=True)
+        if info.file_size is not None and info.file_size > limit:
+            raise CheckpointError(f"{repo}/{name}: {info.file_size} bytes, larger than {limit >> 20} MiB, which no "
+                                  f"{name} is")  # fmt: skip
+        return _read_bounded(Path(hf_hub_download(repo, name, revision=revision, cache_dir=cache)), Path(cache))
+    except RemoteEntryNotFoundError:
+        return None
+    except GatedRepoError:
         raise CheckpointError(
-            f"cannot reach {hub_endpoint()} for {repo} ({reason}): offline? set HF_ENDPOINT to a mirror of the hub, "
-            "or pass a local checkpoint directory"
+            f"{repo} is gated: accept its terms on the hub with your account and export HF_TOKEN"
         ) from None
-    if len(body) > limit:
-        raise CheckpointError(f"GET {url}: larger than {limit >> 20} MiB, which no {name} is")
-    return body
-
-
-def _refusal(repo: str, url: str, status: int, code: str) -> str:
-    if code == "GatedRepo" or status == 403:
-        return (
-            f"{repo} is gated: accept its terms on the hub with your account and export HF_TOKEN (GET {url}: {status})"
-        )
-    if code == "RepoNotFound" or status in (401, 404):
-        return f"{repo}: no such repository, or a private one HF_TOKEN cannot read (GET {url}: {status})"
-    return f"GET {url}: HTTP {status}{f' ({code})' if code else ''}"
+    except RepositoryNotFoundError:
+        raise CheckpointError(f"{repo}: no such repository, or a private one HF_TOKEN cannot read") from None
+    except RevisionNotFoundError:
+        raise CheckpointError(f"{repo}: no revision {revision!r}") from None
+    except HfHubHTTPError as exc:
+        raise CheckpointError(f"{repo}/{name}: {str(exc).splitlines()[0][:200]!r}") from None  # the hub's words as data
+    except (LocalEntryNotFoundError, OSError) as exc:
+        raise CheckpointError(
+            f"cannot reach {constants.ENDPOINT} for {repo} ({type(exc).__name__}): offline? set HF_ENDPOINT to a "
+            "mirror of the hub, or pass a local checkpoint directory"
+        ) from None

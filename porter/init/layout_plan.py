@@ -49,6 +49,8 @@ PRESET = {
 # the story's knee (~2.4 req/s of 21k tokens, ~20 s each) keeps ~50 requests in flight on a node.
 HEADROOM_REQUESTS = 16
 MAX_BATCHED_TOKENS = 16384  # one step's tokens (a prefill chunk): the largest M the MoE kernel sees
+# The experts' activation as aiter's fused MoE names it (aiter's ActivationType; gated SiLU, gpt-oss's SwiGLU).
+ACTIVATIONS = {"silu": "ActivationType.Silu", "swiglu-clamped": "ActivationType.Swiglu"}
 DRAFT_DEPTHS = (1, 3)  # one MTP layer drafts deeper by recurrence; acceptance falls fast past 3 (the story's 3/1/4)
 
 
@@ -90,11 +92,36 @@ class Plan:
     undecided: list[str] = field(default_factory=list)
 
 
+def head_counts(facts: CheckpointFacts) -> dict[str, int]:
+    """What each TP rank must hold a whole share of. Both engines shard attention heads evenly and KV heads evenly or
+    replicate them when fewer than the ranks (sglang srt/models/llama.py and vLLM model_executor/models/llama.py
+    LlamaAttention asserts; MLA shares no KV heads), linear-attention and Mamba heads too (qwen3_next's
+    gated delta net, mamba_mixer2.py's `num_heads % tp_size`)."""
+    attention, heads = facts.attention, {"attention heads": facts.attention.heads}
+    if not attention.kv_lora_rank:
+        heads["KV heads"] = attention.kv_heads
+    heads.update({name: count for name, count in facts.sharded_heads.items() if count})
+    return heads
+
+
+def tp_refusal(facts: CheckpointFacts, tp: int) -> str | None:
+    """Why both engines refuse this TP size for the checkpoint, or None."""
+    for name, count in head_counts(facts).items():
+        shares = count % tp == 0 if name != "KV heads" or count >= tp else tp % count == 0
+        if not shares:
+            return f"TP{tp} ({count} {name} do not shard evenly over {tp} ranks: both engines refuse to start)"
+    return None
+
+
 def layouts(facts: CheckpointFacts, engine: Engine, gpu: Gpu, count: int) -> list[Layout]:
     found = []
     for tp in sorted((d for d in range(1, count + 1) if count % d == 0), reverse=True):
+        if tp_refusal(facts, tp):
+            continue
         for expert_parallel in (False, True) if facts.moe else (False,):
-            found.append(_layout(facts, engine, gpu, tp, count // tp, expert_parallel))
+            layout = _layout(facts, engine, gpu, tp, count // tp, expert_parallel)
+            if not expert_parallel or facts.moe.experts % layout.moe_ranks == 0:  # whole experts on every rank
+                found.append(layout)
     return found
 
 
@@ -134,9 +161,7 @@ def _granule(facts: CheckpointFacts) -> int:
 
 def _padded_width(facts: CheckpointFacts) -> int:
     width = facts.moe.expert_width
-    if facts.quantization.method == "mxfp4" and width % AITER_MXFP4_PAD:
-        return width + AITER_MXFP4_PAD - width % AITER_MXFP4_PAD
-    return width
+    return _padded(width) if facts.quantization.method == "mxfp4" else width
 
 
 def need_tokens(preset: dict) -> int:
@@ -163,10 +188,14 @@ def choose_baseline(found: list[Layout], need: int) -> tuple[Layout, str, str]:
 
 def plan(facts: CheckpointFacts, engine: Engine, gpu: Gpu, count: int, preset: dict = PRESET) -> Plan:
     found = layouts(facts, engine, gpu, count)
+    if not found:
+        raise ValueError(f"no TP size of {count} GPUs shards the checkpoint evenly: {tp_refusal(facts, 1)}")
     need = need_tokens(preset)
     baseline, kv, why = choose_baseline(found, need)
     result = Plan(found, baseline, kv, need)
     result.inferred.append(f"baseline {baseline.label()}: {why}")
+    refused = [tp_refusal(facts, tp) for tp in range(1, count + 1) if count % tp == 0]
+    result.inferred += [f"not {reason}" for reason in refused if reason]
     _topology(result, facts, engine)
     _memory_and_cache(result, facts, engine)
     _speculative(result, facts, engine)
@@ -280,7 +309,7 @@ def _padded(value: int) -> int:
 def quant_key(facts: CheckpointFacts, gpu: Gpu) -> tuple[str | None, str]:
     """The aiter columns of the checkpoint's quantization (upstream_facts.AITER_MOE_QUANT), or None and why not."""
     quant = facts.quantization
-    if quant.method == "none":
+    if quant.method == "none" or "unquantized" in facts.expert_dtype:
         return "none", "unquantized bf16 experts"
     if quant.block and quant.weight_bits == 8:
         return "fp8-block", f"fp8 with {quant.block[0]}x{quant.block[1]} blocks"
@@ -311,19 +340,23 @@ def _tuning(result: Plan, facts: CheckpointFacts, gpu: Gpu) -> None:
         "tokens": ",".join(str(token) for token in tokens),  # every padded M aiter looks a config up by
     }
     key, why = quant_key(facts, gpu)
+    if not moe.top_k or facts.activation not in ACTIVATIONS:
+        key, why = None, f"top-k {moe.top_k or 'undecided'}, activation {facts.activation}: aiter's fused MoE "
+        why += f"tunes {', '.join(ACTIVATIONS)} experts"
     result.quant_key = key
     if key is None:
         result.undecided.append(f"no MoE tuning rows: {why}; AITER_ONLINE_TUNE=1 makes aiter tune what it meets")
         return
     fp8 = AITER_FP8.get(gpu.arch, "torch.float8_e4m3fn")
     q_a, q_w, q_type = (value.format(fp8=fp8) for value in AITER_MOE_QUANT[key])
-    act = "ActivationType.Swiglu" if facts.activation == "swiglu-clamped" else "ActivationType.Silu"
+    act = ACTIVATIONS[facts.activation]
     for model_dim, inter, experts, topk in shapes:
         for token in tokens:
             values = [token, model_dim, inter, experts, topk, act, "torch.bfloat16", q_a, q_w, q_type, 1, 0]
             result.tune_rows.append(dict(zip(AITER_FMOE_UNTUNED_COLUMNS, values, strict=True)))
     result.inferred.append(
-        f"MoE tuning: {len(result.tune_rows)} rows ({why}; every padded M up to {MAX_BATCHED_TOKENS} tokens x "
+        f"MoE tuning shape model_dim {moe.hidden}, inter_dim {moe.expert_width}, E={moe.experts}, topk={moe.top_k}, "
+        f"{act}: {len(result.tune_rows)} rows ({why}; every padded M up to {MAX_BATCHED_TOKENS} tokens x "
         f"{len(shapes)} shapes: each layout's expert share, a same-width shared expert fused or "
         "not)"
     )

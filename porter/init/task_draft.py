@@ -24,9 +24,10 @@ from porter.checks.quality_data import OUTPUT_NAMES
 from porter.engines.engine import Engine
 from porter.engines.known import engine_named
 from porter.init import layout_plan, task_yaml
-from porter.init.checkpoint_facts import CheckpointFacts, FactsError, read_facts
+from porter.init.checkpoint_facts import CheckpointFacts, FactsError
 from porter.init.checkpoint_source import CheckpointError, CheckpointFiles, read_checkpoint
 from porter.init.hardware import GIB, Gpu, parse_hardware
+from porter.init.weight_estimate import sized_facts
 from porter.upstream_facts import AITER_FMOE_TUNE_FLAGS, AITER_FMOE_TUNER, default_image, layouts_of
 
 DATA = "${PORTER_DATA:-/data/evals}"
@@ -56,6 +57,9 @@ QUALITY = [
     },
 ]
 PLATEAU_CANDIDATES = 3
+# The architecture names each pinned engine registers, generated from its wheel and checked against it by
+# tests/conformance/test_conformance_architectures.py.
+ARCHITECTURES = Path(__file__).with_name("engine_architectures.txt")
 ARGV_PATHS = (("sandbox", "local_setup"), ("sandbox", "image_build"))  # a profile's host commands, first word a path
 
 
@@ -75,10 +79,15 @@ def init_main(
     try:
         engine, (gpu, count) = engine_named(engine_name), parse_hardware(hardware)
         files = read_checkpoint(checkpoint)
-        facts = read_facts(files.config, files.index)
+        facts = sized_facts(files.config, files.index, files.quant)
         plan = layout_plan.plan(facts, engine, gpu, count)
         task, comments = build_task(files, facts, plan, engine, gpu, count, image)
         header = _header(files, engine, hardware, out, profile, variables)
+        warning = unregistered(facts, engine)
+        if warning:
+            print(f"porter: warning: {warning}", file=sys.stderr)
+            header.append(f"WARNING: {warning}")
+            plan.undecided.append(warning)
         if profile:
             task, extra = apply_profile(task, Path(profile), engine, plan, _variables(variables), out)
             header += extra
@@ -93,6 +102,28 @@ def init_main(
     report = sys.stdout if out else sys.stderr
     print(describe(files, facts, plan, engine, gpu, count, task, out), file=report)
     return 0
+
+
+def registered_architectures() -> dict[str, tuple[str, set[str]]]:
+    """engine -> (its pinned version, the architecture names it registers)."""
+    found = {}
+    for line in ARCHITECTURES.read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            head, _, names = line.partition(": ")
+            engine, version = head.split()
+            found[engine] = (version, set(names.split()))
+    return found
+
+
+def unregistered(facts: CheckpointFacts, engine: Engine) -> str | None:
+    """A warning when the pinned engine registers no model class under the checkpoint's architecture name."""
+    version, names = registered_architectures().get(engine.name, ("", set()))
+    if facts.architecture in names:
+        return None
+    return (
+        f"{engine.name} {version or '(no list)'} registers no architecture named {facts.architecture!r}: it loads "
+        "this checkpoint only through its Transformers fallback or a patch that registers one"
+    )
 
 
 def build_task(
@@ -154,6 +185,8 @@ def build_task(
 
 
 def _model(files: CheckpointFiles, facts: CheckpointFacts, base: str) -> dict:
+    if "$" in files.source or "$" in files.model_id:  # the task loader would read ${NAME} in it as the environment
+        raise InitError(f"{files.source!r}: a checkpoint path with `$` in it; rename or link the folder without one")
     path = files.source if files.local else f"${{MODEL_WEIGHTS:-/data/models/{base}}}"
     quant = facts.quantization.method
     return {
@@ -312,11 +345,15 @@ def describe(
     facts_rows = [
         ("architecture", f"{facts.architecture} ({facts.model_type}), dtype {facts.dtype}", facts.why.get("dtype")),
         ("quantization", facts.quantization.summary + _exclude_text(facts), facts.why.get("quantization")),
+        ("layers", _layers_text(facts), facts.why.get("layers") or facts.why.get("attention layers")),
         ("MoE", _moe_text(moe), facts.why.get("MoE")),
+        ("MLP activation", facts.activation, facts.why.get("activation")),
+        ("expert dtype", facts.expert_dtype or "no routed experts", facts.why.get("expert dtype")),
         ("MTP layers", str(facts.mtp_layers), facts.why.get("MTP")),
         (
             "attention",
-            f"{facts.attention.kind}, {facts.attention.full_layers} layers with a growing KV cache"
+            f"{facts.attention.kind} ({facts.attention.heads} heads, {facts.attention.kv_heads} KV heads, head dim "
+            f"{facts.attention.head_dim}), {facts.attention.full_layers} layers with a growing KV cache"
             + (f"; {facts.attention.bounded_layers}" if facts.attention.bounded_layers else ""),
             facts.why.get("attention"),
         ),
@@ -349,6 +386,14 @@ def describe(
     lines += [f"  - {line}" for line in [*facts.undecided, *plan.undecided, *_always_undecided(facts)]] or ["  nothing"]
     lines.append(f"Wrote {out}: check it with `porter validate {out}`" if out else "Task written to stdout.")
     return "\n".join(lines)
+
+
+def _layers_text(facts: CheckpointFacts) -> str:
+    counts: dict[str, int] = {}
+    for mixer, mlp in facts.layer_kinds:
+        kind = " + ".join(part for part in (mixer, mlp) if part != "none") or "empty"
+        counts[kind] = counts.get(kind, 0) + 1
+    return ", ".join(f"{count} {kind}" for kind, count in counts.items())
 
 
 def _moe_text(moe) -> str:

@@ -1,12 +1,14 @@
 """An estimate of a checkpoint's weight bytes from its config's shapes, for when it publishes no weight index.
 
-Counts the parameters of each part (embeddings, lm_head, each layer's attention: MLA with its DSA indexer, GQA or
-linear attention; each layer's MLP: routed experts, shared experts, router, or a dense MLP; the MTP layers) and
-prices each at the quantization's bytes per weight (scales included) unless the exclude list keeps it
-unquantized, by a representative module name per part matched as the formats write their entries: exact, a dotted
+Counts the parameters of each part by each layer's kind (embeddings, lm_head; a layer's mixer: MLA with its DSA
+indexer, GQA, linear attention or Mamba-2; its MLP: routed experts at their width or latent, shared experts, router,
+or a dense MLP, gated or not; the MTP layers) and prices each at the quantization's bytes per weight (scales
+included) unless the exclude list keeps it unquantized, or at its own format in a mixed-precision checkpoint, by a
+representative module name per part matched as the formats write their entries: exact, a dotted
 prefix or component, a glob with `*`, or a regex after `re:`. Embeddings and norms are never quantized (they are
 not Linear layers). What it leaves out is said (a vision tower; norms and biases, which are tiny). Used only
-when the index's metadata.total_size is missing; init says so. Does not read files.
+when the index's metadata.total_size is missing; init says so. sized_facts is the facts with their weights.
+Does not read files.
 """
 
 from __future__ import annotations
@@ -15,13 +17,23 @@ import fnmatch
 import functools
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from porter.init.checkpoint_facts import CheckpointFacts, Quantization
+from porter.init.checkpoint_facts import CheckpointFacts, FactsError, read_facts, text_config
+from porter.init.quant_formats import Quantization
 
 DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "float32": 4.0}
-WRAPPER_PREFIXES = ("", "language_model.")  # a multimodal wrapper's exclude entries name its text model so
+# How a multimodal wrapper names its text model's modules (transformers' Llava/Kimi `language_model.model.layers`,
+# Qwen3-VL/Qwen3.5 `model.language_model.layers`): each exclude or per-module name is read under every form.
+WRAPPERS = (("", ""), ("", "language_model."), ("model.", "model.language_model."))
+LAYER_PREFIXES = ("", "model.", "language_model.", "language_model.model.", "model.language_model.")
+VISION_PREFIXES = (
+    "vision_model.",
+    "vision_tower.",
+    "visual.",
+    "model.visual.",
+    "mm_projector.",
+    "multi_modal_projector",
+)
 
 
 @dataclass
@@ -30,6 +42,8 @@ class Estimate:
     how: str
     routed_fraction: float  # the share of the bytes in routed experts (what expert or MoE-over-DP sharding splits)
     left_out: list[str] = field(default_factory=list)
+    expert_dtype: str = ""  # what one routed expert weight takes
+    expert_why: str = ""
 
 
 def bytes_per_weight(quant: Quantization, dtype_bytes: float) -> float:
@@ -57,8 +71,7 @@ def _regex(pattern: str) -> re.Pattern | None:
 
 def excluded(name: str, entries: tuple[str, ...]) -> bool:
     """Whether an exclude entry covers the module `name`, read as generously as any format writes it."""
-    for prefix in WRAPPER_PREFIXES:
-        full = prefix + name
+    for full in _forms(name):
         for entry in entries:
             if entry.startswith("re:"):
                 compiled = _regex(entry[3:])
@@ -72,28 +85,86 @@ def excluded(name: str, entries: tuple[str, ...]) -> bool:
     return False
 
 
+def _forms(name: str) -> list[str]:
+    """The module's name as the text model itself and under each wrapper."""
+    return [prefix + name[len(old) :] for old, prefix in WRAPPERS if name.startswith(old)]
+
+
+def sized_facts(config: dict, index: dict | None, quant_file: dict | None = None) -> CheckpointFacts:
+    """The checkpoint's facts with its weight bytes: the index's metadata.total_size, else the estimate."""
+    facts = read_facts(config, quant_file)
+    text = text_config(config, {})
+    try:
+        result = estimate(text, facts)
+    except (TypeError, ValueError, KeyError, ZeroDivisionError, AttributeError, OverflowError) as exc:
+        raise FactsError(f"config.json: a shape init cannot read ({type(exc).__name__})") from None
+    facts.routed_fraction, facts.expert_dtype = result.routed_fraction, result.expert_dtype
+    facts.why["expert dtype"] = result.expert_why
+    total = ((index or {}).get("metadata") or {}).get("total_size")
+    if isinstance(total, int) and not isinstance(total, bool) and 0 < total < 1 << 50:
+        facts.weight_bytes, facts.weight_from_index = total, True
+        facts.why["weights"] = "model.safetensors.index.json metadata.total_size"
+    else:
+        facts.weight_bytes = result.bytes
+        facts.why["weights"] = f"ESTIMATE from the shapes (no weight index with metadata.total_size): {result.how}"
+        facts.undecided.extend(result.left_out)
+    return facts
+
+
+def _unknown_prefixes(entries: list[str]) -> list[str]:
+    """Exclude entries naming layers under a prefix none of WRAPPERS forms: the estimate cannot match them."""
+    found = []
+    for entry in entries:
+        head = entry.removeprefix("re:").lstrip(".*^").partition("layers.")
+        if head[1] and not entry.startswith(VISION_PREFIXES) and head[0].replace("\\", "") not in LAYER_PREFIXES:
+            found.append(entry)
+    return found
+
+
 def estimate(text: dict, facts: CheckpointFacts) -> Estimate:
-    parts = list(_parts(text, facts))
     quant = facts.quantization
     dtype_bytes = DTYPE_BYTES.get(facts.dtype, 2.0)
     quantized_bytes = bytes_per_weight(quant, dtype_bytes)
     entries = tuple(quant.exclude)
-    total, routed, quantized_params, params = 0.0, 0.0, 0, 0
-    for name, count, linear in parts:
+    modules = {_canonical(name): spec for name, spec in quant.per_module.items()}
+    total, routed, quantized_params, params, expert = 0.0, 0.0, 0, 0, None
+    for name, count, linear in _parts(text, facts):
         params += count
-        quantized = linear and quant.method != "none" and not excluded(name, entries)
-        size = count * (quantized_bytes if quantized else dtype_bytes)
+        if name in modules or quant.per_module:
+            bits, group = modules.get(name, (0, None))
+            each = bytes_per_weight(Quantization("mixed", "", bits, "float", group), dtype_bytes) if bits else None
+        else:
+            each = quantized_bytes if linear and quant.method != "none" and not excluded(name, entries) else None
+        size = count * (each or dtype_bytes)
         total += size
-        quantized_params += count if quantized else 0
-        routed += size if ".experts." in name else 0
+        quantized_params += count if each else 0
+        if ".experts." in name:
+            routed, expert = routed + size, expert or (name, each or dtype_bytes)
     how = (
-        f"{params / 1e9:.1f}B parameters, {quantized_params / 1e9:.1f}B of them quantized at "
-        f"{quantized_bytes:.3f} bytes each (scales included), the rest at {dtype_bytes:g} ({facts.dtype})"
+        f"{params / 1e9:.1f}B parameters, {quantized_params / 1e9:.1f}B of them quantized (scales included), the "
+        f"rest at {dtype_bytes:g} bytes ({facts.dtype})"
     )
     left_out = ["the weight bytes are an estimate from the shapes (the checkpoint has no weight index)"]
+    if facts.dtype not in DTYPE_BYTES:
+        left_out.append(f"weight bytes: dtype {facts.dtype!r} is not one init prices (2 bytes a weight assumed)")
     if "vision_config" in text:
         left_out.append("the vision tower (vision_config) is not in the weight estimate")
-    return Estimate(int(total), how, routed / total if total else 0.0, left_out)
+    strange = [] if quant.per_module else _unknown_prefixes(list(entries))
+    if strange:
+        left_out.append(f"weight bytes: exclude entries under a prefix init does not know, e.g. {strange[0][:80]!r}")
+    expert_dtype = f"{expert[1]:.3f} bytes a weight, scales included" if expert else ""
+    if expert and quant.method != "none" and expert[1] == dtype_bytes:
+        expert_dtype += f", unquantized ({facts.dtype}: the exclude list keeps them so)"
+    expert_why = f"{expert[0]} priced by the quantization and its exclude list" if expert else "no routed experts"
+    return Estimate(int(total), how, routed / total if total else 0.0, left_out, expert_dtype, expert_why)
+
+
+def _canonical(name: str) -> str:
+    """A checkpoint's module name as the estimate's parts spell it (the text model's own names)."""
+    for old, prefix in WRAPPERS[1:]:
+        if name.startswith(prefix):
+            return old + name[len(prefix) :]
+    return name
 
 
 def _parts(text: dict, facts: CheckpointFacts):
@@ -102,28 +173,55 @@ def _parts(text: dict, facts: CheckpointFacts):
     yield "model.embed_tokens", vocab * hidden, False
     if not text.get("tie_word_embeddings"):
         yield "lm_head", vocab * hidden, True
-    moe = facts.moe
-    dense_first = moe.dense_layers if moe else facts.layers
-    for index in range(facts.layers + facts.mtp_layers):
-        yield from _attention(text, facts, index)
-        if moe and index >= dense_first:
-            yield from _moe(index, moe)
-        else:
-            width = moe.dense_width if moe else int(text.get("intermediate_size") or 4 * hidden)
-            yield f"model.layers.{index}.mlp.down_proj", 3 * hidden * width, True
-        if index >= facts.layers:  # an MTP layer: its projection of [embedding; hidden] back to hidden
-            yield f"model.layers.{index}.eh_proj", 2 * hidden * hidden, True
+    mtp = [("full", "moe" if facts.moe else "dense")] * facts.mtp_layers
+    for index, (mixer, mlp) in enumerate(facts.layer_kinds + mtp):
+        prefix = f"model.layers.{index}"
+        if mixer == "mamba":
+            yield f"{prefix}.mixer.out_proj", _mamba(text), True
+        elif mixer == "linear":
+            yield f"{prefix}.linear_attn.out_proj", _linear_attention(text), True
+        elif mixer != "none":
+            yield f"{prefix}.self_attn.o_proj", _attention(text, facts), True
+        if mlp == "moe":
+            yield from _moe(prefix, facts, hidden)
+        elif mlp == "dense":
+            width = facts.moe.dense_width if facts.moe else int(text["intermediate_size"])
+            yield f"{prefix}.mlp.down_proj", _matrices(facts) * hidden * width, True
+        if index >= len(facts.layer_kinds):  # an MTP layer: its projection of [embedding; hidden] back to hidden
+            yield f"{prefix}.eh_proj", 2 * hidden * hidden, True
 
 
-def _moe(index: int, moe):
-    prefix = f"model.layers.{index}.mlp"
-    yield f"{prefix}.experts.0.down_proj", moe.experts * 3 * moe.hidden * moe.expert_width, True
-    if moe.shared_experts:
-        yield f"{prefix}.shared_experts.down_proj", moe.shared_experts * 3 * moe.hidden * moe.shared_width, True
-    yield f"{prefix}.gate", moe.hidden * moe.experts, True
+def _matrices(facts: CheckpointFacts) -> int:
+    return 3 if facts.gated else 2  # gate, up and down; or up and down
 
 
-def _attention(text: dict, facts: CheckpointFacts, index: int):
+def _moe(prefix: str, facts: CheckpointFacts, hidden: int):
+    moe, matrices = facts.moe, _matrices(facts)
+    yield f"{prefix}.mlp.experts.0.down_proj", moe.experts * matrices * moe.hidden * moe.expert_width, True
+    if moe.hidden != hidden:  # a latent MoE's projections into and out of the experts' width
+        yield f"{prefix}.mlp.fc1_latent_proj", 2 * hidden * moe.hidden, True
+    if moe.shared_experts:  # the shared expert sees the full hidden state, latent or not
+        yield f"{prefix}.mlp.shared_experts.down_proj", moe.shared_experts * matrices * hidden * moe.shared_width, True
+    yield f"{prefix}.mlp.gate", hidden * moe.experts, True
+
+
+def _mamba(text: dict) -> int:
+    """Mamba-2's projections (vLLM model_executor/layers/mamba/mamba_mixer2.py): in_proj to z, x, B, C and dt, out."""
+    inner = int(text["mamba_num_heads"]) * int(text["mamba_head_dim"])
+    groups_state = 2 * int(text["n_groups"]) * int(text["ssm_state_size"])
+    hidden = int(text["hidden_size"])
+    return hidden * (2 * inner + groups_state + int(text["mamba_num_heads"])) + inner * hidden
+
+
+def _linear_attention(text: dict) -> int:
+    hidden = int(text["hidden_size"])
+    key_dim = int(text["linear_num_key_heads"]) * int(text["linear_key_head_dim"])
+    value_heads = int(text["linear_num_value_heads"])
+    value_dim = value_heads * int(text["linear_value_head_dim"])
+    return hidden * (2 * key_dim + 2 * value_dim + 2 * value_heads) + value_dim * hidden
+
+
+def _attention(text: dict, facts: CheckpointFacts) -> int:
     attention, hidden = facts.attention, int(text["hidden_size"])
     heads = attention.heads
     if attention.kv_lora_rank:
@@ -135,24 +233,7 @@ def _attention(text: dict, facts: CheckpointFacts, index: int):
         if attention.index_topk:
             index_heads, index_dim = int(text.get("index_n_heads") or 0), int(text.get("index_head_dim") or 0)
             count += (q_rank or hidden) * index_heads * index_dim + hidden * index_dim + hidden * index_heads
-        yield f"model.layers.{index}.self_attn.o_proj", count, True
-        return
-    if _is_linear_attention(text, index):
-        key_dim = int(text.get("linear_num_key_heads") or 0) * int(text.get("linear_key_head_dim") or 0)
-        value_heads = int(text.get("linear_num_value_heads") or 0)
-        value_dim = value_heads * int(text.get("linear_value_head_dim") or 0)
-        count = hidden * (2 * key_dim + 2 * value_dim + 2 * value_heads) + value_dim * hidden
-        yield f"model.layers.{index}.linear_attn.out_proj", count, True
-        return
+        return count
     head_dim = attention.head_dim
     query = hidden * heads * head_dim * (2 if text.get("attn_output_gate") else 1)
-    count = query + 2 * hidden * attention.kv_heads * head_dim + heads * head_dim * hidden
-    yield f"model.layers.{index}.self_attn.o_proj", count, True
-
-
-def _is_linear_attention(text: dict, index: int) -> bool:
-    kinds = text.get("layer_types")
-    if isinstance(kinds, list) and index < len(kinds):
-        return kinds[index] == "linear_attention"
-    interval = text.get("full_attention_interval")
-    return bool(interval) and (index + 1) % int(interval) != 0 and index < int(text["num_hidden_layers"])
+    return query + 2 * hidden * attention.kv_heads * head_dim + heads * head_dim * hidden
