@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-LOCK_FILE = Path(__file__).with_name("requirements.lock")
+# scripts/conformance.sh newest points this at a lock of the newest releases, written into its own cache folder
+LOCK_FILE = Path(os.environ.get("PORTER_CONFORMANCE_LOCK") or Path(__file__).with_name("requirements.lock"))
 FETCH_TIMEOUT_S = 600
 
 
@@ -114,13 +115,23 @@ def _defines(node: ast.stmt) -> set[str]:
     return set()
 
 
+def unpacked(wheel: Path) -> Path:
+    """The wheel's files, unpacked once into the cache (a folder to put on sys.path)."""
+    target = cache_dir() / f"unpacked-{wheel.stem}"
+    if not (target / ".complete").exists():
+        with open(cache_dir() / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (target / ".complete").exists():
+                with zipfile.ZipFile(wheel) as archive:
+                    archive.extractall(target)
+                (target / ".complete").touch()
+    return target
+
+
 def import_from_wheel(wheel: Path, module: str):
     """Import a top-level module from a wheel unpacked into the cache (for a dependency upstream code imports,
     such as vLLM's `regex`); a module of that name already imported in this process is used as it is."""
-    target = cache_dir() / f"unpacked-{wheel.stem}"
-    if not (target / module).is_dir():
-        with zipfile.ZipFile(wheel) as archive:
-            archive.extractall(target)
+    target = unpacked(wheel)
     if module not in sys.modules:
         sys.path.insert(0, str(target))
         try:

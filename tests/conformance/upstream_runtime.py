@@ -1,0 +1,205 @@
+"""Running an engine's own server-argument code (parser and post-processing) from the pinned wheels, on a machine
+with neither torch nor a GPU: what a launch command resolves to, as the engine itself decides it.
+
+Covers one path, sglang's: `sglang/srt/server_args.py` `prepare_server_args(argv)` (its argparse parser, built by
+`ServerArgs.add_cli_args`), then `ServerArgs.resolve_once()` (the resolution pipeline of `arg_groups/pipeline.py`:
+model-config hooks, DSA and attention-backend choice, chunked prefill, CUDA-graph and memory defaults), read back
+with `resolved_dict()`. It runs in a child process on the unpacked wheels (sglang and the real libraries its
+resolution imports: msgspec, transformers, huggingface_hub, ...), so nothing upstream imports leaks into the test
+process. Only what needs a GPU stack is stubbed: torch and the kernel/serving packages listed in STUBBED become
+permissive stand-ins, and torch describes the node the real tasks run on (ROCm, 8 x gfx950 with 288 GiB each),
+with a `rocminfo` on PATH printing the same pool size, since sglang sizes memory from that command on ROCm.
+Does not cover vLLM (its EngineArgs needs a platform plugin) nor what the tests compare.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import upstream_wheels
+
+# Packages sglang's resolution imports that need torch or a device, or that serve requests; stand-ins here.
+STUBBED = (
+    "torch torchvision triton sgl_kernel aiter amdsmi tvm_ffi compressed_tensors gguf sentencepiece xgrammar "
+    "partial_json_parser psutil orjson pybase64 starlette zmq IPython httpx httpcore fsspec"
+).split()
+# Real libraries the resolution runs (the lock pins them next to the engines).
+LIBRARIES = ("msgspec", "transformers", "huggingface-hub", "tokenizers", "safetensors", "dill", "tqdm", "regex")
+GIB = 1 << 30
+DEVICE_MEMORY_KB = 288 * GIB // 1024
+TIMEOUT_S = 300
+
+
+def resolve_sglang(wheels: dict[str, Path], argvs: list[list[str]], fields: list[str], scratch: Path) -> list[dict]:
+    """The fields sglang resolves for each argv (launch_server's arguments), or {"error": argparse's message}; all
+    in one child process (importing sglang takes seconds)."""
+    paths = [str(upstream_wheels.unpacked(wheels[name])) for name in ("sglang", *LIBRARIES)]
+    bin_dir = scratch / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    pool = f"  Name: gfx950\n  Pool Info:\n    Pool 1\n      Size: {DEVICE_MEMORY_KB}(0x0) KB\n"
+    (bin_dir / "rocminfo").write_text("#!/bin/sh\ncat <<'EOF'\n" + pool * 8 + "EOF\n")
+    (bin_dir / "rocminfo").chmod(0o755)
+    environment = {"PATH": f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}", "HOME": str(scratch)}
+    environment["HF_HUB_OFFLINE"] = "1"
+    request = json.dumps({"paths": paths, "argvs": argvs, "fields": fields})
+    try:
+        result = subprocess.run(
+            [sys.executable, __file__],
+            input=request,
+            capture_output=True,
+            text=True,
+            env=environment,
+            cwd=scratch,
+            timeout=TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"sglang's argument resolution took over {TIMEOUT_S} s")
+    lines = result.stdout.strip().splitlines()
+    if result.returncode != 0 or not lines:
+        pytest.fail(f"sglang's argument resolution failed:\n{(result.stdout + result.stderr)[-4000:]}")
+    return json.loads(lines[-1])
+
+
+def _install_stand_ins() -> None:
+    """Make every STUBBED package importable as a permissive stand-in; torch describes an 8 x MI355X node."""
+    import abc
+    import importlib.abc
+    import importlib.machinery
+    import types
+    from unittest import mock
+
+    absent = {"torch": {"npu", "musa", "mlu", "hpu"}}  # platforms sglang probes with hasattr
+
+    class StandInType(abc.ABCMeta):
+        def __getattr__(cls, name):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return mock.MagicMock(name=name)
+
+        def __getitem__(cls, item):
+            return cls
+
+        def __or__(cls, other):
+            return cls
+
+        __ror__ = __or__
+
+    class StandInClass(metaclass=StandInType):
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def __getattr__(self, name):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return mock.MagicMock(name=name)
+
+        def __call__(self, *args, **kwargs):
+            return mock.MagicMock()
+
+        @classmethod
+        def __get_pydantic_core_schema__(cls, source, handler):
+            from pydantic_core import core_schema
+
+            return core_schema.any_schema()
+
+    class StandIn(types.ModuleType):
+        __path__: list[str] = []
+        __version__ = "0.0"
+
+        def __getattr__(self, name):
+            if name.startswith("__") or name in absent.get(self.__name__, ()):
+                raise AttributeError(name)
+            if name.lstrip("_")[:1].isupper():
+                value = StandInType(name, (StandInClass,), {})
+            else:
+                value = StandIn(f"{self.__name__}.{name}")
+            setattr(self, name, value)
+            return value
+
+        def __call__(self, *args, **kwargs):
+            return mock.MagicMock()
+
+        def __or__(self, other):
+            return self
+
+        __ror__ = __or__
+
+        def __getitem__(self, item):
+            return self
+
+        def __deepcopy__(self, memo):
+            return self
+
+    class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+        def find_spec(self, name, path, target=None):
+            if name.split(".")[0] not in STUBBED:
+                return None
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+
+        def create_module(self, spec):
+            parent, _, child = spec.name.rpartition(".")
+            existing = vars(sys.modules[parent]).get(child) if parent in sys.modules else None
+            return existing if isinstance(existing, StandIn) else StandIn(spec.name)
+
+        def exec_module(self, module):
+            pass
+
+    sys.meta_path.insert(0, Finder())
+    _describe_the_node(__import__("torch"), StandInClass, types.SimpleNamespace)
+
+
+def _describe_the_node(torch, stand_in_class: type, namespace: type) -> None:
+    torch.__version__ = f"{_required_torch()}+rocm7.2"
+    torch.version.hip, torch.version.cuda = "7.2.0", None
+    device = namespace(gcnArchName="gfx950:sramecc+:xnack-", total_memory=288 * GIB, name="AMD Instinct MI355X")
+    device.major, device.minor, device.multi_processor_count = 9, 5, 256
+    torch.cuda.is_available = lambda: True
+    torch.cuda.device_count = lambda: 8
+    torch.cuda.current_device = lambda: 0
+    torch.cuda.get_device_capability = lambda *args: (device.major, device.minor)
+    torch.cuda.get_device_properties = lambda *args: device
+    torch.cuda.get_device_name = lambda *args: device.name
+    torch.cuda.mem_get_info = lambda *args: (device.total_memory - 8 * GIB, device.total_memory)
+    torch.xpu.is_available = torch.mps.is_available = torch.backends.mps.is_available = lambda: False
+    torch.library.Library = type("Library", (stand_in_class,), {"m": None})  # sglang names its op library
+
+
+def _required_torch() -> str:
+    """The torch version the sglang under test pins (its METADATA), which its resolution checks."""
+    from importlib import metadata
+
+    requirement = next(line for line in metadata.requires("sglang") if line.startswith("torch=="))
+    return requirement.split("==")[1].split(";")[0].strip()
+
+
+def _child() -> None:
+    request = json.loads(sys.stdin.read())
+    sys.path[:0] = request["paths"]
+    _install_stand_ins()
+    answers = [_resolved(argv, request["fields"]) for argv in request["argvs"]]
+    print(json.dumps(answers, default=str))
+
+
+def _resolved(argv: list[str], fields: list[str]) -> dict:
+    from sglang.srt.server_args import prepare_server_args
+
+    refusal = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(refusal):
+            server_args = prepare_server_args(argv)
+    except SystemExit:
+        return {"error": refusal.getvalue().strip().splitlines()[-1]}
+    server_args.resolve_once()
+    resolved = server_args.resolved_dict()
+    return {name: resolved.get(name, "<no such field>") for name in fields}
+
+
+if __name__ == "__main__":
+    _child()
