@@ -40,6 +40,17 @@ TIMEOUT_S = 300
 def resolve_sglang(wheels: dict[str, Path], argvs: list[list[str]], fields: list[str], scratch: Path) -> list[dict]:
     """The fields sglang resolves for each argv (launch_server's arguments), or {"error": argparse's message}; all
     in one child process (importing sglang takes seconds)."""
+    return _ask(wheels, {"argvs": argvs, "fields": fields}, scratch)
+
+
+def sglang_options(wheels: dict[str, Path], spellings: list[str], scratch: Path) -> dict:
+    """sglang's launch_server parser as it is built: {"options": {--flag: {dest, bool, choices, deprecated}},
+    "spellings": {spelling: the dest `--spelling 2` sets, or argparse's error line}}. `deprecated` is the
+    replacement a Deprecated* action names (sglang's argparse_actions.py), else None."""
+    return _ask(wheels, {"spellings": spellings}, scratch)
+
+
+def _ask(wheels: dict[str, Path], request: dict, scratch: Path):
     paths = [str(upstream_wheels.unpacked(wheels[name])) for name in ("sglang", *LIBRARIES)]
     bin_dir = scratch / "bin"
     bin_dir.mkdir(exist_ok=True)
@@ -48,7 +59,7 @@ def resolve_sglang(wheels: dict[str, Path], argvs: list[list[str]], fields: list
     (bin_dir / "rocminfo").chmod(0o755)
     environment = {"PATH": f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}", "HOME": str(scratch)}
     environment["HF_HUB_OFFLINE"] = "1"
-    request = json.dumps({"paths": paths, "argvs": argvs, "fields": fields})
+    request = json.dumps({"paths": paths, **request})
     try:
         result = subprocess.run(
             [sys.executable, __file__],
@@ -183,8 +194,39 @@ def _child() -> None:
     request = json.loads(sys.stdin.read())
     sys.path[:0] = request["paths"]
     _install_stand_ins()
+    if "spellings" in request:
+        print(json.dumps(_options(request["spellings"]), default=str))
+        return
     answers = [_resolved(argv, request["fields"]) for argv in request["argvs"]]
     print(json.dumps(answers, default=str))
+
+
+def _options(spellings: list[str]) -> dict:
+    import argparse
+
+    from sglang.srt.server_args import ServerArgs
+
+    parser = argparse.ArgumentParser(prog="sglang serve")  # as prepare_server_args builds it
+    ServerArgs.add_cli_args(parser)
+    options = {}
+    for action in parser._actions:
+        deprecated = getattr(action, "new_flag", "?") if type(action).__name__.startswith("Deprecated") else None
+        choices = sorted(map(str, action.choices)) if action.choices else None
+        for option in action.option_strings:
+            options[option] = {"dest": action.dest, "bool": action.nargs == 0, "choices": choices}
+            options[option]["deprecated"] = deprecated
+    answers, defaults = {}, vars(parser.parse_known_args(["--model-path", "m"])[0])
+    for spelling in spellings:
+        refusal = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(refusal):
+                parsed, _ = parser.parse_known_args(["--model-path", "m", f"--{spelling}", "2"])
+        except SystemExit:
+            answers[spelling] = refusal.getvalue().strip().splitlines()[-1]
+            continue
+        changed = [dest for dest, value in vars(parsed).items() if value != defaults.get(dest)]
+        answers[spelling] = changed[0] if len(changed) == 1 else changed
+    return {"options": options, "spellings": answers}
 
 
 def _resolved(argv: list[str], fields: list[str]) -> dict:
