@@ -141,3 +141,69 @@ def test_the_task_resolves_as_the_recipe_or_says_why_not(arm, resolved):
             stale.append(field)
     assert unexplained == [] and stale == []
     assert porter["attention_backend"] == recipe["attention_backend"] != "aiter"  # sglang's own choice on both
+
+
+# vLLM: the real vLLM task against vLLM's recipe for the GLM-5 family, vllm-project/recipes GLM/GLM5.md @ 134386f2
+# (`vllm serve zai-org/GLM-5-FP8 --tensor-parallel-size 8 --speculative-config.method mtp
+# --speculative-config.num_speculative_tokens 3 --tool-call-parser glm47 --reasoning-parser glm45
+# --enable-auto-tool-choice --served-model-name glm-5-fp8`, written here from the page; the tool and reasoning
+# parsers are the OpenAI front end's, not EngineArgs', and are left out). Compared through vLLM's own parser and
+# EngineArgs (upstream_runtime.vllm_engine_args), not its engine-config resolution.
+VLLM_TASK = ROOT / "tasks" / "glm52_mi355x_vllm.yaml"
+VLLM_RECIPE = "vllm-project/recipes GLM/GLM5.md @ 134386f2"
+VLLM_RECIPE_MODEL = "zai-org/GLM-5-FP8"
+VLLM_FIELDS = [
+    "attention_backend",
+    "kv_cache_dtype",
+    "max_num_batched_tokens",
+    "tensor_parallel_size",
+    "data_parallel_size",
+    "enable_expert_parallel",
+    "gpu_memory_utilization",
+    "max_num_seqs",
+    "speculative_config",
+]
+VLLM_DELIBERATE = {
+    "speculative_config": "the draft starts off and is the loop's first move, the recipe's MTP depth 3 a tunable",
+    "model id": "the recipe serves the family's FP8 release on H200; on MI355X the task serves AMD's MXFP4 "
+    "publication, the id vLLM's own Quark code names",
+}
+
+
+def vllm_recipe_argv(model: str) -> list[str]:
+    return [
+        *("--model", model, "--tensor-parallel-size", "8", "--served-model-name", "glm-5-fp8"),
+        *("--speculative-config.method", "mtp", "--speculative-config.num_speculative_tokens", "3"),
+    ]
+
+
+def vllm_porter_argv(model: str) -> list[str]:
+    """The vLLM task's serve command as porter renders it, as EngineArgs sees it: `vllm serve MODEL` puts the
+    positional model in --model; --host and --port are the front end's."""
+    task = load_task(VLLM_TASK, environ={})
+    words = shlex.split(render_command(task, task.serve.flags))
+    words = words[words.index("serve") + 2 :]
+    for flag in ("--host", "--port"):
+        index = words.index(flag)
+        del words[index : index + 2]
+    return ["--model", model, *words]
+
+
+def test_the_vllm_task_parses_as_vllms_recipe_or_says_why_not(wheels, tmp_path_factory):
+    model = tmp_path_factory.mktemp("glm52-shape-vllm")
+    (model / "config.json").write_text(json.dumps(GLM52_SHAPE))
+    scratch = tmp_path_factory.mktemp("vllm-engine-args")
+    argvs = [vllm_recipe_argv(str(model)), vllm_porter_argv(str(model))]
+    recipe, porter = upstream_runtime.vllm_engine_args(wheels, argvs, VLLM_FIELDS, scratch)
+    assert "error" not in recipe and "error" not in porter, (recipe, porter)
+    rows = [(field, recipe[field], porter[field]) for field in VLLM_FIELDS]
+    rows.append(("model id", VLLM_RECIPE_MODEL, load_task(VLLM_TASK, environ={}).model.id))
+    print(f"\n{VLLM_RECIPE} | porter's {VLLM_TASK.name}")
+    unexplained = []
+    for field, theirs, ours in rows:
+        reason = VLLM_DELIBERATE.get(field)
+        verdict = "match" if theirs == ours else f"deliberate: {reason}" if reason else "UNEXPLAINED"
+        print(f"  {field:24} {theirs!s:>44} {ours!s:>20}  {verdict}")
+        if theirs != ours and not reason:
+            unexplained.append((field, theirs, ours))
+    assert unexplained == []

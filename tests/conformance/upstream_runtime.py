@@ -9,7 +9,7 @@ resolution imports: msgspec, transformers, huggingface_hub, ...), so nothing ups
 process. Only what needs a GPU stack is stubbed: torch and the kernel/serving packages listed in STUBBED become
 permissive stand-ins, and torch describes the node the real tasks run on (ROCm, 8 x gfx950 with 288 GiB each),
 with a `rocminfo` on PATH printing the same pool size, since sglang sizes memory from that command on ROCm.
-Does not cover vLLM (its EngineArgs needs a platform plugin) nor what the tests compare.
+For vLLM, the parser and `EngineArgs.from_cli_args` only (vllm_engine_args). Does not cover what the tests compare.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ import upstream_wheels
 # Packages sglang's resolution imports that need torch or a device, or that serve requests; stand-ins here.
 STUBBED = (
     "torch torchvision triton sgl_kernel aiter amdsmi tvm_ffi compressed_tensors gguf sentencepiece xgrammar "
-    "partial_json_parser psutil orjson pybase64 starlette zmq IPython httpx httpcore fsspec"
+    "partial_json_parser psutil orjson pybase64 starlette zmq IPython httpx httpcore fsspec "
+    "cbor2 openai_harmony cloudpickle cachetools uvloop cpuinfo llguidance"  # and vLLM's
 ).split()
 # Real libraries the resolution runs (the lock pins them next to the engines).
 LIBRARIES = ("msgspec", "transformers", "huggingface-hub", "tokenizers", "safetensors", "dill", "tqdm", "regex")
@@ -40,18 +41,25 @@ TIMEOUT_S = 300
 def resolve_sglang(wheels: dict[str, Path], argvs: list[list[str]], fields: list[str], scratch: Path) -> list[dict]:
     """The fields sglang resolves for each argv (launch_server's arguments), or {"error": argparse's message}; all
     in one child process (importing sglang takes seconds)."""
-    return _ask(wheels, {"argvs": argvs, "fields": fields}, scratch)
+    return _ask(wheels, {"engine": "sglang", "argvs": argvs, "fields": fields}, scratch)
+
+
+def vllm_engine_args(wheels: dict[str, Path], argvs: list[list[str]], fields: list[str], scratch: Path) -> list[dict]:
+    """The EngineArgs fields vLLM's own parser gives each argv (`EngineArgs.add_cli_args` on its
+    FlexibleArgumentParser, then `EngineArgs.from_cli_args`), or {"error": ...}. Not `create_engine_config`: that
+    inspects the model class in a subprocess that imports torch."""
+    return _ask(wheels, {"engine": "vllm", "argvs": argvs, "fields": fields}, scratch)
 
 
 def sglang_options(wheels: dict[str, Path], spellings: list[str], scratch: Path) -> dict:
     """sglang's launch_server parser as it is built: {"options": {--flag: {dest, bool, choices, deprecated}},
     "spellings": {spelling: the dest `--spelling 2` sets, or argparse's error line}}. `deprecated` is the
     replacement a Deprecated* action names (sglang's argparse_actions.py), else None."""
-    return _ask(wheels, {"spellings": spellings}, scratch)
+    return _ask(wheels, {"engine": "sglang", "spellings": spellings}, scratch)
 
 
 def _ask(wheels: dict[str, Path], request: dict, scratch: Path):
-    paths = [str(upstream_wheels.unpacked(wheels[name])) for name in ("sglang", *LIBRARIES)]
+    paths = [str(upstream_wheels.unpacked(wheels[name])) for name in (request["engine"], *LIBRARIES)]
     bin_dir = scratch / "bin"
     bin_dir.mkdir(exist_ok=True)
     pool = f"  Name: gfx950\n  Pool Info:\n    Pool 1\n      Size: {DEVICE_MEMORY_KB}(0x0) KB\n"
@@ -78,7 +86,7 @@ def _ask(wheels: dict[str, Path], request: dict, scratch: Path):
     return json.loads(lines[-1])
 
 
-def _install_stand_ins() -> None:
+def _install_stand_ins(engine: str) -> None:
     """Make every STUBBED package importable as a permissive stand-in; torch describes an 8 x MI355X node."""
     import abc
     import importlib.abc
@@ -163,11 +171,11 @@ def _install_stand_ins() -> None:
             pass
 
     sys.meta_path.insert(0, Finder())
-    _describe_the_node(__import__("torch"), StandInClass, types.SimpleNamespace)
+    _describe_the_node(__import__("torch"), StandInClass, types.SimpleNamespace, engine)
 
 
-def _describe_the_node(torch, stand_in_class: type, namespace: type) -> None:
-    torch.__version__ = f"{_required_torch()}+rocm7.2"
+def _describe_the_node(torch, stand_in_class: type, namespace: type, engine: str) -> None:
+    torch.__version__ = f"{_required_torch(engine)}+rocm7.2"
     torch.version.hip, torch.version.cuda = "7.2.0", None
     device = namespace(gcnArchName="gfx950:sramecc+:xnack-", total_memory=288 * GIB, name="AMD Instinct MI355X")
     device.major, device.minor, device.multi_processor_count = 9, 5, 256
@@ -180,20 +188,37 @@ def _describe_the_node(torch, stand_in_class: type, namespace: type) -> None:
     torch.cuda.mem_get_info = lambda *args: (device.total_memory - 8 * GIB, device.total_memory)
     torch.xpu.is_available = torch.mps.is_available = torch.backends.mps.is_available = lambda: False
     torch.library.Library = type("Library", (stand_in_class,), {"m": None})  # sglang names its op library
+    torch.library.infer_schema = _schema  # vLLM's IR ops check their schema against the activations they declare
+    __import__("amdsmi").amdsmi_get_processor_handles = lambda: list(range(8))  # vLLM's ROCm platform probe
+    for dtype, size in (("int32", 4), ("int64", 8), ("float32", 4), ("float16", 2), ("bfloat16", 2), ("uint8", 1)):
+        getattr(torch, dtype).itemsize = size  # vLLM 0.34.0 checks them against array typecodes at import
 
 
-def _required_torch() -> str:
-    """The torch version the sglang under test pins (its METADATA), which its resolution checks."""
+def _schema(function, *args, **kwargs) -> str:
+    """A torch op schema from a signature: every parameter a Tensor, one Tensor out per Tensor the return names."""
+    import inspect
+
+    signature = inspect.signature(function)
+    outputs = max(str(signature.return_annotation).count("Tensor"), 1)
+    returned = f"({', '.join(['Tensor'] * outputs)})" if outputs > 1 else "Tensor"
+    return f"({', '.join(f'Tensor {name}' for name in signature.parameters)}) -> {returned}"
+
+
+def _required_torch(engine: str) -> str:
+    """The torch version the engine under test pins (its METADATA), which its code checks."""
     from importlib import metadata
 
-    requirement = next(line for line in metadata.requires("sglang") if line.startswith("torch=="))
+    requirement = next(line for line in metadata.requires(engine) if line.startswith("torch=="))
     return requirement.split("==")[1].split(";")[0].strip()
 
 
 def _child() -> None:
     request = json.loads(sys.stdin.read())
     sys.path[:0] = request["paths"]
-    _install_stand_ins()
+    _install_stand_ins(request["engine"])
+    if request["engine"] == "vllm":
+        print(json.dumps([_engine_args(argv, request["fields"]) for argv in request["argvs"]], default=str))
+        return
     if "spellings" in request:
         print(json.dumps(_options(request["spellings"]), default=str))
         return
@@ -227,6 +252,21 @@ def _options(spellings: list[str]) -> dict:
         changed = [dest for dest, value in vars(parsed).items() if value != defaults.get(dest)]
         answers[spelling] = changed[0] if len(changed) == 1 else changed
     return {"options": options, "spellings": answers}
+
+
+def _engine_args(argv: list[str], fields: list[str]) -> dict:
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = FlexibleArgumentParser()
+    EngineArgs.add_cli_args(parser)
+    refusal = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(refusal):
+            engine_args = EngineArgs.from_cli_args(parser.parse_args(argv))
+    except SystemExit:
+        return {"error": refusal.getvalue().strip().splitlines()[-1]}
+    return {name: getattr(engine_args, name, "<no such field>") for name in fields}
 
 
 def _resolved(argv: list[str], fields: list[str]) -> dict:
