@@ -2,9 +2,9 @@
 
 The recipe: SemiAnalysisAI/InferenceX benchmarks/single_node/agentic/glm5.2_fp4_mi355x_sglang_mtp.sh at commit
 a3b8982c (GLM-5.2 MXFP4 on MI355X), over its two arms TP8/EP1 and TP4/EP4 (the concurrency sweeps [1, 2, 4, 10] and
-[1, 2, 4, 8, 10, 12], as sglang's own port of the recipe, test/nightly .../test_glm52_fp4_agentic_mtp_mi35x, lists
-them). RECIPE_ARGV below is written here from that script's SGLANG_CMD (its flags and how it sizes them from TP,
-EP_SIZE and CONC), not copied; the cache offload, metrics and parser flags are left out (no compared field reads
+[1, 2, 4, 8, 10, 12], as sglang's MI35x nightly port of it, suite nightly-perf-8-gpu-mi35x-glm52-fp4-agentic-mtp,
+lists them). recipe_argv below is written here from that script's SGLANG_CMD (its flags and how it sizes them from
+TP, EP_SIZE and CONC), not copied; the cache offload, metrics and parser flags are left out (no compared field reads
 them). Porter's side: the task's baseline (the TP8/EP1 arm) and its TP4/EP4 move, rendered as porter launches them.
 Both go through `prepare_server_args` and `ServerArgs.resolve_once` of the wheel under test (upstream_runtime.py),
 with a GLM-5.2-shaped config.json written below (the public shape: GlmMoeDsaForCausalLM, 78 layers, hidden 6144,
