@@ -1,15 +1,16 @@
-"""Running an engine's own server-argument code (parser and post-processing) from the pinned wheels, on a machine
-with neither torch nor a GPU: what a launch command resolves to, as the engine itself decides it.
+"""Running an engine's own server-argument code (parser and post-processing) from the wheels under test, on a
+machine with neither torch nor a GPU: what a launch command resolves to, as the engine itself decides it.
 
-Covers one path, sglang's: `sglang/srt/server_args.py` `prepare_server_args(argv)` (its argparse parser, built by
+For sglang: `sglang/srt/server_args.py` `prepare_server_args(argv)` (its argparse parser, built by
 `ServerArgs.add_cli_args`), then `ServerArgs.resolve_once()` (the resolution pipeline of `arg_groups/pipeline.py`:
 model-config hooks, DSA and attention-backend choice, chunked prefill, CUDA-graph and memory defaults), read back
-with `resolved_dict()`. It runs in a child process on the unpacked wheels (sglang and the real libraries its
-resolution imports: msgspec, transformers, huggingface_hub, ...), so nothing upstream imports leaks into the test
-process. Only what needs a GPU stack is stubbed: torch and the kernel/serving packages listed in STUBBED become
-permissive stand-ins, and torch describes the node the real tasks run on (ROCm, 8 x gfx950 with 288 GiB each),
-with a `rocminfo` on PATH printing the same pool size, since sglang sizes memory from that command on ROCm.
-For vLLM, the parser and `EngineArgs.from_cli_args` only (vllm_engine_args). Does not cover what the tests compare.
+with `resolved_dict()`; and its parser alone (sglang_options). For vLLM, the parser and `EngineArgs.from_cli_args`
+only (vllm_engine_args). Each runs in a child process on the unpacked wheels (the engine and the real libraries it
+imports: msgspec, transformers, huggingface_hub, ...), so nothing upstream imports leaks into the test process.
+Only what needs a GPU stack is stubbed: torch and the kernel/serving packages listed in STUBBED become permissive
+stand-ins, and torch describes the node the real tasks run on (ROCm, 8 x gfx950 with 288 GiB each, at the torch
+version the engine's METADATA pins, which its code checks), with a `rocminfo` on PATH printing the same pool size,
+since sglang sizes memory from that command on ROCm. Does not cover what the tests compare.
 """
 
 from __future__ import annotations
