@@ -149,7 +149,6 @@ def test_flag_searches_follow_the_tunables():
     assert topologies(task.serve.tunables, 8, ENGINES["sglang"]) == [
         {"tp-size": 8, "dp-size": None},
         {"tp-size": 4, "dp-size": 2},
-        {"tp-size": 2, "dp-size": 4},
     ]
 
 

@@ -6,9 +6,9 @@ image): flags are dataclass fields of sglang/srt/arg_groups/fields/*.py turned i
 `--ep-size` alias `--expert-parallel-size`, `--enable-dp-attention`; speculative-* in spec.py, EAGLE being
 also the MTP/NEXTN head's algorithm; `--kv-cache-dtype` and `--attention-backend` in model.py/choices.py;
 `--mem-fraction-static`; `--served-model-name`), the port's default 30000 (fields/serving.py). `--tp` and
-`--dp` are argparse abbreviations sglang's own recipes use; they are accepted spellings here. Start-up
-lines: model_runner.py "Load weight end", cuda_graph_setup.py "Capture {target|draft} ... CUDA graph end"
-(older sglang: "Capture cuda graph end"), http_server.py "The server is fired up and ready to roll!".
+`--dp` are argparse abbreviations sglang's own recipes use (`--pp` is ambiguous). Start-up lines (checked per
+release by tests/conformance): bootstrap.py "Init torch distributed ends" (0.5.23: "Init parallel ends"),
+model_runner.py "Load weight end", cuda_graph_setup.py "Capture {target|draft} ... CUDA graph end".
 What `porter init` plans with: `--ep-size` is a group size within the TP ranks; without DP attention each
 `--dp-size` replica holds its own copy of the model, MoE split over its own TP ranks; `--chunked-prefill-size`
 bounds the tokens of a prefill step (fields/schedule.py); `--trust-remote-code`. `--mem-fraction-static` is
@@ -51,7 +51,7 @@ ENGINE = Engine(
     default_port=30000,
     tensor_parallel=("tp-size", "tensor-parallel-size", "tp"),
     data_parallel=("dp-size", "data-parallel-size", "dp"),
-    pipeline_parallel=("pp-size", "pipeline-parallel-size", "pp"),
+    pipeline_parallel=("pp-size", "pipeline-parallel-size"),
     expert_parallel=("ep-size", "expert-parallel-size"),
     dp_attention="enable-dp-attention",
     kv_cache_dtype="kv-cache-dtype",
@@ -63,7 +63,7 @@ ENGINE = Engine(
     draft_flags=draft_flags,
     read_draft=read_draft,
     stages=(
-        ("process group", r"Init torch distributed ends"),
+        ("process group", r"Init (torch distributed|parallel) ends"),
         ("weights loaded", r"Load weight end"),
         ("memory pool", r"KV Cache is allocated|Memory pool end"),
         ("graphs captured", r"Capture (target |draft )?(decode |verify |extend |prefill )?(cuda|CUDA) graph end"),

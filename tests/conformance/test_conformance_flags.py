@@ -1,16 +1,16 @@
-"""Every serve flag and value the real tasks write, against the engines' own CLI declarations (pinned wheels).
+"""Every serve flag and value the real tasks write, against the engines' own CLI declarations (the wheels under test).
 
-Read with ast, not by running the parsers: sglang 0.5.20's `ServerArgs.add_cli_args` needs `sglang.srt.utils.common`
-(psutil, torch), vLLM 0.25.1's `EngineArgs.add_cli_args` needs `vllm.config` (torch). What is read:
-- sglang: the dataclass fields of `sglang/srt/arg_groups/fields/*.py` (`name: A[T, Arg(...)]`), which
-  `arg_groups/arg_utils.py: add_cli_args_from_dataclass` turns into `--name-with-dashes` (+ `aliases`, or `cli_name`;
-  `bool` -> store_true; `choices` literal or a name from `arg_groups/choices.py`), plus the `add_argument` calls of
-  `server_args.py`; the speculative algorithm names of `speculative/spec_info.py` (enum) and `spec_registry.py`
-  (`_RESERVED_ALIASES`).
-- vLLM: the option strings of every `add_argument` call in `vllm/engine/arg_utils.py`; kv-cache dtypes from
-  `vllm/config/cache.py: CacheDType`; speculative methods from `vllm/config/speculative.py` (`"mtp"` in MTPModelTypes).
+- sglang: its own parser, `ServerArgs.add_cli_args` built in a child process from the wheel with torch stubbed
+  (upstream_runtime.py): every option string with its dest, whether it takes a value, its choices, and whether the
+  release marks it deprecated (a `Deprecated*` action of `arg_groups/argparse_actions.py`, naming its replacement,
+  as 0.5.23 does for `--enable-dp-attention` -> `--attn-dp-size`); the speculative algorithm names of
+  `speculative/spec_info.py` (enum) and `spec_registry.py` (`_RESERVED_ALIASES`). Porter's parallel spellings
+  (engines/sglang.py) are parsed by it and must set the size they name.
+- vLLM, read with ast (its `EngineArgs.add_cli_args` needs `vllm.config`, i.e. torch): the option strings of every
+  `add_argument` call in `vllm/engine/arg_utils.py`; kv-cache dtypes from `vllm/config/cache.py: CacheDType`;
+  speculative methods from `vllm/config/speculative.py` (`"mtp"` in MTPModelTypes).
 The real tasks' flags must be long names as declared (argparse would accept an abbreviation; porter's preflight
-refuses them), and each value must be one the declaration allows.
+refuses them), not deprecated in the release under test, and each value must be one the declaration allows.
 """
 
 from __future__ import annotations
@@ -20,55 +20,26 @@ import json
 from pathlib import Path
 
 import pytest
+import upstream_runtime
 import upstream_wheels
 
+from porter.engines.known import ENGINES
 from porter.task import load_task
 
 ROOT = Path(__file__).resolve().parents[2]
 SGLANG_TASK = ROOT / "tasks" / "glm52_mi355x.yaml"
 VLLM_TASK = ROOT / "tasks" / "glm52_mi355x_vllm.yaml"
-FIELDS = "sglang/srt/arg_groups/fields/"
+ENGINE = ENGINES["sglang"]
+PARALLEL = {
+    "tp_size": ENGINE.tensor_parallel,
+    "dp_size": ENGINE.data_parallel,
+    "pp_size": ENGINE.pipeline_parallel,
+    "ep_size": ENGINE.expert_parallel,
+}
 
 
 def literal_strings(node: ast.AST) -> list[str]:
     return [item.value for item in ast.walk(node) if isinstance(item, ast.Constant) and isinstance(item.value, str)]
-
-
-def module_lists(source: str) -> dict[str, list[str]]:
-    """Top-level `NAME = [...]` lists of string constants."""
-    lists = {}
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.List | ast.Tuple):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    lists[target.id] = literal_strings(node.value)
-    return lists
-
-
-def sglang_field_flags(source: str, choice_lists: dict[str, list[str]]) -> dict[str, dict]:
-    """--flag -> {"bool": ..., "choices": ...} for every CLI field declared in one fields module."""
-    flags = {}
-    for node in ast.walk(ast.parse(source)):
-        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
-            continue
-        annotation = node.annotation
-        if not (isinstance(annotation, ast.Subscript) and getattr(annotation.value, "id", None) == "A"):
-            continue
-        kind, meta = annotation.slice.elts[0], annotation.slice.elts[1]
-        arg = {kw.arg: kw.value for kw in meta.keywords} if isinstance(meta, ast.Call) else {}
-        if isinstance(arg.get("no_cli"), ast.Constant) and arg["no_cli"].value:
-            continue
-        names = [arg["cli_name"].value] if "cli_name" in arg else ["--" + node.target.id.replace("_", "-")]
-        names += literal_strings(arg["aliases"]) if "aliases" in arg else []
-        choices = arg.get("choices")
-        if isinstance(choices, ast.Name):
-            choices = choice_lists.get(choices.id)
-        elif choices is not None:
-            choices = literal_strings(choices)
-        is_bool = ast.unparse(kind) in ("bool", "Optional[bool]") and "action" not in arg
-        for name in names:
-            flags[name] = {"bool": is_bool, "choices": choices}
-    return flags
 
 
 def explicit_flags(source: str) -> dict[str, dict]:
@@ -87,14 +58,15 @@ def explicit_flags(source: str) -> dict[str, dict]:
 
 
 @pytest.fixture(scope="module")
-def sglang_cli(wheels) -> dict:
-    wheel = wheels["sglang"]
-    choice_lists = module_lists(upstream_wheels.read_source(wheel, "sglang/srt/arg_groups/choices.py"))
-    flags = explicit_flags(upstream_wheels.read_source(wheel, "sglang/srt/server_args.py"))
-    members = [m for m in upstream_wheels.wheel_members(wheel) if m.startswith(FIELDS) and m.endswith(".py")]
-    for member in members:
-        flags.update(sglang_field_flags(upstream_wheels.read_source(wheel, member), choice_lists))
-    return flags
+def sglang_parser(wheels, tmp_path_factory) -> dict:
+    """sglang's own parser, built from the wheel under test, and how it takes each spelling porter declares."""
+    spellings = [name for names in PARALLEL.values() for name in names]
+    return upstream_runtime.sglang_options(wheels, spellings, tmp_path_factory.mktemp("sglang-parser"))
+
+
+@pytest.fixture(scope="module")
+def sglang_cli(sglang_parser) -> dict:
+    return sglang_parser["options"]
 
 
 @pytest.fixture(scope="module")
@@ -135,6 +107,8 @@ def check_against(declared: dict, values: dict[str, list]) -> list[str]:
             near = sorted(name for name in declared if name.startswith("--" + flag))
             problems.append(f"--{flag} is not declared upstream" + (f" (did you mean {near[:3]})" if near else ""))
             continue
+        if spec.get("deprecated") and any(value is not None for value in options):
+            problems.append(f"--{flag} is deprecated in this release: {spec['deprecated']} replaces it")
         for value in options:
             if value is None:
                 continue
@@ -145,7 +119,7 @@ def check_against(declared: dict, values: dict[str, list]) -> list[str]:
     return problems
 
 
-def test_the_sglang_task_speaks_sglang_0_5_20(sglang_cli, sglang_speculative_algorithms):
+def test_the_sglang_task_speaks_the_sglang_under_test(sglang_cli, sglang_speculative_algorithms):
     values = task_values(SGLANG_TASK)
     assert check_against(sglang_cli, values) == []
     for algorithm in values.get("speculative-algorithm", []):
@@ -176,6 +150,21 @@ def test_the_vllm_task_speaks_vllm_0_25_1(vllm_cli, wheels):
     assert {"--tensor-parallel-size", "-tp", "--enable-expert-parallel", "--gpu-memory-utilization"} <= set(vllm_cli)
 
 
+@pytest.mark.parametrize("size", PARALLEL)
+def test_each_parallel_spelling_porter_declares_sets_that_size(sglang_parser, size):
+    """An abbreviation is accepted only while one option starts with it: sglang's `--pp` is ambiguous (--pp-size,
+    --pp-max-micro-batch-size, ...), so it must not be a spelling porter writes or reads as the pipeline size."""
+    for spelling in PARALLEL[size]:
+        assert sglang_parser["spellings"][spelling] == size, (spelling, sglang_parser["spellings"][spelling])
+
+
 def test_a_misspelt_flag_or_value_is_reported(sglang_cli):
-    problems = check_against(sglang_cli, {"tp": [8], "kv-cache-dtype": ["fp8"], "enable-dp-attention": [2]})
+    problems = check_against(sglang_cli, {"tp": [8], "kv-cache-dtype": ["fp8"], "trust-remote-code": [2]})
     assert len(problems) == 3, problems
+
+
+def test_a_flag_the_release_deprecates_is_reported(sglang_cli):
+    """What the release under test marks deprecated, read off its parser (0.5.23: --enable-dp-attention)."""
+    deprecated = sorted(name for name, spec in sglang_cli.items() if spec["deprecated"] and name.startswith("--"))
+    assert deprecated, "the parser shows no Deprecated* action: reread sglang's arg_groups/argparse_actions.py"
+    assert "is deprecated in this release" in " ".join(check_against(sglang_cli, {deprecated[0][2:]: [True]}))

@@ -25,7 +25,6 @@ MATCHERS = {
     "sglang": ("sglang", "sglang/srt/layers/quantization/quark/utils.py"),
     "vllm": ("vllm", "vllm/model_executor/layers/quantization/quark/utils.py"),
 }
-MATCHER_NAMES = ["should_ignore_layer", "check_equal_or_regex_match", "_is_equal_or_regex_match"]
 # sglang: model_loader/loader.py adds this for quantization == "quark"; vLLM: DeepseekV2ForCausalLM's own mapping
 FUSED = {"gate_up_proj": ["gate_proj", "up_proj"]}
 MTP = "model.layers.78"  # GLM-5: num_hidden_layers 78, num_nextn_predict_layers 1
@@ -45,8 +44,7 @@ def sglang_nextn_excludes(wheels):
     """sglang 0.5.20's own rewrite of the exclude list for GLM-5's draft model (`_resolve_nextn_quant_config`):
     exact `model.layers.78.*` names gain a `model.decoder.*` copy; `re:` entries are left as they are."""
     member, class_name = GLM_NEXTN
-    source = upstream_wheels.read_source(wheels["sglang"], member)
-    stand_in = upstream_wheels.lift_methods(source, class_name, GLM_NEXTN_MEMBERS, {}, f"sglang:{member}")
+    stand_in = upstream_wheels.lift_methods(wheels["sglang"], member, class_name, GLM_NEXTN_MEMBERS, {})
 
     def rewrite(excludes: list[str]) -> list[str]:
         quant_config = SimpleNamespace(exclude_layers=list(excludes), quant_config={}, get_name=lambda: "quark")
@@ -58,16 +56,13 @@ def sglang_nextn_excludes(wheels):
 
 @pytest.fixture(scope="module")
 def should_ignore(wheels):
-    """engine -> the engine's own should_ignore_layer, from its pinned wheel."""
+    """engine -> the engine's own should_ignore_layer, from its wheel, with its helpers from where they live."""
     regex = upstream_wheels.import_from_wheel(wheels["regex"], "regex")
     functions = {}
     for engine, (package, member) in MATCHERS.items():
-        source = upstream_wheels.read_source(wheels[package], member)
-        namespace = {"re": regex if engine == "vllm" else re, "Iterable": object, "Mapping": object}
-        namespace.update(MappingProxyType=dict, Optional=object, Any=object)
-        functions[engine] = upstream_wheels.lift(source, MATCHER_NAMES, namespace, f"{package}:{member}")[
-            "should_ignore_layer"
-        ]
+        namespace = {"re": regex if engine == "vllm" else re, "Any": object}
+        lifted = upstream_wheels.lift_where_defined(wheels[package], member, ["should_ignore_layer"], namespace)
+        functions[engine] = lifted["should_ignore_layer"]
     return functions
 
 
@@ -108,11 +103,10 @@ def test_a_glob_is_no_wildcard_to_either_engine(should_ignore):
         assert matcher(f"{ENGINE_PREFIX[engine]}.mlp.shared_experts.gate_up_proj", regex, FUSED), engine
 
 
-def test_sglang_0_5_20_resolves_a_fused_module_by_its_shards_only(should_ignore):
-    """An exact entry naming the fused module is not enough in 0.5.20 (0.5.23 added that direct check)."""
+def test_sglang_resolves_a_fused_module_by_its_shards(should_ignore):
+    """Both shards excluded exclude the fused module, one alone is refused: on every version. The fused module's
+    own name is enough only from 0.5.23 on (its direct check), so the remedy writes the shards' names."""
     matcher = should_ignore["sglang"]
-    fused = "model.decoder.mlp.shared_experts.gate_up_proj"
-    assert not matcher(fused, [fused], FUSED)
     shards = ["model.decoder.mlp.shared_experts.gate_proj", "model.decoder.mlp.shared_experts.up_proj"]
     assert matcher("model.decoder.mlp.shared_experts.gate_up_proj", shards, FUSED)
     with pytest.raises(ValueError, match="same scheme"):

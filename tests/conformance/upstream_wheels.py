@@ -22,7 +22,9 @@ from pathlib import Path
 
 import pytest
 
-LOCK_FILE = Path(__file__).with_name("requirements.lock")
+REPO_LOCK = Path(__file__).with_name("requirements.lock")  # the releases the real tasks' images run
+# scripts/conformance.sh newest points this at a lock of the newest releases, written into its own cache folder
+LOCK_FILE = Path(os.environ.get("PORTER_CONFORMANCE_LOCK") or REPO_LOCK)
 FETCH_TIMEOUT_S = 600
 
 
@@ -30,9 +32,9 @@ def cache_dir() -> Path:
     return Path(os.environ.get("PORTER_CONFORMANCE_CACHE") or Path.home() / ".cache" / "porter" / "conformance")
 
 
-def pinned() -> dict[str, tuple[str, str]]:
-    """name -> (version, sha256) as requirements.lock pins them."""
-    text = LOCK_FILE.read_text().replace("\\\n", " ")
+def pinned(lock: Path | None = None) -> dict[str, tuple[str, str]]:
+    """name -> (version, sha256) as a lock (default: the one under test, LOCK_FILE) pins them."""
+    text = (lock or LOCK_FILE).read_text().replace("\\\n", " ")
     pins = {}
     for line in text.splitlines():
         match = re.match(r"\s*([A-Za-z0-9_.-]+)==(\S+)\s+--hash=sha256:([0-9a-f]{64})", line)
@@ -41,38 +43,45 @@ def pinned() -> dict[str, tuple[str, str]]:
     return pins
 
 
-def fetch() -> dict[str, Path]:
-    """name -> the pinned wheel on disk, downloaded on first use; each file's sha256 is checked against the lock."""
+def fetch(lock: Path | None = None, names: list[str] | None = None) -> dict[str, Path]:
+    """name -> the wheel a lock pins (default: every one of the lock under test), downloaded on first use; each
+    file's sha256 is checked against the lock."""
+    pins = pinned(lock)
+    pins = {name: pins[name] for name in names} if names else pins
     folder = cache_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        wheels = _find(folder)
-        if set(wheels) != set(pinned()):
-            _download(folder)
-            wheels = _find(folder)
-        missing = sorted(set(pinned()) - set(wheels))
+    with open(folder / ".lock", "w") as lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)
+        wheels = _find(folder, pins)
+        if set(wheels) != set(pins):
+            _download(folder, pins)
+            wheels = _find(folder, pins)
+        missing = sorted(set(pins) - set(wheels))
         if missing:
             pytest.fail(f"pip downloaded no wheel for {missing} into {folder}; see requirements.lock")
-        for name, (_, digest) in pinned().items():
+        for name, (_, digest) in pins.items():
             if hashlib.sha256(wheels[name].read_bytes()).hexdigest() != digest:
                 wheels[name].unlink()
                 pytest.fail(f"{wheels[name].name} does not match its pinned sha256; removed it, run again")
     return wheels
 
 
-def _find(folder: Path) -> dict[str, Path]:
+def _find(folder: Path, pins: dict[str, tuple[str, str]]) -> dict[str, Path]:
     found = {}
-    for name, (version, _) in pinned().items():
+    for name, (version, _) in pins.items():
         stem = name.replace("-", "_")
         for path in folder.glob(f"{stem}-{version}-*.whl"):
             found[name] = path
     return found
 
 
-def _download(folder: Path) -> None:
+def _download(folder: Path, pins: dict[str, tuple[str, str]]) -> None:
+    requirements = folder / ".requested.txt"
+    requirements.write_text(
+        "".join(f"{name}=={version} --hash=sha256:{digest}\n" for name, (version, digest) in pins.items())
+    )
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--require-hashes"]
-    command += ["--disable-pip-version-check", "-r", str(LOCK_FILE), "-d", str(folder)]
+    command += ["--disable-pip-version-check", "-r", str(requirements), "-d", str(folder)]
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=FETCH_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -104,6 +113,57 @@ def lift(source: str, names: list[str], namespace: dict, filename: str) -> dict:
     return namespace
 
 
+def lift_where_defined(wheel: Path, member: str, names: list[str], namespace: dict) -> dict:
+    """lift() the named functions of one module of a wheel with the module-level helpers they use, following the
+    module's imports from its own package to where upstream defines each helper now (vLLM moved its Quark
+    matching helpers to quantization/utils/config_utils.py); the module's other imports are run where this
+    process can (the standard library), and `namespace` supplies the rest (e.g. vLLM's `regex` as `re`)."""
+    source = read_source(wheel, member)
+    tree = ast.parse(source, filename=member)
+    package = member.split("/")[0]
+    wanted = _closure(tree, set(names))
+    used = {node.id for name in wanted for node in ast.walk(_definition(tree, name)) if isinstance(node, ast.Name)}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == package:
+            imported = [alias.name for alias in node.names if (alias.asname or alias.name) in used]
+            if imported:
+                lift_where_defined(wheel, node.module.replace(".", "/") + ".py", imported, namespace)
+    run_imports(source, namespace)
+    return lift(source, sorted(wanted), namespace, f"{package}:{member}")
+
+
+def run_imports(source: str, namespace: dict) -> dict:
+    """Run the module-level imports of `source` that this process can (the standard library) into `namespace`,
+    leaving the names it already holds; torch and the like are skipped: what is lifted must not need them."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Import | ast.ImportFrom) and not set(_bound(node)) & set(namespace):
+            try:
+                exec(compile(ast.Module(body=[node], type_ignores=[]), "<imports>", "exec"), namespace)
+            except ImportError:
+                pass
+    return namespace
+
+
+def _definition(tree: ast.Module, name: str) -> ast.stmt:
+    return next(node for node in tree.body if name in _defines(node))
+
+
+def _closure(tree: ast.Module, names: set[str]) -> set[str]:
+    """The names, with every top-level definition of the module they use, transitively."""
+    defined = set().union(*(_defines(node) for node in tree.body))
+    found, todo = set(), set(names) & defined
+    while todo:
+        name = todo.pop()
+        found.add(name)
+        used = {node.id for node in ast.walk(_definition(tree, name)) if isinstance(node, ast.Name)}
+        todo |= (used & defined) - found
+    return found | set(names)
+
+
+def _bound(node: ast.Import | ast.ImportFrom) -> list[str]:
+    return [(alias.asname or alias.name).split(".")[0] for alias in node.names]
+
+
 def _defines(node: ast.stmt) -> set[str]:
     if isinstance(node, ast.FunctionDef | ast.ClassDef):
         return {node.name}
@@ -114,13 +174,23 @@ def _defines(node: ast.stmt) -> set[str]:
     return set()
 
 
+def unpacked(wheel: Path) -> Path:
+    """The wheel's files, unpacked once into the cache (a folder to put on sys.path)."""
+    target = cache_dir() / f"unpacked-{wheel.stem}"
+    if not (target / ".complete").exists():
+        with open(cache_dir() / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (target / ".complete").exists():
+                with zipfile.ZipFile(wheel) as archive:
+                    archive.extractall(target)
+                (target / ".complete").touch()
+    return target
+
+
 def import_from_wheel(wheel: Path, module: str):
     """Import a top-level module from a wheel unpacked into the cache (for a dependency upstream code imports,
     such as vLLM's `regex`); a module of that name already imported in this process is used as it is."""
-    target = cache_dir() / f"unpacked-{wheel.stem}"
-    if not (target / module).is_dir():
-        with zipfile.ZipFile(wheel) as archive:
-            archive.extractall(target)
+    target = unpacked(wheel)
     if module not in sys.modules:
         sys.path.insert(0, str(target))
         try:
@@ -130,9 +200,11 @@ def import_from_wheel(wheel: Path, module: str):
     return sys.modules[module]
 
 
-def lift_methods(source: str, class_name: str, names: list[str], namespace: dict, filename: str) -> type:
+def lift_methods(wheel: Path, member: str, class_name: str, names: list[str], namespace: dict) -> type:
     """A stand-in class holding only the named methods and class attributes of upstream's `class_name` (its bases
-    pull torch), to run upstream's own method code on plain objects."""
+    pull torch), with the module-level functions they call (lifted where upstream defines them), to run upstream's
+    own method code on plain objects."""
+    source, filename = read_source(wheel, member), f"{member.split('/')[0]}:{member}"
     tree = ast.parse(source, filename=filename)
     found = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == class_name]
     if not found:
@@ -141,6 +213,11 @@ def lift_methods(source: str, class_name: str, names: list[str], namespace: dict
     missing = set(names) - set().union(*(_defines(node) for node in members))
     if missing:
         pytest.fail(f"{filename}: {class_name} no longer defines {sorted(missing)}: reread upstream")
+    used = {node.id for member_node in members for node in ast.walk(member_node) if isinstance(node, ast.Name)}
+    helpers = used & set().union(*(_defines(node) for node in tree.body)) - {class_name}
+    if helpers:  # sglang 0.5.23's _resolve_nextn_quant_config calls one
+        lift_where_defined(wheel, member, sorted(helpers), namespace)
+    run_imports(source, namespace)
     stand_in = ast.ClassDef(name=class_name, bases=[], keywords=[], body=members, decorator_list=[], type_params=[])
     module = ast.fix_missing_locations(ast.Module(body=[stand_in], type_ignores=[]))
     exec(compile(module, filename, "exec"), namespace)
