@@ -89,7 +89,7 @@ def test_porter_picks_the_answer_lm_evals_filter_picks(wheels):
     source = upstream_wheels.read_source(wheels["lm-eval"], "lm_eval/filters/extraction.py")
     names = {"re": re, "sys": sys}
     flexible = next(f for f in task["filter_list"] if f["name"] == "flexible-extract")["filter"][0]
-    picker = upstream_wheels.lift_methods(source, "MultiChoiceRegexFilter", ["__init__", "apply"], names, "x.py")
+    picker = upstream_wheels.class_stand_in(source, "MultiChoiceRegexFilter", ["__init__", "apply"], names, "x.py")
     fallback = inspect.signature(picker.__init__).parameters["fallback"].default
     picker = object.__new__(picker)
     picker.regex, picker.fallback = re.compile(flexible["regex_pattern"]), fallback

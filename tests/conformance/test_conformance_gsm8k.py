@@ -59,14 +59,14 @@ def lm_eval_parts(wheels) -> SimpleNamespace:
     upstream_wheels.lift(source("lm_eval/utils.py"), ["regex_replace", "env", "apply_template"], names, "utils.py")
     names["dataclass"] = dataclasses.dataclass
     upstream_wheels.lift(source("lm_eval/api/utils.py"), ["Message", "maybe_delimit", "requires_delimiter"], names, "u")
-    turns = upstream_wheels.lift_methods(
+    turns = upstream_wheels.class_stand_in(
         source("lm_eval/api/task.py"), "ConfigurableTask", ["build_qa_turn"], names, "t"
     )
     models = upstream_wheels.lift(source("lm_eval/models/utils.py"), ["handle_stop_sequences"], {}, "models/utils.py")
-    api = upstream_wheels.lift_methods(
+    api = upstream_wheels.class_stand_in(
         source("lm_eval/models/openai_completions.py"), "LocalCompletionsAPI", ["_create_payload"], models, "oc.py"
     )
-    template_api = upstream_wheels.lift_methods(
+    template_api = upstream_wheels.class_stand_in(
         source("lm_eval/models/api_models.py"), "TemplateAPI", ["__init__"], {}, "a"
     )
     defaults = {name: p.default for name, p in inspect.signature(template_api.__init__).parameters.items()}

@@ -25,7 +25,7 @@ WRITTEN = ["M-M*-E", "EEEE*", "M*M*M-"]
 def sglang_pattern_to_list(wheels):
     source = upstream_wheels.read_source(wheels["sglang"], MEMBER)
     namespace = upstream_wheels.lift(source, ["MAMBA", "ATTENTION", "MLP", "MOE"], {}, f"sglang:{MEMBER}")
-    return upstream_wheels.lift_methods(source, "NemotronHConfig", ["_pattern_to_list"], namespace, MEMBER)
+    return upstream_wheels.class_stand_in(source, "NemotronHConfig", ["_pattern_to_list"], namespace, MEMBER)
 
 
 def patterns() -> list[str]:

@@ -202,10 +202,29 @@ def import_from_wheel(wheel: Path, module: str):
 
 def lift_methods(wheel: Path, member: str, class_name: str, names: list[str], namespace: dict) -> type:
     """A stand-in class holding only the named methods and class attributes of upstream's `class_name` (its bases
-    pull torch), with the module-level functions they call (lifted where upstream defines them), to run upstream's
-    own method code on plain objects."""
+    pull torch), with the module-level functions they call (lifted where upstream defines them) and the module's
+    imports run, to run upstream's own method code on plain objects."""
     source, filename = read_source(wheel, member), f"{member.split('/')[0]}:{member}"
-    tree = ast.parse(source, filename=filename)
+    members = _class_members(ast.parse(source, filename=filename), class_name, names, filename)
+    used = {node.id for member_node in members for node in ast.walk(member_node) if isinstance(node, ast.Name)}
+    helpers = used & set().union(*(_defines(node) for node in ast.parse(source).body)) - {class_name}
+    if helpers:  # sglang 0.5.23's _resolve_nextn_quant_config calls one
+        lift_where_defined(wheel, member, sorted(helpers), namespace)
+    run_imports(source, namespace)
+    return class_stand_in(source, class_name, names, namespace, filename)
+
+
+def class_stand_in(source: str, class_name: str, names: list[str], namespace: dict, filename: str) -> type:
+    """The named methods and class attributes of `class_name` in `source` as a class of their own, executed in
+    `namespace` as it is (nothing imported or lifted for them): for methods whose module pulls torch on import."""
+    members = _class_members(ast.parse(source, filename=filename), class_name, names, filename)
+    stand_in = ast.ClassDef(name=class_name, bases=[], keywords=[], body=members, decorator_list=[], type_params=[])
+    module = ast.fix_missing_locations(ast.Module(body=[stand_in], type_ignores=[]))
+    exec(compile(module, filename, "exec"), namespace)
+    return namespace[class_name]
+
+
+def _class_members(tree: ast.Module, class_name: str, names: list[str], filename: str) -> list[ast.stmt]:
     found = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == class_name]
     if not found:
         pytest.fail(f"{filename} no longer defines {class_name}: reread upstream and update the test")
@@ -213,12 +232,4 @@ def lift_methods(wheel: Path, member: str, class_name: str, names: list[str], na
     missing = set(names) - set().union(*(_defines(node) for node in members))
     if missing:
         pytest.fail(f"{filename}: {class_name} no longer defines {sorted(missing)}: reread upstream")
-    used = {node.id for member_node in members for node in ast.walk(member_node) if isinstance(node, ast.Name)}
-    helpers = used & set().union(*(_defines(node) for node in tree.body)) - {class_name}
-    if helpers:  # sglang 0.5.23's _resolve_nextn_quant_config calls one
-        lift_where_defined(wheel, member, sorted(helpers), namespace)
-    run_imports(source, namespace)
-    stand_in = ast.ClassDef(name=class_name, bases=[], keywords=[], body=members, decorator_list=[], type_params=[])
-    module = ast.fix_missing_locations(ast.Module(body=[stand_in], type_ignores=[]))
-    exec(compile(module, filename, "exec"), namespace)
-    return namespace[class_name]
+    return members
