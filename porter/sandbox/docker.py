@@ -44,6 +44,7 @@ from porter.sandbox.interface import (
     OutputCapture,
     SandboxDied,
     SandboxError,
+    pump,
     refuse_secrets,
 )
 from porter.sandbox.trees.baseline import ensure_baseline, extract_tree
@@ -304,7 +305,7 @@ class DockerSandbox:
         capture = OutputCapture(self.exec_log, title, self.output_limit)
         started = time.monotonic()
         stream = self.client.api.exec_start(exec_id, stream=True)
-        reader = threading.Thread(target=_pump, args=(stream, capture.feed), daemon=True)
+        reader = threading.Thread(target=pump, args=(stream, capture.feed), daemon=True)
         reader.start()
         reader.join(timeout)
         timed_out = reader.is_alive()
@@ -439,8 +440,3 @@ def _archive(helper, image: str, path: str, what: str):
         return helper.get_archive(path)[0]
     except docker.errors.NotFound:
         raise SandboxError(f"{what}: {path} does not exist in image {image}") from None
-
-
-def _pump(stream, sink) -> None:
-    for chunk in stream:
-        sink(chunk)

@@ -2,8 +2,8 @@
 
 Covers the `Sandbox` and `Process` protocols, `ExecResult`, the error types, the refusal of secrets
 in a sandbox environment, the head+tail capture of command output (bounded memory and disk, a copy in the
-run's exec log, whole up to SPOOL_LIMIT, with secrets redacted on the way). Does not cover running anything
-(docker.py, local.py) nor file access (guard.py).
+run's exec log, whole up to SPOOL_LIMIT, with secrets redacted on the way) and a server's log kept the same way
+as it streams. Does not cover running anything (docker.py, local.py) nor file access (guard.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from porter.redaction import environment_problems, known
+from porter.redaction import RedactingWriter, environment_problems, known
 from porter.task import Task
 
 # Where read_file/write_file may go besides the repos; bind-mounted from <run_dir>/scratch.
@@ -150,9 +150,7 @@ class OutputCapture:
         tail = bytes(self.tail[-self.spool_tail :][margin:])
         self.spool.truncate(head_end)
         self.spool.seek(head_end)
-        lost = self.spooled + self.dropped - head_end - len(tail)
-        self.spool.write(f"\n[porter: {lost} bytes of output not kept: over {self.spool_limit} bytes]\n".encode())
-        self.spool.write(tail)
+        self.spool.write(not_kept(self.spooled + self.dropped - head_end - len(tail), self.spool_limit) + tail)
 
     def finish(self, footer: str) -> tuple[str, bool]:
         """Return (capped text, truncated) and record the full output in the exec log."""
@@ -176,6 +174,65 @@ class OutputCapture:
             return (head + tail).decode(errors="replace"), False
         marker = f"\n[... {elided} bytes elided; full output in {self.exec_log} ...]\n"
         return head.decode(errors="replace") + marker + tail.decode(errors="replace"), True
+
+
+def not_kept(lost: int, limit: int) -> bytes:
+    return f"\n[porter: {lost} bytes of output not kept: over {limit} bytes]\n".encode()
+
+
+class CappedLog:
+    """A log file written as output arrives (a server's), kept as command output is: its first `limit` bytes, then
+    a line saying how many bytes were not kept and the last `tail` bytes, rewritten as the flood goes on; so a
+    server that prints without end fills neither the disk nor the memory, and runs on."""
+
+    def __init__(self, path: Path, limit: int = SPOOL_LIMIT, tail: int = SPOOL_TAIL):
+        self.file = open(path, "ab")  # noqa: SIM115 - closed by close()
+        self.limit, self.tail, self.room = limit, tail, limit
+        self.head_end, self.recent, self.lost = self.file.tell() + limit, bytearray(), 0
+
+    def write(self, data: bytes) -> None:
+        kept, data = data[: self.room], data[self.room :]
+        self.file.write(kept)
+        self.room -= len(kept)
+        if not data:
+            return
+        self.recent += data
+        if len(self.recent) <= 2 * self.tail:  # rewritten now and then, not at every chunk: linear time
+            self.file.write(data)
+            return
+        self.lost += len(self.recent) - self.tail
+        del self.recent[: -self.tail]
+        self.file.truncate(self.head_end)
+        self.file.write(not_kept(self.lost, self.limit) + self.recent)
+
+    def flush(self) -> None:
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def pump(chunks, sink) -> None:
+    for chunk in chunks:
+        sink(chunk)
+
+
+def stream_to_log(chunks, log_path: Path) -> threading.Thread:
+    """A daemon thread writing `chunks` (a server's output) into `log_path` as they arrive, redacted and capped."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = RedactingWriter(CappedLog(log_path))
+
+    def write() -> None:
+        try:
+            for chunk in chunks:
+                log.write(chunk)
+                log.flush()
+        finally:
+            log.close()
+
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    return thread
 
 
 _EXEC_LOG_LOCK = threading.Lock()

@@ -35,7 +35,9 @@ from porter.sandbox.interface import (
     ExecResult,
     OutputCapture,
     SandboxError,
+    pump,
     refuse_secrets,
+    stream_to_log,
 )
 from porter.sandbox.trees.baseline import ensure_baseline
 from porter.sandbox.trees.overlay import build_from_dir
@@ -132,7 +134,7 @@ class LocalSandbox:
         except (FileNotFoundError, NotADirectoryError):
             capture.finish("not started")
             raise SandboxError(f"working directory {workdir} does not exist in the sandbox") from None
-        reader = threading.Thread(target=_pump, args=(child.stdout, capture.feed), daemon=True)
+        reader = threading.Thread(target=pump, args=(_chunks(child.stdout), capture.feed), daemon=True)
         reader.start()
         reader.join(timeout)
         timed_out = reader.is_alive()
@@ -146,19 +148,16 @@ class LocalSandbox:
         return ExecResult(exit_code, output, truncated, duration, timed_out)
 
     def spawn(self, cmd: str, log_path: Path, env: dict[str, str] | None = None) -> LocalProcess:
-        log_path = Path(log_path)
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "ab") as log_file:
-            child = subprocess.Popen(
-                command_argv(cmd),
-                cwd=self.host_path(self.task.sandbox.workdir),
-                env=self.environment(env),
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        process = LocalProcess(child)
+        child = subprocess.Popen(
+            command_argv(cmd),
+            cwd=self.host_path(self.task.sandbox.workdir),
+            env=self.environment(env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        process = LocalProcess(child, stream_to_log(_chunks(child.stdout), Path(log_path)))
         self.processes.append(process)
         return process
 
@@ -226,9 +225,8 @@ def command_argv(cmd: str) -> list[str]:
     return [*pid_namespace(), "bash", "-c", 'bash -c "$1" & wait $!', "porter-sandbox", cmd]
 
 
-def _pump(pipe, sink) -> None:
-    for chunk in iter(lambda: pipe.read1(1 << 16), b""):
-        sink(chunk)
+def _chunks(pipe):
+    return iter(lambda: pipe.read1(1 << 16), b"")
 
 
 def _shell_code(returncode: int) -> int:
@@ -290,10 +288,10 @@ def _group_alive(pgid: int) -> bool:
 
 
 class LocalProcess:
-    """A background host process (its own session); its output goes straight to the log file."""
+    """A background host process (its own session); its output streams into the log file (interface.stream_to_log)."""
 
-    def __init__(self, child: subprocess.Popen):
-        self.child = child
+    def __init__(self, child: subprocess.Popen, writer: threading.Thread):
+        self.child, self.writer = child, writer
         self.start_ticks = _start_ticks(child.pid)
 
     def record(self) -> dict:
@@ -304,6 +302,8 @@ class LocalProcess:
 
     def exit_code(self) -> int | None:
         code = self.child.poll()
+        if code is not None:
+            self.writer.join(5)  # callers read the log as soon as the process is over: let it drain first
         return None if code is None else _shell_code(code)
 
     def stop(self, grace_s: float = 10) -> None:
@@ -316,3 +316,4 @@ class LocalProcess:
                 pass
         _signal_group(self.child.pid, signal.SIGKILL)  # also takes children that ignored TERM
         self.child.wait()
+        self.writer.join(5)
