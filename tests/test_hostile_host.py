@@ -5,7 +5,10 @@ host. Each test's input is the attack:
   (links into its blobs/, as huggingface_hub makes them) still builds;
 - a server that prints 70 MiB (a `$BASH_ENV` hook, `set -x`, a loop): the log keeps its head and its last part
   with a line saying how much was not kept, on the local sandbox and in a real container, and the server runs on;
-- `kill` of a `porter run` on the twin: the run's container is stopped, not left running with the devices mapped.
+- `kill` of a `porter run` on the twin: the run's container is stopped, not left running with the devices mapped;
+- serve variables that reach what no fingerprint covers (`$PYTHONPATH` to the scratch, `$LD_PRELOAD` from /tmp,
+  `$BASH_ENV`): set_flags refuses them, and figures measured with one (here a sitecustomize.py the agent wrote in
+  the scratch) never reach the measurement cache, so a later clean run measures anew.
 """
 
 from __future__ import annotations
@@ -20,9 +23,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import free_port
+from test_measure_cache import baseline_run, cache, engine_task  # noqa: F401 - cache is a fixture
 from test_sandbox_docker import small_task
-from twin_tasks import QUICK_SCALE, build_twin, call, fast_twin_task
+from twin_tasks import QUICK_SCALE, build_twin, call, fast_twin_task, run_with, tool_results
 
+from porter.models import ScriptedModel
 from porter.sandbox import DockerSandbox, LocalSandbox, SandboxError
 from porter.sandbox.interface import SPOOL_LIMIT, SPOOL_TAIL
 from porter.sandbox.trees import safe_git
@@ -164,3 +170,32 @@ def test_a_killed_run_stops_its_container(docker_client, tmp_path):
     finally:
         for container in found:
             container.remove(force=True)
+
+
+def test_the_agent_cannot_point_the_server_at_files_no_fingerprint_covers(tmp_path, cache):  # noqa: F811
+    refused = [
+        {"$PYTHONPATH": "/porter/scratch"},
+        {"$LD_PRELOAD": "/usr/lib/libc.so.6:/tmp/fast.so"},
+        {"$BASH_ENV": "/etc/profile"},
+        {"$NODE_OPTIONS": "--require=../porter/scratch/hook.js"},  # relative to the workdir, /
+    ]
+    script = [call("set_flags", flags=flags) for flags in [*refused, {"$OMP_NUM_THREADS": "4"}]]
+    ctx = run_with(engine_task(tmp_path, free_port()), ScriptedModel(script))
+    results = tool_results(ctx.run_dir)
+    assert all("refused: $" in result["content"] for result in results[:4]), [r["content"] for r in results]
+    assert "/porter/scratch, where the agent writes" in results[0]["content"]
+    assert "shell code" in results[2]["content"] and results[4]["facts"]["ok"]
+    assert ctx.state.flags == {"$OMP_NUM_THREADS": "4"}
+
+
+def test_figures_measured_on_a_scratch_sitecustomize_never_reach_a_clean_run(tmp_path, cache):  # noqa: F811
+    task_path = engine_task(tmp_path, free_port())
+    data = yaml.safe_load(task_path.read_text())
+    data["serve"]["flags"] = {"$PYTHONPATH": "/porter/scratch"}  # declared by the task: the agent could not
+    task_path.write_text(yaml.safe_dump(data))
+    poison = 'echo "import sys" > "$PORTER_SANDBOX_ROOT/porter/scratch/sitecustomize.py"'
+    script = [call("bash", command=poison), call("serve"), call("run_check", kind="single_stream")]
+    poisoned = run_with(task_path, ScriptedModel(script))
+    clean = baseline_run(task_path, fresh=False)
+    assert [s.cached for s in poisoned.state.samples] == [False, False]
+    assert clean.state.samples and not any(s.cached for s in clean.state.samples)
