@@ -35,7 +35,6 @@ from porter.sandbox.interface import (
     ExecResult,
     OutputCapture,
     SandboxError,
-    pump,
     refuse_secrets,
     stream_to_log,
 )
@@ -44,7 +43,6 @@ from porter.sandbox.trees.overlay import build_from_dir
 from porter.task import Task
 
 logger = logging.getLogger(__name__)
-TIMEOUT_EXIT_CODE = 124
 PR_SET_DUMPABLE = 4  # <linux/prctl.h>
 ENVIRONMENT_ALLOWED = ("PATH", "HOME", "LANG")  # the only host variables a local command sees
 
@@ -120,7 +118,6 @@ class LocalSandbox:
         workdir = workdir or self.task.sandbox.workdir
         title = f"exec (timeout {timeout:g}s, workdir {workdir}): {cmd}"
         capture = OutputCapture(self.exec_log, title, self.output_limit)
-        started = time.monotonic()
         try:
             child = subprocess.Popen(
                 command_argv(cmd),
@@ -134,18 +131,8 @@ class LocalSandbox:
         except (FileNotFoundError, NotADirectoryError):
             capture.finish("not started")
             raise SandboxError(f"working directory {workdir} does not exist in the sandbox") from None
-        reader = threading.Thread(target=pump, args=(_chunks(child.stdout), capture.feed), daemon=True)
-        reader.start()
-        reader.join(timeout)
-        timed_out = reader.is_alive()
-        if timed_out:
-            _signal_group(child.pid, signal.SIGKILL)
-            reader.join(5)
-        exit_code = TIMEOUT_EXIT_CODE if timed_out else _shell_code(child.wait())
-        duration = time.monotonic() - started
-        footer = f"exit {exit_code} after {duration:.3f}s" + (" (timed out: process group killed)" if timed_out else "")
-        output, truncated = capture.finish(footer)
-        return ExecResult(exit_code, output, truncated, duration, timed_out)
+        kill = functools.partial(_signal_group, child.pid, signal.SIGKILL)
+        return capture.run(_chunks(child.stdout), timeout, kill, lambda: _shell_code(child.wait()))
 
     def spawn(self, cmd: str, log_path: Path, env: dict[str, str] | None = None) -> LocalProcess:
         child = subprocess.Popen(
