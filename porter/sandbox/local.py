@@ -28,6 +28,7 @@ import threading
 import time
 from pathlib import Path
 
+from porter.sandbox.docker_options import process_start
 from porter.sandbox.guard import PathGuard
 from porter.sandbox.interface import (
     DEFAULT_OUTPUT_LIMIT,
@@ -119,34 +120,32 @@ class LocalSandbox:
         title = f"exec (timeout {timeout:g}s, workdir {workdir}): {cmd}"
         capture = OutputCapture(self.exec_log, title, self.output_limit)
         try:
-            child = subprocess.Popen(
-                command_argv(cmd),
-                cwd=self.host_path(workdir),
-                env=self.environment(),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        except (FileNotFoundError, NotADirectoryError):
+            child = self._start(cmd, workdir)
+        except SandboxError:
             capture.finish("not started")
-            raise SandboxError(f"working directory {workdir} does not exist in the sandbox") from None
+            raise
         kill = functools.partial(_signal_group, child.pid, signal.SIGKILL)
         return capture.run(_chunks(child.stdout), timeout, kill, lambda: _shell_code(child.wait()))
 
     def spawn(self, cmd: str, log_path: Path, env: dict[str, str] | None = None) -> LocalProcess:
-        child = subprocess.Popen(
-            command_argv(cmd),
-            cwd=self.host_path(self.task.sandbox.workdir),
-            env=self.environment(env),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        child = self._start(cmd, self.task.sandbox.workdir, env)
         process = LocalProcess(child, stream_to_log(_chunks(child.stdout), Path(log_path)))
         self.processes.append(process)
         return process
+
+    def _start(self, cmd: str, workdir: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+        """`cmd` in its own session, its cwd mapped into the root, its output (stderr too) on a pipe."""
+        pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "stdin": subprocess.DEVNULL}
+        try:
+            return subprocess.Popen(
+                command_argv(cmd),
+                cwd=self.host_path(workdir),
+                env=self.environment(env),
+                start_new_session=True,
+                **pipes,
+            )
+        except (FileNotFoundError, NotADirectoryError):
+            raise SandboxError(f"working directory {workdir} does not exist in the sandbox") from None
 
     def kill_recorded(self, record: dict) -> bool:
         return kill_group_record(record)
@@ -236,12 +235,6 @@ def _stat(pid: int) -> list[str]:
         return []
 
 
-def _start_ticks(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (stat field 22): with the pid, a unique name."""
-    fields = _stat(pid)
-    return fields[19] if len(fields) > 19 else None
-
-
 def kill_group_record(record: dict, wait_s: float = 10.0) -> bool:
     """SIGKILL the recorded group and wait for it to go. A leader whose start time differs is a reused pid: left alone.
 
@@ -250,8 +243,8 @@ def kill_group_record(record: dict, wait_s: float = 10.0) -> bool:
     pgid = record.get("pgid")
     if record.get("sandbox") != "local" or not isinstance(pgid, int) or pgid <= 1:
         return False
-    started = _start_ticks(pgid)
-    if started is not None and started != record.get("start_ticks"):
+    started = process_start(pgid)  # with the pid, a unique name
+    if started and started != record.get("start_ticks"):
         return False
     try:
         os.killpg(pgid, signal.SIGKILL)
@@ -279,7 +272,7 @@ class LocalProcess:
 
     def __init__(self, child: subprocess.Popen, writer: threading.Thread):
         self.child, self.writer = child, writer
-        self.start_ticks = _start_ticks(child.pid)
+        self.start_ticks = process_start(child.pid)
 
     def record(self) -> dict:
         return {"sandbox": "local", "pgid": self.child.pid, "start_ticks": self.start_ticks}
