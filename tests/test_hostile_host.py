@@ -5,6 +5,8 @@ host. Each test's input is the attack:
   (links into its blobs/, as huggingface_hub makes them) still builds;
 - a server that prints 70 MiB (a `$BASH_ENV` hook, `set -x`, a loop): the log keeps its head and its last part
   with a line saying how much was not kept, on the local sandbox and in a real container, and the server runs on;
+- a command that writes 2 GiB into the scratch and a detached one into the container's /tmp, over a cap of 64 MiB:
+  each is killed, one line says so, the container runs on;
 - `kill` of a `porter run` on the twin: the run's container is stopped, not left running with the devices mapped;
 - serve variables that reach what no fingerprint covers (`$PYTHONPATH` to the scratch, `$LD_PRELOAD` from /tmp,
   `$BASH_ENV`): set_flags refuses them, and figures measured with one (here a sitecustomize.py the agent wrote in
@@ -145,6 +147,26 @@ def test_a_flooding_server_log_is_capped_in_a_container(docker_client, tmp_path)
     finally:
         sandbox.stop(remove=True)
     assert_capped(tmp_path / "server.log")
+
+
+@pytest.mark.docker
+def test_writes_past_the_cap_are_stopped_with_one_line(docker_client, tmp_path):
+    task = small_task("writes").model_copy(deep=True)
+    task.sandbox.max_written = "64m"
+    sandbox = DockerSandbox(task, tmp_path / "run", f"test-writes-{os.getpid()}", docker_client)
+    sandbox.start()
+    try:
+        flood = sandbox.exec("head -c 2G /dev/zero > /porter/scratch/big; echo finished", timeout=120)
+        detached = sandbox.exec("setsid sh -c 'head -c 2G /dev/zero > /tmp/big' > /dev/null 2>&1 &", timeout=30)
+        waited = sandbox.exec("sleep 10", timeout=60)  # killed with the writer, or not if it was slower
+        later = sandbox.exec("stat -c %s /tmp/big; echo alive", timeout=60)
+    finally:
+        sandbox.stop(remove=True)
+    notice = r"\[porter: the sandbox wrote [\d,]+ bytes to its writable places, over sandbox.max_written \(67,108,864\)"
+    assert re.search(notice, flood.output) and "finished" not in flood.output, flood.output
+    assert flood.exit_code == 137 and (tmp_path / "run" / "scratch" / "big").stat().st_size < 2 << 30
+    assert detached.exit_code == 0 and len(re.findall(notice, waited.output + later.output)) == 1, waited.output
+    assert int(later.output.split()[0]) < 2 << 30 and "alive" in later.output, later.output
 
 
 @pytest.mark.docker

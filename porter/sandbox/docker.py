@@ -47,6 +47,7 @@ from porter.sandbox.interface import (
 )
 from porter.sandbox.trees.baseline import ensure_baseline, extract_tree
 from porter.sandbox.trees.overlay import WEIGHTS_MOUNT, build_from_dir, build_from_tar
+from porter.sandbox.write_watch import WriteWatch, watch_writes
 from porter.task import OVERLAY_REPO, Task
 
 logger = logging.getLogger(__name__)
@@ -86,6 +87,7 @@ class DockerSandbox:
         self.run_id = run_id
         self.client = client or connect(task)
         self.container = None
+        self.watch: WriteWatch | None = None  # the cap on what it writes (write_watch.py)
         self.exec_log = self.run_dir / "logs" / "exec.log"
         self.output_limit = DEFAULT_OUTPUT_LIMIT  # bytes of output an ExecResult keeps (head + tail)
         # Owned by this process (labelled with its pid); the manual sandbox, shared by CLI calls, is not.
@@ -109,8 +111,12 @@ class DockerSandbox:
             self.container.start()
             self._drop_default_route()
             self.container.reload()
+        if self.watch is None or self.watch.stopped.is_set():
+            self.watch = watch_writes(self.client, self.container, self.task, self.run_dir)
 
     def stop(self, remove: bool = False) -> None:
+        if self.watch is not None:
+            self.watch.stop()
         container = self.container or self._find()
         if container is None:
             return
@@ -301,9 +307,12 @@ class DockerSandbox:
         title = f"exec (timeout {timeout:g}s, workdir {workdir}): {cmd}"
         capture = OutputCapture(self.exec_log, title, self.output_limit)
         stream = self.client.api.exec_start(exec_id, stream=True)
-        return capture.run(
+        result = capture.run(
             stream, timeout, lambda: self.signal_group(pgid_file, "KILL"), lambda: self._exit_code(exec_id)
         )
+        if self.watch is not None and self.watch.notice:  # the cap on writes was hit: said once, where it is read
+            result.output, self.watch.notice = f"{result.output}\n{self.watch.notice}", ""
+        return result
 
     def spawn(self, cmd: str, log_path: Path, env: dict[str, str] | None = None) -> DockerProcess:
         refuse_secrets(env or {}, self.task)
