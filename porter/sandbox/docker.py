@@ -47,7 +47,7 @@ from porter.sandbox.interface import (
 )
 from porter.sandbox.trees.baseline import ensure_baseline, extract_tree
 from porter.sandbox.trees.overlay import WEIGHTS_MOUNT, build_from_dir, build_from_tar
-from porter.sandbox.write_watch import WriteWatch, watch_writes
+from porter.sandbox.write_watch import WriteWatch
 from porter.task import OVERLAY_REPO, Task
 
 logger = logging.getLogger(__name__)
@@ -111,8 +111,8 @@ class DockerSandbox:
             self.container.start()
             self._drop_default_route()
             self.container.reload()
-        if self.watch is None or self.watch.stopped.is_set():
-            self.watch = watch_writes(self.client, self.container, self.task, self.run_dir)
+        if self.task.sandbox.max_written and (self.watch is None or self.watch.stopped.is_set()):
+            self.watch = WriteWatch(self.client, self.container, self.task, self.run_dir)
 
     def stop(self, remove: bool = False) -> None:
         if self.watch is not None:

@@ -34,33 +34,21 @@ _KILL_ALL = (
 )
 
 
-def watch_writes(client: docker.DockerClient, container, task: Task, run_dir: Path) -> WriteWatch | None:
-    """The watch of a started sandbox: its scratch, repo trees and writable mounts, and its own layer; None when
-    the task sets no cap."""
-    if not task.sandbox.max_written:
-        return None
-    repos = [repo_host_dir(run_dir, repo.name) for repo in task.patchable_repos()]
-    mounts = [Path(mount.host) for mount in task.sandbox.mounts if not mount.read_only]
-    folders = [run_dir / "scratch", *repos, *mounts]
-    # The container's layer lies under the daemon's root: on this host's disks only with a local daemon.
-    layer = [] if task.sandbox.docker_host else [Path(client.info()["DockerRootDir"])]
-    watch = WriteWatch(client, container, folders, size_bytes(task.sandbox.max_written))
-    watch.skipped = {str(repo / ".git") for repo in repos}
-    watch.start([*folders, *layer])
-    return watch
-
-
 class WriteWatch:
-    """A daemon thread holding a container's writable places under `limit` bytes more than they held at start."""
+    """A daemon thread holding a started sandbox's writable places under the task's cap over what they held at
+    start: its scratch, repo trees and writable mounts, and its own layer."""
 
-    def __init__(self, client: docker.DockerClient, container, folders: list[Path], limit: int):
-        self.client, self.container, self.folders, self.limit = client, container, folders, limit
-        self.skipped: set[str] = set()
-        self.notice = ""
-        self.stopped = threading.Event()
-
-    def start(self, filesystems: list[Path]) -> None:
-        self.devices = {os.stat(path).st_dev: path for path in filesystems if path.exists()}
+    def __init__(self, client: docker.DockerClient, container, task: Task, run_dir: Path):
+        spec = task.sandbox
+        self.client, self.container, self.limit = client, container, size_bytes(spec.max_written or "0")
+        repos = [repo_host_dir(run_dir, repo.name) for repo in task.patchable_repos()]
+        mounts = [Path(mount.host) for mount in spec.mounts if not mount.read_only]
+        self.folders = [run_dir / "scratch", *repos, *mounts]
+        self.skipped = {str(repo / ".git") for repo in repos}
+        # The container's layer lies under the daemon's root: on this host's disks only with a local daemon.
+        layer = [] if spec.docker_host else [Path(client.info()["DockerRootDir"])]
+        self.devices = {os.stat(path).st_dev: path for path in [*self.folders, *layer] if path.exists()}
+        self.notice, self.stopped = "", threading.Event()
         self.baseline, self.trigger = self.held(), self.free() - self.limit
         threading.Thread(target=self._watch, daemon=True).start()
 
