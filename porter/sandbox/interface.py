@@ -198,18 +198,18 @@ class CappedLog:
         self.head_end, self.recent, self.lost = file.seek(0, os.SEEK_END) + limit, bytearray(), 0
 
     def write(self, data: bytes) -> None:
+        """Append `data` past the head, or keep its end; flushed, so a reader sees the log as it stands."""
         kept, data = data[: self.room], data[self.room :]
         self.file.write(kept)
         self.room -= len(kept)
-        if not data:
-            return
         self.recent += data
         if len(self.recent) <= 2 * self.tail:  # rewritten now and then, not at every chunk: linear time
             self.file.write(data)
-            return
-        self.lost += len(self.recent) - self.tail
-        del self.recent[: -self.tail]
-        self.cut(self.head_end, not_kept(self.lost, self.limit) + self.recent)
+        else:
+            self.lost += len(self.recent) - self.tail
+            del self.recent[: -self.tail]
+            self.cut(self.head_end, not_kept(self.lost, self.limit) + self.recent)
+        self.file.flush()
 
     def cut(self, at: int, text: bytes) -> None:
         """Replace everything from byte `at` on with `text`."""
@@ -236,9 +236,7 @@ def stream_to_log(chunks, log_path: Path) -> threading.Thread:
 
     def write() -> None:
         try:
-            for chunk in chunks:
-                log.write(chunk)
-                log.flush()
+            pump(chunks, log.write)
         finally:
             log.close()
 
