@@ -150,7 +150,9 @@ def test_a_planted_hook_and_fsmonitor_are_never_run(tmp_path):
     (tree / "a.py").write_text("x = 2\n")
     tracked.accept(state, "Change x")
     (tree / "a.py").write_text("x = 3\n")
-    tracked.repo.git.commit("-am", "through git's command line")
+    identity = {"GIT_AUTHOR_NAME": "u", "GIT_AUTHOR_EMAIL": "u@x"}
+    identity |= {"GIT_COMMITTER_NAME": "u", "GIT_COMMITTER_EMAIL": "u@x"}
+    tracked.repo.git.commit("-am", "through git's command line", env=identity)  # porter's git reads no ~/.gitconfig
     assert not marker.exists()
     (tree / "a.py").write_text("x = 4\n")
     plain = {**os.environ, "GIT_AUTHOR_NAME": "u", "GIT_AUTHOR_EMAIL": "u@x", "GIT_COMMITTER_NAME": "u"}

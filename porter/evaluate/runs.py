@@ -261,10 +261,10 @@ def run_task(task: Task, task_path: str, resume_dir: str | None = None, fresh: b
         finally:
             status.closing()
             finish_outputs(ctx)
+            ctx.sandbox.stop()  # however the run ends: kept (stopped) for inspection or resume, its devices released
             status.closed(time.monotonic() - session, advice if code == 2 else "")  # an interruption says it
     if code is not None:
         console.say(f"porter: {advice}")
         return code
-    ctx.sandbox.stop()  # kept (stopped) for inspection or resume; `porter sandbox prune` removes it
     console.show_summary(ctx)
     return 0 if ctx.state.solved else 1

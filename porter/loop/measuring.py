@@ -23,6 +23,8 @@ from porter.errors import ToolError
 from porter.ledger import evidence, measure_cache
 from porter.ledger.records import Configuration, Sample
 from porter.ledger.state import anchor_references, stale_targets
+from porter.sandbox.foreign_changes import foreign_changes, unseen_paths
+from porter.schema import serve_env
 
 if TYPE_CHECKING:
     from porter.loop.run_context import RunContext
@@ -115,9 +117,16 @@ def _server_on(ctx: RunContext, config: str) -> str:
     return ctx.sandbox.endpoint(ctx.task.serve.port)
 
 
+def _shared(ctx: RunContext, config: str) -> bool:
+    """Whether figures of `config` may go to or come from the cross-run cache: only when the fingerprint is all that
+    decides them (no change outside the repos, no serve variable naming files or shell code it does not cover)."""
+    env = serve_env(ctx.state.configs[config].flags)
+    return not unseen_paths(ctx.task, env) and not foreign_changes(ctx.sandbox, ctx.task, ctx.run_dir)
+
+
 def _reuse_cached(ctx: RunContext, item: registry.Declared, config: str) -> int:
     """Samples of this exact configuration and check from earlier runs, as many as a decision needs."""
-    if ctx.state.fresh or (item.kind.relative(item.spec) and not item.kind.performance):
+    if ctx.state.fresh or (item.kind.relative(item.spec) and not item.kind.performance) or not _shared(ctx, config):
         return 0  # a relative quality verdict is this run's own: another run judged it against its own reference
     key = evidence.cache_key(ctx.state.configs[config], item)
     cached = measure_cache.cached_samples(key)[-item.kind.min_samples :]
@@ -131,7 +140,7 @@ def _record(ctx: RunContext, sample: Sample) -> None:
     state.samples.append(sample)
     anchor_references(ctx.task, state)
     item = registry.by_key(ctx.task, sample.key)
-    if not sample.cached:
+    if not sample.cached and _shared(ctx, sample.config):
         measure_cache.store_sample(evidence.cache_key(state.configs[sample.config], item), sample.result)
     pending = sample.config != state.accepted_config
     line = {

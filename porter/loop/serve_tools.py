@@ -23,6 +23,7 @@ from porter.loop import accepting, log_reader, observations
 from porter.loop.run_context import RunContext
 from porter.loop.toolbox import STRING, Result, tool
 from porter.redaction import environment_problems
+from porter.sandbox.foreign_changes import unseen_paths
 from porter.schema import serve_env
 from porter.task import ServeSpec
 from porter.upstream_facts import merge_into_tree
@@ -47,6 +48,8 @@ def set_flags(ctx: RunContext, flags: dict) -> Result:
         raise ToolError(f"{exc.errors()[0]['msg'].removeprefix('Value error, ')}. Nothing was changed.") from None
     if problems := environment_problems(serve_env(flags), ctx.task.agent.api_key_env):
         raise ToolError(f"refused: {'; '.join(problems)}; a host secret never enters the serve process")
+    if problems := unseen_paths(ctx.task, serve_env(flags)):
+        raise ToolError(f"refused: {'; '.join(problems)}. Put such code in a declared repo. Nothing was changed.")
     merged = {**ctx.state.flags, **flags}
     if problem := flag_rules.problem(ctx.task, merged):
         raise ToolError(f"{problem}. Nothing was changed; set the sizes together in one call.")

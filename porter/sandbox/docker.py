@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -48,11 +47,11 @@ from porter.sandbox.interface import (
 )
 from porter.sandbox.trees.baseline import ensure_baseline, extract_tree
 from porter.sandbox.trees.overlay import WEIGHTS_MOUNT, build_from_dir, build_from_tar
+from porter.sandbox.write_watch import WriteWatch
 from porter.task import OVERLAY_REPO, Task
 
 logger = logging.getLogger(__name__)
 
-TIMEOUT_EXIT_CODE = 124  # what coreutils `timeout` returns, so a timed-out command reads the same everywhere
 # $1 pgid file, $2 workdir, $3 the command. Runs as the leader of a new session (setsid), so its
 # pid is the group id every child inherits, and killing "-pgid" takes the whole tree. The leader
 # outlives a TERM (a no-op handler, reset in children) so it reports the command's 143, not
@@ -88,6 +87,7 @@ class DockerSandbox:
         self.run_id = run_id
         self.client = client or connect(task)
         self.container = None
+        self.watch: WriteWatch | None = None  # the cap on what it writes (write_watch.py)
         self.exec_log = self.run_dir / "logs" / "exec.log"
         self.output_limit = DEFAULT_OUTPUT_LIMIT  # bytes of output an ExecResult keeps (head + tail)
         # Owned by this process (labelled with its pid); the manual sandbox, shared by CLI calls, is not.
@@ -111,8 +111,12 @@ class DockerSandbox:
             self.container.start()
             self._drop_default_route()
             self.container.reload()
+        if self.task.sandbox.max_written and (self.watch is None or self.watch.stopped.is_set()):
+            self.watch = WriteWatch(self.client, self.container, self.task, self.run_dir)
 
     def stop(self, remove: bool = False) -> None:
+        if self.watch is not None:
+            self.watch.stop()
         container = self.container or self._find()
         if container is None:
             return
@@ -302,22 +306,13 @@ class DockerSandbox:
         exec_id = self._exec_create(session_command(cmd, workdir, pgid_file))
         title = f"exec (timeout {timeout:g}s, workdir {workdir}): {cmd}"
         capture = OutputCapture(self.exec_log, title, self.output_limit)
-        started = time.monotonic()
         stream = self.client.api.exec_start(exec_id, stream=True)
-        reader = threading.Thread(target=_pump, args=(stream, capture.feed), daemon=True)
-        reader.start()
-        reader.join(timeout)
-        timed_out = reader.is_alive()
-        if timed_out:
-            self.signal_group(pgid_file, "KILL")
-            reader.join(5)
-        duration = time.monotonic() - started
-        exit_code = TIMEOUT_EXIT_CODE if timed_out else self._exit_code(exec_id)
-        if exit_code is None or exit_code >= 128:
-            self._check_alive()
-        footer = f"exit {exit_code} after {duration:.3f}s" + (" (timed out: process group killed)" if timed_out else "")
-        output, truncated = capture.finish(footer)
-        return ExecResult(exit_code, output, truncated, duration, timed_out)
+        result = capture.run(
+            stream, timeout, lambda: self.signal_group(pgid_file, "KILL"), lambda: self._exit_code(exec_id)
+        )
+        if self.watch is not None and self.watch.notice:  # the cap on writes was hit: said once, where it is read
+            result.output, self.watch.notice = f"{result.output}\n{self.watch.notice}", ""
+        return result
 
     def spawn(self, cmd: str, log_path: Path, env: dict[str, str] | None = None) -> DockerProcess:
         refuse_secrets(env or {}, self.task)
@@ -354,12 +349,14 @@ class DockerSandbox:
             raise SandboxError(f"docker exec failed: {exc.explanation}") from None
 
     def _exit_code(self, exec_id: str) -> int | None:
-        # The output stream can close a moment before docker records the exit: give it a second.
-        for _ in range(20):
+        """The exit code docker recorded; one that may be the container's death (none, or a signal's) is checked."""
+        for _ in range(20):  # the output stream can close a moment before docker records the exit: give it a second
             info = self.client.api.exec_inspect(exec_id)
             if not info["Running"]:
-                return info["ExitCode"]
+                break
             time.sleep(0.05)
+        if info["ExitCode"] is None or info["ExitCode"] >= 128:
+            self._check_alive()
         return info["ExitCode"]
 
     def signal_group(self, pgid_file: str, signal: str) -> bool:
@@ -439,8 +436,3 @@ def _archive(helper, image: str, path: str, what: str):
         return helper.get_archive(path)[0]
     except docker.errors.NotFound:
         raise SandboxError(f"{what}: {path} does not exist in image {image}") from None
-
-
-def _pump(stream, sink) -> None:
-    for chunk in stream:
-        sink(chunk)

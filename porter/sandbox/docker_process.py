@@ -1,13 +1,13 @@
 """DockerProcess: a background command in a DockerSandbox (the server), as the `Process` protocol.
 
-Covers streaming the command's output into a host log file as it arrives (secrets redacted on the
-way), liveness and exit code from docker's exec record, and stopping its process group (TERM, then KILL). Does not cover
-starting it: DockerSandbox.spawn does, in a session whose group id is written to `pgid_file`.
+Covers streaming the command's output into a host log file as it arrives (secrets redacted and the size
+capped on the way: interface.stream_to_log), liveness and exit code from docker's exec record, and stopping
+its process group (TERM, then KILL). Does not cover starting it: DockerSandbox.spawn does, in a session whose
+group id is written to `pgid_file`.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 from typing import Protocol
@@ -15,7 +15,7 @@ from typing import Protocol
 import docker
 import docker.errors
 
-from porter.redaction import RedactingWriter
+from porter.sandbox.interface import stream_to_log
 
 
 class ProcessHost(Protocol):
@@ -34,18 +34,7 @@ class DockerProcess:
         self.sandbox = sandbox
         self.exec_id = exec_id
         self.pgid_file = pgid_file
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.log_file = RedactingWriter(open(log_path, "ab"))  # noqa: SIM115 - closed by the writer thread
-        self.writer = threading.Thread(target=self._write, args=(stream,), daemon=True)
-        self.writer.start()
-
-    def _write(self, stream) -> None:
-        try:
-            for chunk in stream:
-                self.log_file.write(chunk)
-                self.log_file.flush()
-        finally:
-            self.log_file.close()
+        self.writer = stream_to_log(stream, log_path)
 
     def record(self) -> dict:
         return {"sandbox": "docker", "container": self.sandbox.run_id, "pgid_file": self.pgid_file}

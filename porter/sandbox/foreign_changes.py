@@ -5,12 +5,18 @@ Covers listing what a run changed in its sandbox beyond the repos: `docker diff`
 or, for the local sandbox, the files under its root modified since the run set it up. Paths under the
 repos, the scratch dir, temp and cache dirs, Python bytecode and the task's `sandbox.build_products`
 globs do not count. A pip install into site-packages, an edit under /opt or /usr does: no patch,
-revert or fingerprint would ever see it. Does not undo anything.
+revert or fingerprint would ever see it. Also the other way in: a serve environment variable that names a file
+where nothing of this is looked at (`$PYTHONPATH` to a sitecustomize.py in the scratch, `$LD_PRELOAD` from /tmp),
+or that is shell code run before the server (`$BASH_ENV`), which set_flags refuses and the measurement cache
+shuns. Does not undo anything.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import posixpath
+import re
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
 from porter.sandbox.interface import SCRATCH_DIR, Sandbox
@@ -22,6 +28,9 @@ from porter.task import Task
 IGNORED_TREES = ("/tmp", "/var/tmp", "/run", "/root/.cache", "/dev", "/proc", "/sys", "/usr/sbin/docker-init")
 IGNORED_PATTERNS = ("*/__pycache__", "*/__pycache__/*", "*.pyc")
 KIND = {0: "changed", 1: "added", 2: "deleted"}
+# Read by bash before the server's command runs, and expanded with command substitution (bash(1): BASH_ENV, ENV in
+# POSIX mode, PS4 under xtrace; SHELLOPTS and BASHOPTS turn xtrace on): shell code, whatever their value names.
+SHELL_HOOKS = ("BASH_ENV", "ENV", "PS4", "SHELLOPTS", "BASHOPTS", "PROMPT_COMMAND")
 
 
 def foreign_changes(sandbox: Sandbox, task: Task, run_dir: Path) -> list[str]:
@@ -43,6 +52,21 @@ def foreign_changes(sandbox: Sandbox, task: Task, run_dir: Path) -> list[str]:
     # An added tree is named once, at its root.
     leaves = {path: kind for path, kind in kept.items() if kept.get(str(PurePosixPath(path).parent)) != "added"}
     return [f"{kind} {path}" for path, kind in sorted(leaves.items())]
+
+
+def unseen_paths(task: Task, env: Mapping[str, str]) -> list[str]:
+    """Why each variable of `env` (the serve process's) could make the server run what no fingerprint covers: a
+    shell hook, or a path (absolute, or relative to the workdir) in the scratch, the task's mounts or a tree the
+    foreign-change check ignores, where the agent writes unseen. Empty when there is none."""
+    unseen = [SCRATCH_DIR, *IGNORED_TREES, *(mount.container for mount in task.sandbox.mounts)]
+    problems = []
+    for name, value in env.items():
+        words = (posixpath.normpath(posixpath.join(task.sandbox.workdir, w)) for w in re.split(r"[\s:;,='\"]+", value))
+        if name in SHELL_HOOKS:
+            problems.append(f"${name} is shell code bash runs before the server")
+        elif named := next((word for word in words if _under(word, unseen)), None):
+            problems.append(f"${name} names {named}, where the agent writes and no fingerprint looks")
+    return problems
 
 
 def _under(path: str, roots: list[str]) -> bool:

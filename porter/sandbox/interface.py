@@ -2,22 +2,23 @@
 
 Covers the `Sandbox` and `Process` protocols, `ExecResult`, the error types, the refusal of secrets
 in a sandbox environment, the head+tail capture of command output (bounded memory and disk, a copy in the
-run's exec log, whole up to SPOOL_LIMIT, with secrets redacted on the way). Does not cover running anything
-(docker.py, local.py) nor file access (guard.py).
+run's exec log, whole up to SPOOL_LIMIT, with secrets redacted on the way) and a server's log kept the same way
+as it streams. Does not cover running anything (docker.py, local.py) nor file access (guard.py).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from porter.redaction import environment_problems, known
+from porter.redaction import RedactingWriter, environment_problems, known
 from porter.task import Task
 
 # Where read_file/write_file may go besides the repos; bind-mounted from <run_dir>/scratch.
@@ -28,6 +29,7 @@ DEFAULT_OUTPUT_LIMIT = 20_000
 # SPOOL_TAIL; a command that prints for hours (`yes`) fills neither the disk nor the memory.
 SPOOL_LIMIT = 64 << 20
 SPOOL_TAIL = 1 << 20
+TIMEOUT_EXIT_CODE = 124  # what coreutils `timeout` returns, so a timed-out command reads the same everywhere
 
 
 class SandboxError(Exception):
@@ -101,7 +103,8 @@ def refuse_secrets(env: Mapping[str, str], task: Task) -> None:
 
 
 class OutputCapture:
-    """Collects a command's output: spools it to disk, then hands back its head and tail, secrets redacted.
+    """Collects a command's output: spools it to disk (capped as a server's log is), then hands back its head and
+    tail, secrets redacted.
 
     `finish()` redacts the whole output into a second spool (so a secret cut by the head/tail split
     is never half shown), takes the head and tail from it, and appends it, between a header and a
@@ -118,51 +121,53 @@ class OutputCapture:
         self.exec_log = exec_log
         self.title = title
         self.half = max(limit // 2, 1)
-        (self.spool_limit, self.spool_tail), self.spooled = spool, 0
-        self.tail, self.dropped = bytearray(), 0  # past the spool's limit: the last bytes, and how many came
         # A reader thread may outlive a timed-out command (a grandchild holding the pipe); once
         # finished, the capture ignores it instead of racing the final copy.
         self.lock = threading.Lock()
         self.finished = False
         exec_log.parent.mkdir(parents=True, exist_ok=True)
-        self.spool = tempfile.TemporaryFile(dir=exec_log.parent)
+        self.spool = CappedLog(tempfile.TemporaryFile(dir=exec_log.parent), *spool)
+
+    def run(self, chunks, timeout: float, kill: Callable[[], None], exit_code: Callable[[], int | None]) -> ExecResult:
+        """Feed the command's output until it ends, or until `timeout` passes and `kill` ends its group; then its
+        result, the output recorded in the exec log under a footer saying how it ended."""
+        started = time.monotonic()
+        reader = threading.Thread(target=pump, args=(chunks, self.feed), daemon=True)
+        reader.start()
+        reader.join(timeout)
+        timed_out = reader.is_alive()
+        if timed_out:
+            kill()
+            reader.join(5)
+        code = TIMEOUT_EXIT_CODE if timed_out else exit_code()
+        duration = time.monotonic() - started
+        footer = f"exit {code} after {duration:.3f}s" + (" (timed out: process group killed)" if timed_out else "")
+        output, truncated = self.finish(footer)
+        return ExecResult(code, output, truncated, duration, timed_out)
 
     def feed(self, chunk: bytes) -> None:
         with self.lock:
-            if self.finished:
-                return
-            room = max(self.spool_limit - self.spooled, 0)
-            if room:
-                self.spool.write(chunk[:room])
-                self.spooled += min(room, len(chunk))
-                chunk = chunk[room:]
-            if chunk:
-                self.dropped += len(chunk)
-                self.tail += chunk
-                if len(self.tail) > 2 * self.spool_tail:  # trimmed now and then, not at every chunk: linear time
-                    del self.tail[: -self.spool_tail]
+            if not self.finished:
+                self.spool.write(chunk)
 
     def _join_tail(self) -> None:
         """After the spool's limit: the spool, a line saying how much is not kept, then the last bytes. A secret cut
         by either join is dropped whole with the bytes around it (as long as the longest one), never half kept."""
-        margin = known().overlap
-        head_end = max(self.spooled - margin, 0)
-        tail = bytes(self.tail[-self.spool_tail :][margin:])
-        self.spool.truncate(head_end)
-        self.spool.seek(head_end)
-        lost = self.spooled + self.dropped - head_end - len(tail)
-        self.spool.write(f"\n[porter: {lost} bytes of output not kept: over {self.spool_limit} bytes]\n".encode())
-        self.spool.write(tail)
+        spool, margin = self.spool, known().overlap
+        head_end = max(spool.head_end - margin, 0)
+        tail = bytes(spool.recent[-spool.tail :][margin:])
+        lost = spool.head_end + spool.lost + len(spool.recent) - head_end - len(tail)
+        spool.cut(head_end, not_kept(lost, spool.limit) + tail)
 
     def finish(self, footer: str) -> tuple[str, bool]:
         """Return (capped text, truncated) and record the full output in the exec log."""
         with self.lock:
             self.finished = True
-        if self.dropped:
+        if self.spool.recent:
             self._join_tail()
         clean = tempfile.TemporaryFile(dir=self.exec_log.parent)
-        self.spool.seek(0)
-        known().copy_redacted(self.spool, clean)
+        self.spool.file.seek(0)
+        known().copy_redacted(self.spool.file, clean)
         self.spool.close()
         total = clean.tell()
         clean.seek(0)
@@ -176,6 +181,68 @@ class OutputCapture:
             return (head + tail).decode(errors="replace"), False
         marker = f"\n[... {elided} bytes elided; full output in {self.exec_log} ...]\n"
         return head.decode(errors="replace") + marker + tail.decode(errors="replace"), True
+
+
+def not_kept(lost: int, limit: int) -> bytes:
+    return f"\n[porter: {lost} bytes of output not kept: over {limit} bytes]\n".encode()
+
+
+class CappedLog:
+    """A log file written as output arrives (a server's), kept as command output is: its first `limit` bytes, then
+    a line saying how many bytes were not kept and the last `tail` bytes, rewritten as the flood goes on; so a
+    server that prints without end fills neither the disk nor the memory, and runs on."""
+
+    def __init__(self, file, limit: int = SPOOL_LIMIT, tail: int = SPOOL_TAIL):
+        self.file = file
+        self.limit, self.tail, self.room = limit, tail, limit
+        self.head_end, self.recent, self.lost = file.seek(0, os.SEEK_END) + limit, bytearray(), 0
+
+    def write(self, data: bytes) -> None:
+        """Append `data` past the head, or keep its end; flushed, so a reader sees the log as it stands."""
+        kept, data = data[: self.room], data[self.room :]
+        self.file.write(kept)
+        self.room -= len(kept)
+        self.recent += data
+        if len(self.recent) <= 2 * self.tail:  # rewritten now and then, not at every chunk: linear time
+            self.file.write(data)
+        else:
+            self.lost += len(self.recent) - self.tail
+            del self.recent[: -self.tail]
+            self.cut(self.head_end, not_kept(self.lost, self.limit) + self.recent)
+        self.file.flush()
+
+    def cut(self, at: int, text: bytes) -> None:
+        """Replace everything from byte `at` on with `text`."""
+        self.file.truncate(at)
+        self.file.seek(at)
+        self.file.write(text)
+
+    def flush(self) -> None:
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def pump(chunks, sink) -> None:
+    for chunk in chunks:
+        sink(chunk)
+
+
+def stream_to_log(chunks, log_path: Path) -> threading.Thread:
+    """A daemon thread writing `chunks` (a server's output) into `log_path` as they arrive, redacted and capped."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = RedactingWriter(CappedLog(open(log_path, "ab")))  # noqa: SIM115 - closed by the thread
+
+    def write() -> None:
+        try:
+            pump(chunks, log.write)
+        finally:
+            log.close()
+
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    return thread
 
 
 _EXEC_LOG_LOCK = threading.Lock()

@@ -28,6 +28,7 @@ import threading
 import time
 from pathlib import Path
 
+from porter.sandbox.docker_options import process_start
 from porter.sandbox.guard import PathGuard
 from porter.sandbox.interface import (
     DEFAULT_OUTPUT_LIMIT,
@@ -36,13 +37,13 @@ from porter.sandbox.interface import (
     OutputCapture,
     SandboxError,
     refuse_secrets,
+    stream_to_log,
 )
 from porter.sandbox.trees.baseline import ensure_baseline
 from porter.sandbox.trees.overlay import build_from_dir
 from porter.task import Task
 
 logger = logging.getLogger(__name__)
-TIMEOUT_EXIT_CODE = 124
 PR_SET_DUMPABLE = 4  # <linux/prctl.h>
 ENVIRONMENT_ALLOWED = ("PATH", "HOME", "LANG")  # the only host variables a local command sees
 
@@ -118,49 +119,33 @@ class LocalSandbox:
         workdir = workdir or self.task.sandbox.workdir
         title = f"exec (timeout {timeout:g}s, workdir {workdir}): {cmd}"
         capture = OutputCapture(self.exec_log, title, self.output_limit)
-        started = time.monotonic()
         try:
-            child = subprocess.Popen(
-                command_argv(cmd),
-                cwd=self.host_path(workdir),
-                env=self.environment(),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        except (FileNotFoundError, NotADirectoryError):
+            child = self._start(cmd, workdir)
+        except SandboxError:
             capture.finish("not started")
-            raise SandboxError(f"working directory {workdir} does not exist in the sandbox") from None
-        reader = threading.Thread(target=_pump, args=(child.stdout, capture.feed), daemon=True)
-        reader.start()
-        reader.join(timeout)
-        timed_out = reader.is_alive()
-        if timed_out:
-            _signal_group(child.pid, signal.SIGKILL)
-            reader.join(5)
-        exit_code = TIMEOUT_EXIT_CODE if timed_out else _shell_code(child.wait())
-        duration = time.monotonic() - started
-        footer = f"exit {exit_code} after {duration:.3f}s" + (" (timed out: process group killed)" if timed_out else "")
-        output, truncated = capture.finish(footer)
-        return ExecResult(exit_code, output, truncated, duration, timed_out)
+            raise
+        kill = functools.partial(_signal_group, child.pid, signal.SIGKILL)
+        return capture.run(_chunks(child.stdout), timeout, kill, lambda: _shell_code(child.wait()))
 
     def spawn(self, cmd: str, log_path: Path, env: dict[str, str] | None = None) -> LocalProcess:
-        log_path = Path(log_path)
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "ab") as log_file:
-            child = subprocess.Popen(
-                command_argv(cmd),
-                cwd=self.host_path(self.task.sandbox.workdir),
-                env=self.environment(env),
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        process = LocalProcess(child)
+        child = self._start(cmd, self.task.sandbox.workdir, env)
+        process = LocalProcess(child, stream_to_log(_chunks(child.stdout), Path(log_path)))
         self.processes.append(process)
         return process
+
+    def _start(self, cmd: str, workdir: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+        """`cmd` in its own session, its cwd mapped into the root, its output (stderr too) on a pipe."""
+        pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "stdin": subprocess.DEVNULL}
+        try:
+            return subprocess.Popen(
+                command_argv(cmd),
+                cwd=self.host_path(workdir),
+                env=self.environment(env),
+                start_new_session=True,
+                **pipes,
+            )
+        except (FileNotFoundError, NotADirectoryError):
+            raise SandboxError(f"working directory {workdir} does not exist in the sandbox") from None
 
     def kill_recorded(self, record: dict) -> bool:
         return kill_group_record(record)
@@ -226,9 +211,8 @@ def command_argv(cmd: str) -> list[str]:
     return [*pid_namespace(), "bash", "-c", 'bash -c "$1" & wait $!', "porter-sandbox", cmd]
 
 
-def _pump(pipe, sink) -> None:
-    for chunk in iter(lambda: pipe.read1(1 << 16), b""):
-        sink(chunk)
+def _chunks(pipe):
+    return iter(lambda: pipe.read1(1 << 16), b"")
 
 
 def _shell_code(returncode: int) -> int:
@@ -251,12 +235,6 @@ def _stat(pid: int) -> list[str]:
         return []
 
 
-def _start_ticks(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (stat field 22): with the pid, a unique name."""
-    fields = _stat(pid)
-    return fields[19] if len(fields) > 19 else None
-
-
 def kill_group_record(record: dict, wait_s: float = 10.0) -> bool:
     """SIGKILL the recorded group and wait for it to go. A leader whose start time differs is a reused pid: left alone.
 
@@ -265,8 +243,8 @@ def kill_group_record(record: dict, wait_s: float = 10.0) -> bool:
     pgid = record.get("pgid")
     if record.get("sandbox") != "local" or not isinstance(pgid, int) or pgid <= 1:
         return False
-    started = _start_ticks(pgid)
-    if started is not None and started != record.get("start_ticks"):
+    started = process_start(pgid)  # with the pid, a unique name
+    if started and started != record.get("start_ticks"):
         return False
     try:
         os.killpg(pgid, signal.SIGKILL)
@@ -290,11 +268,11 @@ def _group_alive(pgid: int) -> bool:
 
 
 class LocalProcess:
-    """A background host process (its own session); its output goes straight to the log file."""
+    """A background host process (its own session); its output streams into the log file (interface.stream_to_log)."""
 
-    def __init__(self, child: subprocess.Popen):
-        self.child = child
-        self.start_ticks = _start_ticks(child.pid)
+    def __init__(self, child: subprocess.Popen, writer: threading.Thread):
+        self.child, self.writer = child, writer
+        self.start_ticks = process_start(child.pid)
 
     def record(self) -> dict:
         return {"sandbox": "local", "pgid": self.child.pid, "start_ticks": self.start_ticks}
@@ -304,6 +282,8 @@ class LocalProcess:
 
     def exit_code(self) -> int | None:
         code = self.child.poll()
+        if code is not None:
+            self.writer.join(5)  # callers read the log as soon as the process is over: let it drain first
         return None if code is None else _shell_code(code)
 
     def stop(self, grace_s: float = 10) -> None:
@@ -316,3 +296,4 @@ class LocalProcess:
                 pass
         _signal_group(self.child.pid, signal.SIGKILL)  # also takes children that ignored TERM
         self.child.wait()
+        self.writer.join(5)

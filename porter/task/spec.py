@@ -149,7 +149,13 @@ class SandboxSpec(Spec):
         "16g",
         pattern=SIZE,
         description="Largest file a sandbox process may write, in its mounts too (RLIMIT_FSIZE: a write past it "
-        "fails with 'File too large'). Docker cannot cap the total written to bind mounts. null: no limit.",
+        "fails with 'File too large'). null: no limit.",
+    )
+    max_written: str | None = Field(
+        "64g",
+        pattern=SIZE,
+        description="Most bytes the sandbox may add to its scratch, repo trees, writable mounts and own layer; past "
+        "it every process in it is killed, with one line saying so (sandbox/write_watch.py). null: no limit.",
     )
     build_products: list[str] = Field(
         default_factory=list,

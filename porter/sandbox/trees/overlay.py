@@ -20,9 +20,8 @@ import tarfile
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
-import git
-
 from porter.sandbox.interface import SandboxError
+from porter.sandbox.trees import safe_git
 from porter.sandbox.trees.baseline import ensure_baseline, extract_tree
 
 # Where a docker sandbox sees the host weight directory (read-only); the overlay's links point into it.
@@ -40,7 +39,9 @@ def is_weight(relative_path: str, size: int) -> bool:
 def build_from_dir(source: Path, destination: Path, link_base: str) -> list[str]:
     """Copy `source`'s small files into `destination`, link its weights to `link_base`/<same path>.
 
-    Symbolic links in `source` are followed (a hub cache snapshot links every file into blobs/).
+    Symbolic links in `source` are followed where they stay in its folder, or, for a hub cache snapshot, in the
+    cache's `blobs/` (huggingface_hub links `<cache>/snapshots/REV/FILE` to `<cache>/blobs/HASH`); a link elsewhere
+    (`/etc/passwd`, the home folder) is refused: a checkpoint is data, never a way into the host's files.
     Returns the linked (weight) paths, relative to the tree.
     """
     source = Path(source)
@@ -52,10 +53,17 @@ def build_from_dir(source: Path, destination: Path, link_base: str) -> list[str]
     partial = destination.with_name(f".{destination.name}.partial")
     shutil.rmtree(partial, ignore_errors=True)
     weights: list[str] = []
+    roots, seen = _link_roots(source), set()
     for folder, directories, files in os.walk(source, followlinks=True):
+        real = _confined(Path(folder), source, roots)
+        if real in seen:  # a link to a folder already walked (a loop): not walked again
+            directories[:] = []
+            continue
+        seen.add(real)
         directories[:] = sorted(d for d in directories if not d.startswith("."))
         for name in sorted(files):
             file = Path(folder) / name
+            _confined(file, source, roots)
             relative = file.relative_to(source).as_posix()
             if is_weight(relative, file.stat().st_size):
                 weights.append(relative)
@@ -66,6 +74,22 @@ def build_from_dir(source: Path, destination: Path, link_base: str) -> list[str]
     _finish(partial, weights, link_base)
     partial.rename(destination)
     return weights
+
+
+def _link_roots(source: Path) -> list[Path]:
+    real = Path(os.path.realpath(source))
+    return [real, real.parent.parent / "blobs"] if real.parent.name == "snapshots" else [real]
+
+
+def _confined(path: Path, source: Path, roots: list[Path]) -> Path:
+    """`path` resolved, when it stays under one of `roots`; else one line naming it inside the checkpoint."""
+    real = Path(os.path.realpath(path))
+    if not any(real == root or root in real.parents for root in roots):
+        raise SandboxError(
+            f"model.path: {path.relative_to(source).as_posix()!r} is a link out of the checkpoint's folder; porter "
+            "does not follow it (replace the link with the file itself)"
+        )
+    return real
 
 
 def build_from_tar(chunks: Iterable[bytes], destination: Path, link_base: str) -> list[str]:
@@ -94,7 +118,7 @@ def _finish(tree: Path, weights: list[str], link_base: str) -> None:
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(f"{link_base.rstrip('/')}/{relative}")
     if not (tree / ".git").exists():
-        git.Repo.init(tree)
+        safe_git.init_repo(tree)
     exclude = tree / ".git" / "info" / "exclude"
     exclude.parent.mkdir(parents=True, exist_ok=True)
     lines = ["# porter: weight files are links to the read-only checkpoint, never part of a patch"]

@@ -4,7 +4,8 @@ The trees porter patches are written by the sandbox (in Docker their `.git` is m
 local sandbox can write anything), so every git porter runs on them: disables hooks, fsmonitor, the
 `ext::` transport, submodule recursion and pagers on its command line (`-c` beats every config file and
 is inherited by any git it spawns); pins GIT_DIR and GIT_WORK_TREE to the repo it checked, so a planted
-`.git` file cannot redirect it; ignores the system config; and refuses a repo whose own config sets
+`.git` file cannot redirect it; ignores the system and the user's global config (a filter, textconv or
+diff driver in ~/.gitconfig would run on every diff and commit); and refuses a repo whose own config sets
 anything outside a short allow-list (filters, textconv, external diff, includes, fsmonitor, ...), which
 `sanitize_config` strips once from a tree copied out of an image, before any sandbox sees it.
 Also recognises the lock files a killed git leaves in porter's git dir (`index.lock`, a ref's `.lock`: git
@@ -34,7 +35,13 @@ HARDENING = (
     "status.submoduleSummary=false",
     "submodule.recurse=false",
 )
-ENVIRONMENT = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
+# GIT_CONFIG_GLOBAL (git >= 2.32) replaces ~/.gitconfig and $XDG_CONFIG_HOME/git/config both.
+ENVIRONMENT = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_OPTIONAL_LOCKS": "0",
+}
 # Repo-local config keys that only describe data; anything else (filter.*, diff.*.textconv, include.*,
 # core.fsmonitor, core.sshCommand, remote.*.uploadpack, ...) can make git run a command.
 ALLOWED_KEY = re.compile(

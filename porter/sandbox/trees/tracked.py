@@ -140,9 +140,7 @@ class TrackedRepo:
         """The pending change (new files and binary content included), or None when it is over `limit` bytes.
         Read from git's pipe and cut off past the limit: a tool run in the sandbox may write gigabytes into the
         tree."""
-        self._check()
-        self._stage(intent_to_add=True)
-        process = self.repo.git.diff("HEAD", "--binary", as_process=True)
+        process = self._binary_diff()
         try:
             data = process.stdout.read(limit + 1)
         finally:
@@ -153,14 +151,18 @@ class TrackedRepo:
     def change_digest(self) -> str:
         """A digest of the pending change (binary content included), streamed from git: a tool run in the
         sandbox may write gigabytes into the tree, and porter must not hold its diff to see whether it changed."""
-        self._check()
-        self._stage(intent_to_add=True)
-        process = self.repo.git.diff("HEAD", "--binary", as_process=True)
+        process = self._binary_diff()
         digest = hashlib.sha256()
         for chunk in iter(lambda: process.stdout.read(1 << 20), b""):
             digest.update(chunk)
         process.wait()
         return digest.hexdigest()
+
+    def _binary_diff(self):
+        """`git diff HEAD --binary` of the pending change, new files included, as a process to read from."""
+        self._check()
+        self._stage(intent_to_add=True)
+        return self.repo.git.diff("HEAD", "--binary", as_process=True)
 
     def content_tree(self) -> str:
         """Hash of the working tree as git would commit it now (new files in, ignored build products out).
