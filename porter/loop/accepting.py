@@ -252,7 +252,7 @@ def _improvement(ctx: RunContext, current: str, baseline: str | None) -> Decisio
 
 def _ensure_quality(ctx: RunContext, fingerprint: str) -> None:
     if ctx.task.checks.quality and len(_quality(ctx, fingerprint)) < len(ctx.task.checks.quality):
-        ctx.run_check("quality")
+        measuring.measure(ctx, "quality")
 
 
 def _quality(ctx: RunContext, fingerprint: str | None) -> dict[str, dict]:

@@ -21,32 +21,13 @@ from porter.checks import registry
 from porter.checks.loadgen import CheckError
 from porter.errors import ToolError
 from porter.ledger import evidence, measure_cache
-from porter.ledger.records import Configuration, Sample
+from porter.ledger.records import Sample
 from porter.ledger.state import anchor_references, stale_targets
 from porter.sandbox.foreign_changes import foreign_changes, unseen_paths
 from porter.schema import serve_env
 
 if TYPE_CHECKING:
     from porter.loop.run_context import RunContext
-
-
-def image_digest(ctx: RunContext) -> str:
-    if ctx.image_digest is None:
-        describe = getattr(ctx.sandbox, "describe", None)
-        facts = describe() if describe else {}
-        ctx.image_digest = facts.get("image_id") or facts.get("kind") or "unknown"
-    return ctx.image_digest
-
-
-def configuration(ctx: RunContext, accepted: bool = False) -> Configuration:
-    """The current configuration (the live trees and flags), or the accepted one (the last commits, their flags)."""
-    if accepted:
-        trees = {name: repo.head_tree() for name, repo in ctx.repos.items()}
-        flags = ctx.state.accepted_flags
-    else:
-        trees = {name: repo.content_tree() for name, repo in ctx.repos.items()}
-        flags = ctx.state.flags
-    return Configuration(trees, dict(flags), image_digest(ctx))
 
 
 def measure(ctx: RunContext, kind_name: str, extra: int | None = None, config: str | None = None) -> dict[str, dict]:

@@ -19,9 +19,9 @@ from typing import Protocol
 from porter.checks.kind import CheckProgress
 from porter.engines import serve
 from porter.errors import ToolError
+from porter.ledger.records import Configuration
 from porter.ledger.state import RunState, anchor_references
 from porter.ledger.transcript import Transcript, write_state
-from porter.loop import measuring
 from porter.redaction import redact
 from porter.sandbox import Process, Sandbox
 from porter.sandbox.guard import PathGuard, escaping_links
@@ -103,14 +103,28 @@ class RunContext:
     def is_pending(self) -> bool:
         return self.state.flags != self.state.accepted_flags or any(repo.is_dirty() for repo in self.repos.values())
 
+    def configuration(self, accepted: bool = False) -> Configuration:
+        """The current configuration (the live trees and flags), or the accepted one (the last commits, their flags)."""
+        if accepted:
+            trees = {name: repo.head_tree() for name, repo in self.repos.items()}
+            flags = self.state.accepted_flags
+        else:
+            trees = {name: repo.content_tree() for name, repo in self.repos.items()}
+            flags = self.state.flags
+        if self.image_digest is None:
+            describe = getattr(self.sandbox, "describe", None)
+            facts = describe() if describe else {}
+            self.image_digest = facts.get("image_id") or facts.get("kind") or "unknown"
+        return Configuration(trees, dict(flags), self.image_digest)
+
     def fingerprint(self) -> str:
         """Identifies trees + flags + image: a result measured on another fingerprint is not evidence for this one."""
-        return measuring.configuration(self).fingerprint
+        return self.configuration().fingerprint
 
     def mark_accepted(self) -> str:
         """The accepted configuration is what the last commits and the accepted flags make: called at start, at
         a keep and at a revert, the only moments it changes."""
-        self.state.accepted_config = self.state.remember(measuring.configuration(self, accepted=True))
+        self.state.accepted_config = self.state.remember(self.configuration(accepted=True))
         anchor_references(self.task, self.state)  # the first healthy accepted configuration fixes relative bars
         return self.state.accepted_config
 
@@ -120,7 +134,7 @@ class RunContext:
         self.stop_server()
         # what it will serve, taken before the launch (a tree porter cannot fingerprint is refused here) and
         # remembered: its samples' cache keys and the report read the configuration
-        fingerprint = self.state.remember(measuring.configuration(self))
+        fingerprint = self.state.remember(self.configuration())
         self.state.relaunches += 1
         log_path = self.run_dir / "logs" / f"serve-{self.state.relaunches:03d}.log"
         self.server_started = time.monotonic()
@@ -159,9 +173,3 @@ class RunContext:
         if self.server_fingerprint != self.fingerprint():
             raise ToolError("the flags or the source changed since the server started; call serve to apply them")
         return self.sandbox.endpoint(self.task.serve.port)
-
-    # ------------------------------------------------------------ checks
-
-    def run_check(self, kind: str) -> dict[str, dict]:
-        """Run a check from the host; results keyed "throughput", "single_stream" or "quality:<name>"."""
-        return measuring.measure(self, kind)

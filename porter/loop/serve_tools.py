@@ -19,7 +19,7 @@ from porter.checks import registry
 from porter.engines import flag_rules, serve
 from porter.engines.parser_check import ask_parser
 from porter.errors import ToolError
-from porter.loop import accepting, log_reader, observations
+from porter.loop import accepting, log_reader, measuring, observations
 from porter.loop.run_context import RunContext
 from porter.loop.toolbox import STRING, Result, tool
 from porter.redaction import environment_problems
@@ -135,7 +135,7 @@ def flag_mentions(log_path, flags: list[str], per_flag: int = 3) -> dict[str, li
     ("kind",),
 )
 def run_check(ctx: RunContext, kind: str) -> Result:
-    results = ctx.run_check(kind)
+    results = measuring.measure(ctx, kind)
     lines = [observations.check(key, result) for key, result in results.items()]
     failing = [
         key for key, result in results.items() if registry.kind_of(key).name == "quality" and not result.get("passed")
