@@ -110,5 +110,25 @@ def test_a_check_says_how_many_samples_its_configuration_has():
     from porter.loop.observations import check
 
     result = {"output_tok_s": 201.0, "samples": 2, "median": 200.5, "target_output_tok_s": 180}
-    assert "2 samples of this check on this configuration, median 200.5" in check("single_stream", result)
-    assert "samples of this check" not in check("single_stream", {**result, "samples": 1})
+    assert "2 samples of this check on this configuration, median 200.5" in check("single_stream", result, {})
+    assert "samples of this check" not in check("single_stream", {**result, "samples": 1}, {})
+
+
+def test_a_note_and_the_targets_are_told_again_only_when_they_read_otherwise():
+    """Every measuring result repeated the whole targets block and the same notes: each is said when it changes."""
+    from porter.loop.observations import check, status
+
+    said: dict[str, str] = {}
+    result = {"output_tok_s": 201.0, "samples": 2, "median": 200.5, "target_output_tok_s": 180}
+    first, again = check("single_stream", result, said), check("single_stream", result, said)
+    assert "porter measures a configuration more than once" in first and "porter measures" not in again
+    assert "2 samples of this check on this configuration, median 200.5" in again
+    row = {"target": "throughput", "value": 900.0, "goal": 941.0, "met": False}
+    run = {"targets": [row], "pending": False, "server": "healthy"}
+    assert "- throughput: 900.0 (goal 941.0): not met" in status(run, said)
+    assert (
+        status(run, said)
+        == "Targets of the accepted configuration: as last shown.\nPending change: none. Server: healthy."
+    )
+    row.update(value=950.0, met=True)
+    assert "- throughput: 950.0 (goal 941.0): met" in status(run, said)
