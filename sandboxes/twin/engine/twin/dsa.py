@@ -10,9 +10,8 @@ model keeps it off unless the variable is set (arg_groups/model_hook.py). Does n
 (jit.py) or how fast a backend runs (the device decides).
 """
 
-import os
-
 from twin import logs
+from twin.environ import envs
 
 BACKEND_CHOICES = (
     "flashmla_sparse", "flashmla_sparse_q8", "flashmla_kv", "flashmla_auto", "flashinfer_sparse_mla", "fa3",
@@ -25,18 +24,6 @@ TOPK_V2 = "SGLANG_OPT_USE_TOPK_V2"
 
 def is_dsa(config: dict) -> bool:
     return config["architectures"][0] in DSA_ARCHITECTURES and config.get("index_topk") is not None
-
-
-def env_bool(name: str, default: bool) -> bool:
-    """An sglang EnvBool: true/1/yes/y or false/0/no/n, any case."""
-    value = os.environ.get(name)
-    if value is None:
-        return default
-    if value.lower() in ("true", "1", "yes", "y"):
-        return True
-    if value.lower() in ("false", "0", "no", "n"):
-        return False
-    raise ValueError(f'"{value.lower()}" is not a valid boolean value')
 
 
 def resolve_backends(prefill: str | None, decode: str | None, kv_cache_dtype: str) -> tuple[str, str]:
@@ -54,4 +41,5 @@ def resolve_backends(prefill: str | None, decode: str | None, kv_cache_dtype: st
 
 def rocm_model_hook() -> None:
     """A DSA model on ROCm keeps the fused top-k v2 kernel off unless the environment asks for it."""
-    os.environ.setdefault(TOPK_V2, "False")
+    if not envs.SGLANG_OPT_USE_TOPK_V2.is_set():
+        envs.SGLANG_OPT_USE_TOPK_V2.set(False)
