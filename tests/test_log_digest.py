@@ -6,7 +6,7 @@ platforms/rocm.py messages, aiter's fused_moe lookups); the twin's own logs: tes
 from __future__ import annotations
 
 from porter.engines import sglang, vllm
-from porter.triage.log_digest import digest, fold_ranks
+from porter.triage.log_digest import decode_steps, digest, fold_ranks
 
 AITER_KEY = "('gfx950', 256, {}, 6144, 256, 256, 8, 'ActivationType.Silu', 'torch.bfloat16')"
 VLLM_LOG = [
@@ -56,3 +56,21 @@ def test_none_is_said_only_when_no_line_warns():
 def test_a_rank_that_says_something_else_is_not_folded():
     lines = ["[2026-07-14 10:22:01 TP0] KV size: 9 GB", "[2026-07-14 10:22:01 TP1] KV size: 8 GB", "plain", "plain"]
     assert [line.shown() for line in fold_ranks(enumerate(lines, start=1))] == lines
+
+
+def test_a_single_stream_reads_the_acceptance_length_each_engine_logs_and_the_step_it_implies():
+    sglang_lines = [
+        "[2026-07-14 10:22:01 TP0] Decode batch, #running-req: 1, #token: 9000, token usage: 0.00, accept len: 2.60, "
+        "accept rate: 0.53, cuda graph: True, gen throughput (token/s): 212.40, #queue-req: 0",
+        "[2026-07-14 10:22:03 TP0] Decode batch, #running-req: 1, #token: 9080, token usage: 0.00, accept len: 2.80, "
+        "accept rate: 0.60, cuda graph: True, gen throughput (token/s): 215.10, #queue-req: 0",
+    ]
+    shown = decode_steps(sglang_lines, 216.0)
+    assert "mean acceptance length 2.70 (2 engine lines during the check): a decode step every 12.5 ms" in shown
+    vllm_line = (
+        "(APIServer pid=7) INFO 07-14 10:22:05 [metrics.py:122] SpecDecoding metrics: Mean acceptance length: 3.10"
+    )
+    assert "mean acceptance length 3.10 (1 engine lines" in decode_steps([vllm_line], 310.0)
+    assert "no speculative acceptance logged during the check (1 token a step): a decode step every 10.0 ms" in (
+        decode_steps(["[2026-07-14 10:22:01 TP0] Decode batch, #running-req: 1"], 100.0)
+    )

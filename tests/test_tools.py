@@ -106,6 +106,18 @@ def test_a_sweep_table_says_which_rows_bisect_and_how_late_the_client_ran():
     assert "bisect" not in calm and "late" not in calm
 
 
+def test_a_knee_says_the_rate_its_goal_needs():
+    """941 tok/s at a 2.4 req/s knee is 392 tok/s a request a second: a 1000 tok/s goal needs about 2.55 req/s."""
+    from porter.checks.throughput_kind import render
+
+    levels = [{"rps": 2.4, "passed": True}, {"rps": 2.8, "passed": False}]
+    result = {"levels": levels, "knee_rps": 2.4, "slo": {"ttft_s": 5}, "metric": "output_throughput"}
+    text = render("throughput", {**result, "output_throughput_per_node": 941.0, "target_tok_s_per_node": 1000})
+    assert "knee 2.40 req/s" in text and "the goal needs about 2.55 req/s at the knee's tokens per request" in text
+    met = render("throughput", {**result, "output_throughput_per_node": 1010.0, "target_tok_s_per_node": 1000})
+    assert "the goal needs" not in met
+
+
 def test_a_check_says_how_many_samples_its_configuration_has():
     from porter.loop.observations import check
 

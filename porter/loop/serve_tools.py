@@ -25,7 +25,7 @@ from porter.loop.toolbox import STRING, Result, tool
 from porter.redaction import environment_problems
 from porter.schema import serve_env
 from porter.task import ServeSpec
-from porter.triage.log_digest import digest
+from porter.triage.log_digest import decode_steps, digest
 
 
 @tool(
@@ -134,8 +134,13 @@ def flag_mentions(log_path, flags: list[str], per_flag: int = 3) -> dict[str, li
     ("kind",),
 )
 def run_check(ctx: RunContext, kind: str) -> Result:
+    log = ctx.server.log_path if ctx.server else None
+    start = log.stat().st_size if log and log.exists() else 0
     results = ctx.run_check(kind)
     lines = [observations.check(key, result, ctx.said) for key, result in results.items()]
+    if kind == "single_stream" and log and log.exists() and log.stat().st_size > start:
+        steps = decode_steps(log_reader.bounded_lines(log, start=start), results["single_stream"].get("output_tok_s"))
+        lines.insert(1, steps)
     failing = [
         key for key, result in results.items() if registry.kind_of(key).name == "quality" and not result.get("passed")
     ]

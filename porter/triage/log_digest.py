@@ -23,6 +23,10 @@ LEVELS = {"WARNING", "WARN", "ERROR", "CRITICAL"}  # a level a prefix names (vLL
 LEVEL = re.compile(r"^(?:WARNING|WARN|ERROR|CRITICAL)\b|^\w*(?:Warning|Error):|^\[?(?:Warning|Error)\b")
 TUNED_LOOKUP = re.compile(r"\[fused_moe\] using (?P<stage>\S+) (?P<tag>default|\(.*?\)) for (?P<key>\(.*\))")
 MAX_SHOWN, LINE_CHARS = 30, 300
+# The mean accepted tokens per verify step as the engines log them while serving with a draft: sglang 0.5.20's
+# decode batch line (managers/scheduler_components/metrics_reporter.py "accept len: 2.71"), vLLM 0.25.1's
+# SpecDecoding metrics line (v1/spec_decode/metrics.py "Mean acceptance length: 2.61").
+ACCEPT_LENGTH = re.compile(r"\b(?:accept len|Mean acceptance length): (\d+(?:\.\d+)?)")
 
 
 @dataclass
@@ -103,3 +107,14 @@ def _around(text: str, match: re.Match) -> str:
     """The part of a long line around what matched (the arguments dump names every backend in one line)."""
     start = max(match.start() - 80, 0)
     return f"{'...' if start else ''}{text[start : match.end() + 120]}..."
+
+
+def decode_steps(lines: Iterable[str], output_tok_s: float | None) -> str:
+    """What a single stream's log says of its decode steps: the mean acceptance length the engine logged (the
+    mean of its lines) and the step time it implies for one request (accepted tokens a step / output tok/s)."""
+    lengths = [float(match.group(1)) for line in lines if (match := ACCEPT_LENGTH.search(line))]
+    accepted = sum(lengths) / len(lengths) if lengths else 1.0
+    step = f"a decode step every {1000 * accepted / output_tok_s:.1f} ms" if output_tok_s else "no step time"
+    if not lengths:
+        return f"  decode: no speculative acceptance logged during the check (1 token a step): {step}"
+    return f"  decode: mean acceptance length {accepted:.2f} ({len(lengths)} engine lines during the check): {step}"
