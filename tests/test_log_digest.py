@@ -74,3 +74,13 @@ def test_a_single_stream_reads_the_acceptance_length_each_engine_logs_and_the_st
     assert "no speculative acceptance logged during the check (1 token a step): a decode step every 10.0 ms" in (
         decode_steps(["[2026-07-14 10:22:01 TP0] Decode batch, #running-req: 1"], 100.0)
     )
+
+
+def test_a_log_of_endless_warnings_is_kept_bounded_and_counted():
+    """The log is the sandbox's to write: past MAX_KEPT lines a kind, warnings are counted, not kept."""
+    lines = ((n, f"WARNING 07-14 10:22:01 [x.py:1] distinct warning {n}") for n in range(1, 50_001))
+    found = digest(lines, ())
+    assert len(found.warnings) == 2000 and found.unkept == 48_000
+    shown = found.render()
+    assert shown.startswith("Warnings and errors in the log: 50000\n") and "... 49970 more: read_log grep" in shown
+    assert len(shown) < 12_000

@@ -11,6 +11,7 @@ child process under a time bound (porter/loop/log_grep.py); terminal control seq
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections import deque
@@ -104,12 +105,7 @@ def _range(path: Path, first: int, last: int | None) -> tuple[list[tuple[int, st
     if last < first:
         raise ToolError(f"end_line {last} is before start_line {first}")
     last = min(last, first + MAX_LINES - 1)
-    lines = []
-    for index, line in _lines(path):
-        if index > last:
-            break
-        if index >= first:
-            lines.append((index, line))
+    lines = list(itertools.islice(_lines(path), first - 1, last))
     return lines, f"lines {first}-{last}" + ("" if last - first + 1 < MAX_LINES else f" (at most {MAX_LINES})")
 
 

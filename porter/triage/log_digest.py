@@ -23,6 +23,7 @@ LEVELS = {"WARNING", "WARN", "ERROR", "CRITICAL"}  # a level a prefix names (vLL
 LEVEL = re.compile(r"^(?:WARNING|WARN|ERROR|CRITICAL)\b|^\w*(?:Warning|Error):|^\[?(?:Warning|Error)\b")
 TUNED_LOOKUP = re.compile(r"\[fused_moe\] using (?P<stage>\S+) (?P<tag>default|\(.*?\)) for (?P<key>\(.*\))")
 MAX_SHOWN, LINE_CHARS = 30, 300
+MAX_KEPT = 2000  # lines kept a kind and tuned keys at most: a log is the sandbox's to write, of any size
 # The mean accepted tokens per verify step as the engines log them while serving with a draft: sglang 0.5.20's
 # decode batch line (managers/scheduler_components/metrics_reporter.py "accept len: 2.71"), vLLM 0.25.1's
 # SpecDecoding metrics line (v1/spec_decode/metrics.py "Mean acceptance length: 2.61").
@@ -65,13 +66,15 @@ class Digest:
     warnings: list[Folded] = field(default_factory=list)
     choices: dict[str, list[Folded]] = field(default_factory=dict)
     tuned: dict[str, dict[str, None]] = field(default_factory=lambda: {"hit": {}, "missed": {}})  # keys, in order
+    unkept: int = 0  # warning lines past MAX_KEPT
 
     def render(self) -> str:
         shown = [f"  {line.number}: {line.shown()}" for line in self.warnings[:MAX_SHOWN]]
-        more = len(self.warnings) - len(shown)
+        more = len(self.warnings) + self.unkept - len(shown)
         if more > 0:
             shown.append(f"  ... {more} more: read_log grep 'warn|error' shows them all")
-        lines = [f"Warnings and errors in the log: {len(self.warnings) or 'none'}", *shown, "Kernel choices logged:"]
+        count = len(self.warnings) + self.unkept
+        lines = [f"Warnings and errors in the log: {count or 'none'}", *shown, "Kernel choices logged:"]
         for what, found in self.choices.items():
             texts = "; ".join(f"{line.number}: {line.shown(200)}" for line in found[:3]) or "no line says"
             lines.append(f"- {what}: {texts}")
@@ -92,11 +95,16 @@ def digest(lines: Iterable[tuple[int, str]], kernel_lines: tuple[tuple[str, str]
     for number, text in lines:
         channel, body = split_prefix(text)
         if lookup := TUNED_LOOKUP.search(body):
-            found.tuned["missed" if lookup["tag"] == "default" else "hit"][lookup["key"]] = None
+            keys = found.tuned["missed" if lookup["tag"] == "default" else "hit"]
+            if len(keys) < MAX_KEPT:
+                keys[lookup["key"]] = None
         elif LEVEL.search(body) or LEVELS & set(channel.split("|")):
-            noted[""].append((number, text))
+            if len(noted[""]) < MAX_KEPT:
+                noted[""].append((number, text))
+            else:
+                found.unkept += 1
         for what, pattern in patterns:
-            if match := pattern.search(text):
+            if (match := pattern.search(text)) and len(noted[what]) < MAX_KEPT:
                 noted[what].append((number, text if len(text) <= LINE_CHARS else _around(text, match)))
     found.warnings = fold_ranks(noted.pop(""))
     found.choices = {what: fold_ranks(lines) for what, lines in noted.items()}
