@@ -135,6 +135,10 @@ def test_a_note_and_the_targets_are_told_again_only_when_they_read_otherwise():
     first, again = check("single_stream", result, said), check("single_stream", result, said)
     assert "porter measures a configuration more than once" in first and "porter measures" not in again
     assert "2 samples of this check on this configuration, median 200.5" in again
+    levels = [{"rps": 4, "passed": True}, {"rps": 6, "passed": False}]
+    sweep = {"levels": levels, "knee_rps": 4, "slo": {"ttft_s": 1}}
+    note = "(tok/s as bench_serving counts them"
+    assert note in check("throughput", sweep, said) and note not in check("throughput", sweep, said)
     row = {"target": "throughput", "value": 900.0, "goal": 941.0, "met": False}
     run = {"targets": [row], "pending": False, "server": "healthy"}
     assert "- throughput: 900.0 (goal 941.0): not met" in status(run, said)

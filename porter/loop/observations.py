@@ -1,19 +1,22 @@
 """What the model reads after a measuring call: each check result as its kind renders it, and the run's status.
 
-A check result reads as its kind declares (porter/checks/*_kind.py: a sweep as a table of levels, single
-stream and quality as one line each), with a note on repeated samples for a speed figure; the run's
-targets one line each with a stale mark; the pending change and the server. A block or note the model was told
-already and that reads the same is not repeated (`once`, over RunContext.said). The facts themselves travel
-beside this text for programs. Does not measure (checks/) and does not decide (ledger/decision.py).
+A check result reads as its kind declares (porter/checks/*_kind.py: a sweep as a table of levels, single stream
+and quality as one line each), with a note on repeated samples for a speed figure; the run's targets one line
+each with a stale mark; the pending change and the server. A block or note the model was told already and that
+reads the same is not repeated (`once`, over RunContext.said): the targets block, the samples note, a kind's
+notes in parentheses. The facts themselves travel beside this text for programs. Does not measure (checks/) and
+does not decide (ledger/decision.py).
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 from porter.checks import registry
 from porter.checks.render import number, target_value
 
+NOTE = re.compile(r"\s+\(.*\)")
 REPEATED_SAMPLES = (
     ": porter measures a configuration more than once, so that a keep decision compares repeated figures (the "
     "figures above are the latest sample)"
@@ -29,7 +32,9 @@ QUALITY_FAILS_FIRST = (
 def check(key: str, result: dict, said: dict[str, str]) -> str:
     """A check result as its kind renders it, with what its repeated samples mean for a speed figure (why, once)."""
     kind = registry.kind_of(key)
-    text = kind.render(key, result)
+    # a note a kind renders in parentheses on its own line, told once: the model has it from the first result
+    rows = [row for row in kind.render(key, result).splitlines() if not NOTE.fullmatch(row) or once(said, row, row)]
+    text = "\n".join(rows)
     samples = result.get("samples") or 0
     if kind.performance and samples > 1:
         text += f"\n  {samples} samples of this check on this configuration, median {number(result.get('median'))}"
