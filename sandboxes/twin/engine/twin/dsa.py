@@ -1,14 +1,5 @@
-"""DeepSeek sparse attention (DSA): the prefill/decode backends and the decode top-k path, resolved as sglang
-resolves them on ROCm.
-
-A model is DSA when its architecture is one of the DeepSeek-family DSA ones and its config has `index_topk`
-(sglang configs/model_config.py, is_deepseek_dsa). `--dsa-prefill-backend` / `--dsa-decode-backend` take
-sglang's choices (arg_groups/fields/exec_.py); unset, both default to triton on ROCm and the choice is
-logged in sglang's words (arg_groups/overrides.py, _dsa_split_backend_resolution). The fused top-k v2
-kernel is used when SGLANG_OPT_USE_TOPK_V2 reads true (sglang environ.py, an EnvBool); on ROCm a DSA
-model keeps it off unless the variable is set (arg_groups/model_hook.py). Does not cover building kernels
-(jit.py) or how fast a backend runs (the device decides).
-"""
+"""DeepSeek sparse attention (DSA): the prefill/decode backends and the decode top-k path on ROCm, after sglang's
+arg_groups/overrides.py and model_hook.py."""
 
 from twin import logs
 from twin.environ import envs
