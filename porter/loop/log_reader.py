@@ -60,9 +60,9 @@ def read_log(
         shown, note = _tail(path, tail or DEFAULT_TAIL)
     total = sum(1 for _ in _lines(path))
     folded = fold_ranks(shown)
-    if len(folded) < len(shown):
-        note += f"; {len(shown)} lines shown as {len(folded)}: a line several ranks wrote alike once, with its count"
     header = f"{path.name} (launch {number}; launches {list(logs)}; {total} lines): {note}"
+    if len(folded) < len(shown):  # on a line of its own: the header is what a replay compares
+        header += f"\n{len(shown)} lines shown as {len(folded)}: a line several ranks wrote alike once, with its count"
     limit = MAX_READ_LINE if len(folded) == 1 else MAX_LINE_CHARS  # one line asked for comes whole
     body = "\n".join(f"{line.number:7d}  {_clean(line, number, limit)}" for line in folded)
     return f"{header}\n{body}" if body else header, {"launch": number, "lines": total, "shown": len(shown)}
