@@ -489,12 +489,12 @@ def test_the_status_shows_the_pending_changes_own_figure_beside_the_accepted_one
     ctx.state.accepted = Side(serve=served(ctx))
     quality_sample(ctx, 0.755, 0.69, 0.81, accepted=True)
     change_config(ctx)
-    assert "the pending change" not in observations.status(run_status(ctx, True))  # no figure of its own yet
+    assert "the pending change" not in observations.status(run_status(ctx, True), {})  # no figure of its own yet
     quality_sample(ctx, 0.975, 0.94, 0.99)
     assert "pending_value" not in run_status(ctx)["targets"][0]  # after a command that measures nothing
     rows = {row["key"]: row for row in run_status(ctx, True)["targets"]}
     assert rows["quality:gsm8k"]["value"] == 0.755 and not rows["quality:gsm8k"]["met"]
     assert rows["quality:gsm8k"]["pending_value"] == 0.975 and rows["quality:gsm8k"]["pending_met"]
     assert rows["throughput"]["pending_value"] is None
-    text = observations.status(run_status(ctx, True))
+    text = observations.status(run_status(ctx, True), {})
     assert "0.755 (goal 0.9): not met; the pending change: 0.975, would meet the goal" in text

@@ -41,7 +41,11 @@ def test_tail_range_and_earlier_launches(ctx):
     assert read(ctx).splitlines()[-1] == "   5000  INFO step 5000"
     assert len(read(ctx, tail=10_000).splitlines()) == log_reader.MAX_LINES + 1
     ranged = read(ctx, start_line=3999, end_line=4000).splitlines()
-    assert ranged[1] == "   3999  INFO step 3999" and ranged[2].endswith("x [... 4600 more]")
+    cut = (
+        '[... 4600 more characters; read_log {"launch": 2, "start_line": 4000, "end_line": 4000} shows the line whole]'
+    )
+    assert ranged[1] == "   3999  INFO step 3999" and ranged[2].endswith(f"x {cut}")
+    assert read(ctx, start_line=4000, end_line=4000).splitlines()[1] == f"   4000  {'x' * 5000}"
     assert "KeyError: 'model.decoder.weight'" in read(ctx, launch=1, grep="keyerror")
 
 
@@ -79,3 +83,17 @@ def test_a_backtracking_pattern_is_stopped_at_the_bound_and_said_so(ctx, monkeyp
     result = tools.dispatch(ctx, "read_log", {"grep": "(a+)+$"})
     assert not result.ok and "was stopped after 1 s" in result.text and "backtracks" in result.text
     assert "1 lines match" in read(ctx, grep="a!$")  # a plain pattern on the same log still answers
+
+
+def test_lines_ranks_wrote_alike_show_once_with_their_count(ctx):
+    """A start-up line per rank (sglang's `[stamp TP3] message`) reads once; a line one rank alone wrote stays."""
+    lines = [f"[2026-07-14 10:22:0{rank} TP{rank}] Load weight begin. avail mem=286.91 GB" for rank in range(8)]
+    lines += ["[2026-07-14 10:22:09 TP3] Load weight end. elapsed=13.55 s", "[aiter] start build [mla_rope]"]
+    (ctx.run_dir / "logs" / "serve-003.log").write_text("\n".join(lines) + "\n")
+    text = read(ctx).splitlines()[1:]
+    assert text[0].startswith("10 lines shown as 3")
+    assert text[1] == "      1  [2026-07-14 10:22:00 TP0] Load weight begin. avail mem=286.91 GB (x8 ranks)"
+    assert text[2:] == [
+        "      9  [2026-07-14 10:22:09 TP3] Load weight end. elapsed=13.55 s",
+        "     10  [aiter] start build [mla_rope]",
+    ]

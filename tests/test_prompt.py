@@ -52,3 +52,30 @@ def test_the_engines_one_batch_benchmark_is_named_as_this_image_runs_it() -> Non
     assert "python3 -m twin.bench_one_batch --model-path MODEL" in twin and "Upstream sglang has it" in twin
     vllm = "\n".join(cost_lines(load_task(ROOT / "tests" / "data" / "twin_corvid3_vllm.yaml")))
     assert "vllm bench latency --model MODEL" in vllm and "Upstream vllm has it" in vllm
+
+
+def test_the_programs_line_finds_the_rocm_toolchain_off_path(tmp_path) -> None:
+    """The prompt said the sandbox lacks hipcc while the log showed the engine's JIT building with it: a ROCm
+    image keeps hipcc in $ROCM_PATH/bin, off PATH, and the probe looks there too."""
+    import yaml
+    from local_tasks import local_task
+
+    from porter.evaluate import runs
+    from porter.loop.prompt import probe_programs
+
+    rocm = tmp_path / "rocm"
+    (rocm / "bin").mkdir(parents=True)
+    (rocm / "bin" / "hipcc").write_text("#!/bin/sh\n")
+    (rocm / "bin" / "hipcc").chmod(0o755)
+    path = local_task(tmp_path)
+    task = yaml.safe_load(path.read_text())
+    task["sandbox"]["env"] = {"ROCM_PATH": str(rocm)}
+    path.write_text(yaml.safe_dump(task))
+    ctx = runs.open_run(load_task(path), str(path))
+    try:
+        programs = probe_programs(ctx)
+    finally:
+        ctx.transcript.close()
+        ctx.sandbox.stop(remove=True)
+    assert f"hipcc (at {rocm}/bin/hipcc, not on PATH)" in programs and "python3" in programs.split(";")[0]
+    assert "hipcc" not in programs.split("lacks")[1]

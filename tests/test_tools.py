@@ -106,9 +106,45 @@ def test_a_sweep_table_says_which_rows_bisect_and_how_late_the_client_ran():
     assert "bisect" not in calm and "late" not in calm
 
 
+def test_a_knee_says_the_rate_its_goal_needs():
+    """941 tok/s at a 2.4 req/s knee is 392 tok/s a request a second: a 1000 tok/s goal needs about 2.55 req/s."""
+    from porter.checks.throughput_kind import render
+
+    levels = [{"rps": 2.4, "passed": True}, {"rps": 2.8, "passed": False}]
+    result = {"levels": levels, "knee_rps": 2.4, "slo": {"ttft_s": 5}, "metric": "output_throughput"}
+    text = render("throughput", {**result, "output_throughput_per_node": 941.0, "target_tok_s_per_node": 1000})
+    assert "knee 2.40 req/s" in text and "the goal needs about 2.55 req/s at the knee's tokens per request" in text
+    met = render("throughput", {**result, "output_throughput_per_node": 1010.0, "target_tok_s_per_node": 1000})
+    assert "the goal needs" not in met
+
+
 def test_a_check_says_how_many_samples_its_configuration_has():
     from porter.loop.observations import check
 
     result = {"output_tok_s": 201.0, "samples": 2, "median": 200.5, "target_output_tok_s": 180}
-    assert "2 samples of this check on this configuration, median 200.5" in check("single_stream", result)
-    assert "samples of this check" not in check("single_stream", {**result, "samples": 1})
+    assert "2 samples of this check on this configuration, median 200.5" in check("single_stream", result, {})
+    assert "samples of this check" not in check("single_stream", {**result, "samples": 1}, {})
+
+
+def test_a_note_and_the_targets_are_told_again_only_when_they_read_otherwise():
+    """Every measuring result repeated the whole targets block and the same notes: each is said when it changes."""
+    from porter.loop.observations import check, status
+
+    said: dict[str, str] = {}
+    result = {"output_tok_s": 201.0, "samples": 2, "median": 200.5, "target_output_tok_s": 180}
+    first, again = check("single_stream", result, said), check("single_stream", result, said)
+    assert "porter measures a configuration more than once" in first and "porter measures" not in again
+    assert "2 samples of this check on this configuration, median 200.5" in again
+    levels = [{"rps": 4, "passed": True}, {"rps": 6, "passed": False}]
+    sweep = {"levels": levels, "knee_rps": 4, "slo": {"ttft_s": 1}}
+    note = "(tok/s as bench_serving counts them"
+    assert note in check("throughput", sweep, said) and note not in check("throughput", sweep, said)
+    row = {"target": "throughput", "value": 900.0, "goal": 941.0, "met": False}
+    run = {"targets": [row], "pending": False, "server": "healthy"}
+    assert "- throughput: 900.0 (goal 941.0): not met" in status(run, said)
+    assert (
+        status(run, said)
+        == "Targets of the accepted configuration: as last shown.\nPending change: none. Server: healthy."
+    )
+    row.update(value=950.0, met=True)
+    assert "- throughput: 950.0 (goal 941.0): met" in status(run, said)

@@ -23,6 +23,9 @@ import yaml
 from helpers import free_port, wait_until_healthy
 from twin_tasks import QUICK_SCALE
 
+from porter.engines import sglang
+from porter.triage.log_digest import digest
+
 ROOT = Path(__file__).resolve().parents[1]
 TWIN = ROOT / "sandboxes" / "twin"
 sys.path.insert(0, str(TWIN / "engine"))
@@ -117,6 +120,16 @@ def test_local_layout_is_a_git_repo_with_a_stable_commit(layout: Path, tmp_path:
     assert (layout / "models/glm-5.2-mxfp4/config.json").exists()
     assert (layout / "opt/rocm/include/hip/hip_runtime.h").exists()
     assert not (layout / "opt/rocm/include/cuda_runtime.h").exists()
+
+
+def test_serve_reads_the_twins_start_up_as_its_warnings_and_kernel_choices(server) -> None:
+    """The digest `serve` shows of the twin's sglang-worded log: its warning line, the attention backend and aiter's
+    lookups (the baseline has no tuned row), each per-rank line once."""
+    _, log = server
+    shown = digest(enumerate(log.read_text().splitlines(), start=1), sglang.ENGINE.kernel_lines).render()
+    assert shown.startswith("Warnings and errors in the log: 1\n") and "WARNING Set DSA backends" in shown
+    assert "- attention backend: " in shown and "Attention backend: aiter" in shown
+    assert re.search(r"aiter tuned MoE configs: 0 keys with a tuned row, \d+ on the default; first missed key", shown)
 
 
 def test_unknown_flag_is_an_argparse_error(layout: Path) -> None:

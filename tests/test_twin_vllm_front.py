@@ -154,6 +154,17 @@ def test_start_up_speaks_vllms_lines_in_vllms_order(server) -> None:
     assert "Scheduler" not in text and "ready to roll" not in text  # nothing of sglang's wording
 
 
+def test_serve_reads_vllms_start_up_as_its_kernel_choices(server) -> None:
+    """What `serve` shows of this log: the attention backend line in vLLM's words and aiter's MoE lookups."""
+    from porter.engines import vllm
+    from porter.triage.log_digest import digest
+
+    _, log = server
+    shown = digest(enumerate(log.read_text().splitlines(), start=1), vllm.ENGINE.kernel_lines).render()
+    assert "- attention backend: " in shown and "Using ROCM_AITER_MLA backend out of potential backends" in shown
+    assert "- aiter tuned MoE configs: " in shown
+
+
 def test_the_api_is_vllms(server) -> None:
     url, _ = server
     status, models = get(url + "/v1/models")

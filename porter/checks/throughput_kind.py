@@ -59,7 +59,7 @@ def render(key: str, result: dict) -> str:
     else:
         head = (
             f"throughput: knee {number(knee, 2)} req/s (the highest rate with {slo_text}) -> {number(figure)} "
-            f"tok/s per node; {verdict}"
+            f"tok/s per node; {verdict}{needed_rate(figure, knee, target)}"
         )
     failed = [index for index, level in enumerate(levels) if not level.get("passed")]
     if failed and failed[0] < len(levels) - 1:
@@ -83,6 +83,13 @@ def render(key: str, result: dict) -> str:
     if failures:
         rows += ["  requests that failed (all rates; the first answer of each kind):", *(f"  {f}" for f in failures)]
     return "\n".join([head, *rows])
+
+
+def needed_rate(figure: float | None, knee: float, target: float | None) -> str:
+    """The rate the target needs at the knee's tokens per request: the knee, scaled by target over figure."""
+    if not figure or not target or figure >= target:
+        return ""
+    return f" (the goal needs about {number(knee * target / figure, 2)} req/s at the knee's tokens per request)"
 
 
 def every_level_passed(result: dict) -> bool:

@@ -59,6 +59,7 @@ class Engine:
     kv_cache_fp8: str  # the kv_cache_dtype value of an fp8 e4m3 cache
     rocm_environment: tuple[tuple[str, str], ...]  # (variable, value) the engine's ROCm image serves with
     notes: tuple[str, ...] = field(default_factory=tuple)  # where each name was read (file, version)
+    kernel_lines: tuple[tuple[str, str], ...] = ()  # (choice, regex): the lines where it logs a kernel choice
 
     def topology_flags(self) -> set[str]:
         return {*self.tensor_parallel, *self.data_parallel, *self.pipeline_parallel, *self.expert_parallel} | (

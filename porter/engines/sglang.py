@@ -79,4 +79,8 @@ ENGINE = Engine(
     mtp_method="EAGLE",
     kv_cache_fp8="fp8_e4m3",
     rocm_environment=(("SGLANG_USE_AITER", "1"),),
+    kernel_lines=(  # arg_groups/model_hook.py, model_overrides/*.py, moe_hook.py; the arguments dump (server_args=)
+        ("attention backend", r"\battention backends?\b|\bDSA backends\b|\battention_backend='"),
+        ("MoE backend", r"\bMoE runner backend\b|\bmoe_runner_backend[=`']"),
+    ),
 )

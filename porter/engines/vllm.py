@@ -55,4 +55,8 @@ ENGINE = Engine(
     mtp_method="mtp",
     kv_cache_fp8="fp8_e4m3",
     rocm_environment=(("VLLM_ROCM_USE_AITER", "1"),),
+    kernel_lines=(  # platforms/rocm.py "Using %s backend out of ..."; fused_moe/oracle/*.py "Using X Fp8 MoE backend"
+        ("attention backend", r"\bUsing \w+ (?:attention )?backend (?:out of|\(selected via)"),
+        ("MoE backend", r"\bMoE backend\b"),
+    ),
 )

@@ -312,7 +312,7 @@ def _keep(ctx: RunContext, summary: str, why: str, verdict: Decision) -> dict:
     message += f" flags kept: {kept_flags or 'none'}."
     quality = _quality(ctx, fingerprint) if fingerprint else {}
     if quality:
-        shown = "; ".join(observations.check(key, result) for key, result in quality.items())
+        shown = "; ".join(observations.check(key, result, ctx.said) for key, result in quality.items())
         message += f" Quality on this configuration, measured before keeping it: {shown}."
     if not flags_too and flag_changes:
         message += f" The flag changes {flag_changes} stay pending until the server starts with them."

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, replace
 
 from porter.models import Message, ToolCall, ToolSpec
+from porter.triage.lines import shorten
 
 # Conservative: English is ~4 characters per token, code, JSON and logs nearer 3.
 CHARS_PER_TOKEN = 3
@@ -104,7 +105,7 @@ def shorten_result(messages: list[Message], index: int) -> Message:
     for number, line in enumerate(lines, start=1):
         if number - 1 in whole or number - 1 in quoted:
             _close_gap(shown, gap)
-            shown.append(line if len(line) <= LINE_CHARS else f"{line[:LINE_CHARS]} [... {len(line) - LINE_CHARS}]")
+            shown.append(shorten(line, LINE_CHARS))
         else:
             gap.append((number, line))
             gone.append((number, line))

@@ -31,10 +31,11 @@ class GrepTimeout(Exception):
     """The pattern did not finish within the bound; the message says what to do instead."""
 
 
-def bounded_lines(path: Path, limit: int = MAX_READ_LINE) -> Iterator[str]:
-    """The file's lines, each cut at `limit` characters: the server (in the sandbox) writes the log, and one
-    endless line read whole would exhaust porter's memory."""
+def bounded_lines(path: Path, limit: int = MAX_READ_LINE, start: int = 0) -> Iterator[str]:
+    """The file's lines from byte `start`, each cut at `limit` characters: the server (in the sandbox) writes the
+    log, and one endless line read whole would exhaust porter's memory."""
     with open(path, encoding="utf-8", errors="replace") as log:
+        log.seek(start)
         while line := log.readline(limit):
             if not line.endswith("\n"):
                 while (rest := log.readline(limit)) and not rest.endswith("\n"):

@@ -2,13 +2,17 @@
 
 The logs live on the host (`RUN/logs/serve-NNN.log`, one per launch), out of the sandbox's reach, so the
 model reads them through porter. Every answer is bounded (MAX_LINES lines of at most MAX_LINE_CHARS
-characters) and read as a stream, so a multi-gigabyte log costs time, never memory; a grep (the model's
-regular expression) runs in a child process under a time bound (porter/loop/log_grep.py); terminal control
-sequences are stripped (porter/terminal.py). Does not triage (porter/triage) and does not decide what a log means.
+characters, or one line asked for alone, whole up to MAX_READ_LINE; a cut line says how to read it whole);
+the lines several ranks wrote alike show once, with their count (triage/log_digest.py). A log is read as a
+stream, so a multi-gigabyte log costs time, never memory; a grep (the model's regular expression) runs in a
+child process under a time bound (porter/loop/log_grep.py); terminal control sequences are stripped
+(porter/terminal.py). Does not triage (porter/triage) and does not decide what a log means.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 import re
 from collections import deque
 from collections.abc import Iterator
@@ -16,8 +20,9 @@ from pathlib import Path
 
 from porter.errors import ToolError
 from porter.loop import log_grep
-from porter.loop.log_grep import bounded_lines
+from porter.loop.log_grep import MAX_READ_LINE, bounded_lines
 from porter.terminal import printable
+from porter.triage.log_digest import Folded, fold_ranks
 
 MAX_LINES = 200
 MAX_LINE_CHARS = 400
@@ -54,8 +59,12 @@ def read_log(
     else:
         shown, note = _tail(path, tail or DEFAULT_TAIL)
     total = sum(1 for _ in _lines(path))
+    folded = fold_ranks(shown)
     header = f"{path.name} (launch {number}; launches {list(logs)}; {total} lines): {note}"
-    body = "\n".join(f"{index:7d}  {_clean(line)}" for index, line in shown)
+    if len(folded) < len(shown):  # on a line of its own: the header is what a replay compares
+        header += f"\n{len(shown)} lines shown as {len(folded)}: a line several ranks wrote alike once, with its count"
+    limit = MAX_READ_LINE if len(folded) == 1 else MAX_LINE_CHARS  # one line asked for comes whole
+    body = "\n".join(f"{line.number:7d}  {_clean(line, number, limit)}" for line in folded)
     return f"{header}\n{body}" if body else header, {"launch": number, "lines": total, "shown": len(shown)}
 
 
@@ -63,9 +72,13 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
     return enumerate(bounded_lines(path), start=1)
 
 
-def _clean(line: str) -> str:
-    line = printable(line)
-    return line if len(line) <= MAX_LINE_CHARS else f"{line[:MAX_LINE_CHARS]} [... {len(line) - MAX_LINE_CHARS} more]"
+def _clean(line: Folded, launch: int, limit: int) -> str:
+    text = printable(line.text)
+    if len(text) > limit:
+        whole = json.dumps({"launch": launch, "start_line": line.number, "end_line": line.number})
+        text = f"{text[:limit]} [... {len(text) - limit} more characters; read_log {whole} shows the line whole]"
+    line.text = text
+    return line.shown(limit=None)
 
 
 def _grep(path: Path, pattern: str, context: int, last: int | None) -> tuple[list[tuple[int, str]], str]:
@@ -92,12 +105,7 @@ def _range(path: Path, first: int, last: int | None) -> tuple[list[tuple[int, st
     if last < first:
         raise ToolError(f"end_line {last} is before start_line {first}")
     last = min(last, first + MAX_LINES - 1)
-    lines = []
-    for index, line in _lines(path):
-        if index > last:
-            break
-        if index >= first:
-            lines.append((index, line))
+    lines = list(itertools.islice(_lines(path), first - 1, last))
     return lines, f"lines {first}-{last}" + ("" if last - first + 1 < MAX_LINES else f" (at most {MAX_LINES})")
 
 

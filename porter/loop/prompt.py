@@ -124,12 +124,18 @@ def one_batch_line(task: Task) -> str:
 
 
 def probe_programs(ctx: RunContext) -> str:
-    """Which of PROGRAMS the sandbox has: "has ...; lacks ..."."""
+    """Which of PROGRAMS the sandbox has: "has ...; lacks ...". A ROCm image keeps its toolchain in $ROCM_PATH/bin
+    (default /opt/rocm), often off PATH, where the engine's JIT builds still find hipcc: said with its path."""
     words = " ".join(PROGRAMS)
+    rocm_bins = '"${ROCM_PATH:-/opt/rocm}/bin" /opt/rocm/bin'
     # `; true`: the loop's status is that of the last program probed, which may well be missing
-    result = ctx.sandbox.exec(f"for p in {words}; do command -v $p >/dev/null 2>&1 && echo $p; done; true", timeout=30)
-    found = set(result.output.split()) if result.exit_code == 0 else set()
-    has = [name for name in PROGRAMS if name in found]
+    result = ctx.sandbox.exec(
+        f"for p in {words}; do if command -v $p >/dev/null 2>&1; then echo $p; else for d in {rocm_bins}; do "
+        '[ -x "$d/$p" ] && echo "$p=$d/$p" && break; done; fi; done; true',
+        timeout=30,
+    )
+    found = dict(line.partition("=")[::2] for line in result.output.split()) if result.exit_code == 0 else {}
+    has = [f"{name} (at {found[name]}, not on PATH)" if found[name] else name for name in PROGRAMS if name in found]
     lacks = [name for name in PROGRAMS if name not in found]
     return f"has {', '.join(has) or 'none of the usual'}; lacks {', '.join(lacks) or 'nothing of those'}"
 

@@ -59,6 +59,7 @@ class RunContext:
     server_started: float | None = None  # monotonic time of the running server's launch (server hours)
     services: list = field(default_factory=list)  # the sandbox's host services (porter/sandbox/services.py)
     check_watcher: CheckWatcher | None = None  # who follows the checks as they run (the progress log), if anyone
+    said: dict[str, str] = field(default_factory=dict)  # the blocks the model was told last (observations.once)
 
     # ------------------------------------------------------------ paths
 

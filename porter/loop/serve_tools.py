@@ -26,6 +26,7 @@ from porter.redaction import environment_problems
 from porter.sandbox.foreign_changes import unseen_paths
 from porter.schema import serve_env
 from porter.task import ServeSpec
+from porter.triage.log_digest import decode_steps, digest
 from porter.upstream_facts import merge_into_tree
 
 
@@ -84,8 +85,10 @@ def serve_tool(ctx: RunContext) -> Result:
     if not launch.healthy:
         record["flag_mentions"] = flag_mentions(launch.log_path, list(ctx.task.serve.tunables))
     if launch.healthy:
-        warnings = [f"{f.category}: {f.key_line}" for f in (launch.triage.findings if launch.triage else [])]
-        summary = f"healthy in {launch.seconds:.1f} s. Warnings in the log: {warnings or 'none'}"
+        findings = launch.triage.findings if launch.triage else []
+        noted = "".join(f"\nFinding {finding.category}: {finding.key_line}" for finding in findings)
+        logged = digest(enumerate(log_reader.bounded_lines(launch.log_path), start=1), ctx.task.engine.kernel_lines)
+        summary = f"healthy in {launch.seconds:.1f} s.{noted}\n{logged.render()}"
     else:
         crash = f"{record['crash_class']}, after {launch.seconds:.1f} s"
         summary = f"the server did not start ({crash}).\n{launch.triage.excerpt}"
@@ -135,13 +138,19 @@ def flag_mentions(log_path, flags: list[str], per_flag: int = 3) -> dict[str, li
     ("kind",),
 )
 def run_check(ctx: RunContext, kind: str) -> Result:
+    log = ctx.server.log_path if ctx.server else None
+    start = log.stat().st_size if log and log.exists() else 0
     results = measuring.measure(ctx, kind)
-    lines = [observations.check(key, result) for key, result in results.items()]
+    lines = [observations.check(key, result, ctx.said) for key, result in results.items()]
+    if kind == "single_stream" and log and log.exists() and log.stat().st_size > start:
+        steps = decode_steps(log_reader.bounded_lines(log, start=start), results["single_stream"].get("output_tok_s"))
+        lines.insert(1, steps)
     failing = [
         key for key, result in results.items() if registry.kind_of(key).name == "quality" and not result.get("passed")
     ]
     if failing and not ctx.is_pending():
-        lines.insert(0, observations.QUALITY_FAILS_FIRST.format(checks=", ".join(failing)))
+        first = observations.QUALITY_FAILS_FIRST.format(checks=", ".join(failing))
+        lines.insert(0, observations.once(ctx.said, "quality_fails", first, f"Quality still fails: {failing}."))
     return (
         "\n".join(lines),
         {"kind": kind, "results": results, "accepted_quality_fails": failing if not ctx.is_pending() else []},

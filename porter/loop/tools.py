@@ -55,7 +55,7 @@ def dispatch(ctx: RunContext, name: str, arguments: dict) -> ToolResult:
             ok, text, facts = False, _internal_error(ctx, name, arguments, exc), {"internal_error": type(exc).__name__}
     facts = {"tool": name, "ok": ok, **facts, "status": run_status(ctx, figures_of_pending=name in STATUS_AFTER)}
     if ok and name in STATUS_AFTER:
-        text = f"{text}\n{observations.status(facts['status'])}"
+        text = f"{text}\n{observations.status(facts['status'], ctx.said)}"
     # As JSON sees them, and a copy: the status holds live dicts a later call in the same turn would change.
     return ToolResult(ok, text, json.loads(json.dumps(facts, default=str)))
 

@@ -13,6 +13,7 @@ codes), facts.py, scanner.py (the pass), excerpt.py, report.py. Does not fix any
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from collections.abc import Iterable, Iterator
@@ -42,10 +43,10 @@ def _line_chunks(lines: Iterable[str]) -> Iterator[tuple[bytes, bool]]:
         batch.append(line)
         size += len(line) + 1
         if size >= CHUNK_BYTES:
-            yield from _file_chunks(_BytesReader(("\n".join(batch) + "\n").encode("utf-8", "replace")))
+            yield from _file_chunks(io.BytesIO(("\n".join(batch) + "\n").encode("utf-8", "replace")))
             batch, size = [], 0
     if batch:
-        yield from _file_chunks(_BytesReader(("\n".join(batch) + "\n").encode("utf-8", "replace")))
+        yield from _file_chunks(io.BytesIO(("\n".join(batch) + "\n").encode("utf-8", "replace")))
 
 
 def _file_chunks(stream) -> Iterator[tuple[bytes, bool]]:
@@ -86,17 +87,7 @@ def triage_file(path: str | Path, token_budget: int = 4000) -> Triage:
 def triage_text(text: str, token_budget: int = 4000) -> Triage:
     """Triage a log held in a string."""
     data = text.encode("utf-8", "replace")
-    return _scan(_file_chunks(_BytesReader(data)), token_budget)
-
-
-class _BytesReader:
-    def __init__(self, data: bytes) -> None:
-        self.data, self.offset = data, 0
-
-    def read(self, size: int) -> bytes:
-        block = self.data[self.offset : self.offset + size]
-        self.offset += len(block)
-        return block
+    return _scan(_file_chunks(io.BytesIO(data)), token_budget)
 
 
 def render_text(result: Triage) -> str:

@@ -74,11 +74,7 @@ WAITING_FOR = (  # most specific first: the thing named, then the URL that staye
 
 
 def _unique(values, limit: int = 12) -> list[str]:
-    seen: dict[str, None] = {}
-    for value in values:
-        if value and value not in seen and len(seen) < limit:
-            seen[value] = None
-    return list(seen)
+    return list(dict.fromkeys(value for value in values if value))[:limit]
 
 
 def compiler_facts(text: str, context: list[str]) -> dict:

@@ -1,11 +1,4 @@
-"""Attention backend selection and KV-cache dtype mapping for ROCm GPUs (gfx942 = MI300X, gfx950 = MI355X).
-
-The GPU architecture and its LDS size come from the device (device.properties()). MLA (kv_lora 512 +
-rope 64) decode with the triton backend needs more LDS than gfx950 has (a real OutOfResources); aiter is the
-supported backend.
-fp8 KV caches use float8_e4m3fnuz on gfx942 and OCP float8_e4m3fn on gfx950, and aiter's MLA kernels on
-gfx950 accept only the latter. Does not cover timing.
-"""
+"""Attention backend selection and KV-cache dtypes for ROCm GPUs (gfx942 = MI300X, gfx950 = MI355X)."""
 
 from twin import device
 

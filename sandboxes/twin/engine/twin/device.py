@@ -16,10 +16,8 @@ import time
 from pathlib import Path
 
 DEFAULT_SOCKET = "/run/twin-device/device.sock"
-# Every device duration (a step, a start-up stage) is multiplied by TWIN_TIME_SCALE (default 1). Tasks and tests
-# run the twin's clock faster and scale their request rates, latency limits and speed targets by the same factor:
-# same directions, same number of requests per level, less wall time. Figures at a scale other than 1 are not
-# comparable with scale-1 figures.
+# Every device duration (a step, a start-up stage) is multiplied by TWIN_TIME_SCALE (default 1). Figures at a
+# scale other than 1 are not comparable with scale-1 figures.
 TIME_SCALE = float(os.environ.get("TWIN_TIME_SCALE", "1"))
 
 

@@ -1,18 +1,8 @@
-"""DeepSeek sparse attention (DSA): the prefill/decode backends and the decode top-k path, resolved as sglang
-resolves them on ROCm.
-
-A model is DSA when its architecture is one of the DeepSeek-family DSA ones and its config has `index_topk`
-(sglang configs/model_config.py, is_deepseek_dsa). `--dsa-prefill-backend` / `--dsa-decode-backend` take
-sglang's choices (arg_groups/fields/exec_.py); unset, both default to triton on ROCm and the choice is
-logged in sglang's words (arg_groups/overrides.py, _dsa_split_backend_resolution). The fused top-k v2
-kernel is used when SGLANG_OPT_USE_TOPK_V2 reads true (sglang environ.py, an EnvBool); on ROCm a DSA
-model keeps it off unless the variable is set (arg_groups/model_hook.py). Does not cover building kernels
-(jit.py) or how fast a backend runs (the device decides).
-"""
-
-import os
+"""DeepSeek sparse attention (DSA): the prefill/decode backends and the decode top-k path on ROCm, after sglang's
+arg_groups/overrides.py and model_hook.py."""
 
 from twin import logs
+from twin.environ import envs
 
 BACKEND_CHOICES = (
     "flashmla_sparse", "flashmla_sparse_q8", "flashmla_kv", "flashmla_auto", "flashinfer_sparse_mla", "fa3",
@@ -25,18 +15,6 @@ TOPK_V2 = "SGLANG_OPT_USE_TOPK_V2"
 
 def is_dsa(config: dict) -> bool:
     return config["architectures"][0] in DSA_ARCHITECTURES and config.get("index_topk") is not None
-
-
-def env_bool(name: str, default: bool) -> bool:
-    """An sglang EnvBool: true/1/yes/y or false/0/no/n, any case."""
-    value = os.environ.get(name)
-    if value is None:
-        return default
-    if value.lower() in ("true", "1", "yes", "y"):
-        return True
-    if value.lower() in ("false", "0", "no", "n"):
-        return False
-    raise ValueError(f'"{value.lower()}" is not a valid boolean value')
 
 
 def resolve_backends(prefill: str | None, decode: str | None, kv_cache_dtype: str) -> tuple[str, str]:
@@ -54,4 +32,5 @@ def resolve_backends(prefill: str | None, decode: str | None, kv_cache_dtype: st
 
 def rocm_model_hook() -> None:
     """A DSA model on ROCm keeps the fused top-k v2 kernel off unless the environment asks for it."""
-    os.environ.setdefault(TOPK_V2, "False")
+    if not envs.SGLANG_OPT_USE_TOPK_V2.is_set():
+        envs.SGLANG_OPT_USE_TOPK_V2.set(False)

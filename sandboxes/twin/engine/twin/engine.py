@@ -1,13 +1,11 @@
 """The engine behind every front: start-up (load, kernels, memory, graphs) and serving, in the front's words.
 
 A front (sglang's `python3 -m twin.launch_server`, or vLLM's `vllm serve` in the vLLM image) parses its own CLI
-into `ServeOptions` and gives a `Wording`: the log lines, crash output and batch statistics of that engine. The
-engine runs the real code paths that carry the day-0 defects: the quantization config's exclude lookup while
-building parameter slots (and, for FP8 block checkpoints, the per-rank block check of the MoE weights), the weight
-loader's shape check, the JIT builds of C++ kernels through hipcc, the kernel choices (MLA prefill, FP8 GEMM, the
-DSA top-k path a front asks for, the MoE tuned-config lookup for the captured batch sizes) and the memory plan. The
-model implementation comes from the checkpoint's architectures (models/). Does not cover request handling
-(openai_api.py) or how fast anything runs (the device, device.py).
+into `ServeOptions` and gives a `Wording`: the log lines, crash output and batch statistics of that engine. Start-
+up builds the parameter slots from the quantization config, loads the checkpoint, JIT-builds the C++ kernels with
+hipcc, chooses the kernels (MLA prefill, FP8 GEMM, DSA top-k, fused MoE for the captured batch sizes) and plans
+memory. The model implementation comes from the checkpoint's architectures (models/). Does not cover request
+handling (openai_api.py) or how fast anything runs (the device, device.py).
 """
 
 import asyncio
@@ -18,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from twin import attention, device, dsa, fp8_block, jit, memory, mla_prefill, moe, mxfp4, solver
+from twin import attention, device, fp8_block, jit, memory, mla_prefill, moe, mxfp4, solver
+from twin.environ import envs
 from twin.http_server import make_connection_handler
 from twin.model_loader import loader
 from twin.models import model_for
@@ -198,7 +197,7 @@ class Engine:
         say, free = self.wording.stage, plan.workspace_free_gb
         say("capture_begin", available=free, batch_sizes=CAPTURE_BATCH_SIZES)
         memory.capture_graphs(plan)
-        if self.options.dsa_topk_v2_env and dsa.env_bool(self.options.dsa_topk_v2_env, default=True):
+        if self.options.dsa_topk_v2_env and getattr(envs, self.options.dsa_topk_v2_env).get():
             jit.topk_v2()
         for batch_size in CAPTURE_BATCH_SIZES:  # each captured decode runs the MoE at its own size
             self.moe.kernel(batch_size * self.tokens_per_decode_step())

@@ -1,18 +1,5 @@
-"""FP8 block quantization (quant_method "fp8" with `weight_block_size`), as vLLM's and sglang's Fp8Config read it.
-
-From the checkpoint's `quantization_config`: `activation_scheme` (block quantization needs "dynamic"),
-`weight_block_size` [block_n, block_k], and the modules kept unquantized, `ignored_layers` or else
-`modules_to_not_convert`, matched by exact module name (vLLM 0.25.1 model_executor/layers/quantization/fp8.py,
-Fp8Config.from_config and get_quant_method; utils/quant_utils.py is_layer_skipped). A quantized linear's slots are
-an e4m3 weight of the module's shape and a float32 `weight_scale_inv` per block_n x block_k block. The fused-MoE
-weights are created per rank: each rank's share of an expert's width must be a whole number of blocks, or weight
-creation fails before anything is loaded (fp8.py Fp8MoEMethod.create_weights), unless the front's MoE kernels pad
-the share (sglang 0.5.20 with SGLANG_USE_AITER pads it to 128s and skips the check when the block is 128x128). After
-loading, the weights are converted to the platform's fp8 variant (e4m3fnuz on MI300-series gfx942, as vLLM's
-normalize_e4m3fn_to_e4m3fnuz is called when the platform is fnuz) and the block-scale GEMM kernel is picked for it;
-activations are quantized per token in groups of block_k by a JIT kernel (jit.py). Does not cover loading
-(model_loader/).
-"""
+"""FP8 block quantization (quant_method "fp8" with `weight_block_size`), after vLLM's and sglang's Fp8Config
+(vllm model_executor/layers/quantization/fp8.py)."""
 
 import math
 from pathlib import Path

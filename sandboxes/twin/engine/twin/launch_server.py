@@ -7,19 +7,19 @@ model the server arguments resolve the DSA backends (`--dsa-prefill-backend` / `
 default on ROCm) and keep the top-k v2 kernel off unless SGLANG_OPT_USE_TOPK_V2 is set (dsa.py). Start-up and batch
 lines are sglang's (`Init torch distributed ends. elapsed=...`, `Load weight end. elapsed=...`, `KV Cache is
 allocated. #tokens: ...`, `Capture cuda graph end. Time elapsed: ...`, `The server is fired up and ready to
-roll!`), repeated per simulated rank; a start-up exception is printed per rank the way sglang's scheduler processes
+roll!`), one per rank; a start-up exception is printed per rank the way sglang's scheduler processes
 print it, and the process exits with status 1. Does not cover the engine itself (engine.py).
 """
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
 from twin import __version__, attention, dsa, logs
 from twin.batch_stats import BatchStats
 from twin.engine import ServeOptions, run
+from twin.environ import envs
 from twin.memory import HipOutOfMemoryError
 
 
@@ -72,7 +72,7 @@ AITER_PADDING_SIZE = 128  # sglang srt/layers/moe/utils.py: aiter's fused MoE pa
 
 def use_aiter() -> bool:
     """sglang's SGLANG_USE_AITER (srt/environ.py, default off; lmsysorg/sglang-rocm's image sets it to 1)."""
-    return os.environ.get("SGLANG_USE_AITER", "").strip().lower() in ("1", "true", "yes")
+    return envs.SGLANG_USE_AITER.get()
 
 
 def dsa_options(args: argparse.Namespace) -> dict:

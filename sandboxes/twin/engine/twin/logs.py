@@ -1,10 +1,8 @@
-"""Log lines in sglang's shape: `[2026-07-14 10:22:01 DP0 TP3] message`, repeated per rank like the real engine.
+"""Log lines in sglang's shape: `[2026-07-14 10:22:01 DP0 TP3] message`, one per rank that logs it.
 
-The twin is one process standing in for eight ranks, so rank-prefixed lines are printed once per simulated
-rank; that repetition is deliberate (real crash logs are that noisy and triage must cope). Each line is one write
-with its newline, as Python's logging writes a record (StreamHandler: the message and its terminator together), so
-stdout's and stderr's lines in the same log never splice. Does not cover the HTTP access log (server.py writes
-that through `info`).
+Each line is one write with its newline, as Python's logging writes a record (StreamHandler: the message and its
+terminator together), so stdout's and stderr's lines in the same log never splice. Does not cover the HTTP access
+log (server.py writes that through `info`).
 """
 
 import sys

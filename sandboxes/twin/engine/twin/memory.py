@@ -1,11 +1,4 @@
-"""Per-GPU memory budget (the device reports its total memory): static pool (weights + KV cache) vs. runtime workspace.
-
-`--mem-fraction-static` gives the static share; the rest must hold activations and graph buffers, which
-grow with the context length. Too high a fraction for the context fails at graph capture with a HIP OOM,
-as on the real engine. The weights' share is what the model's slots take on one GPU; KV bytes per token follow MLA:
-(kv_lora + rope) values per layer, 2 bytes in bf16, 1 in fp8. Does not cover the prefix cache policy
-(prefix_cache.py).
-"""
+"""Per-GPU memory planning: the static pool (weights + KV cache) and the runtime workspace."""
 
 from dataclasses import dataclass
 

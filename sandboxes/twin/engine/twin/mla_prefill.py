@@ -1,13 +1,4 @@
-"""The MLA prefill attention kernel, after aiter's fmha v3 forward: MLA prefills as ordinary multi-head attention
-over the up-projected keys and values, so the kernel is chosen by head size (query/key head = nope + rope, value
-head = v_head_dim).
-
-aiter's fmha v3 forward ships kernels for a few (query/key, value) head sizes per GPU architecture. A query/key head
-smaller than a shipped size is zero-padded up to it (padding both queries and keys with zeros leaves every dot
-product unchanged); a head size with no kernel at or above it runs aiter's generic ck_tile forward, with a warning.
-Zero-padding a head dimension out to a size a kernel has is what vLLM does for MLA's value head before flash
-attention (vllm 0.25.1 v1/attention/backends/mla/prefill/flash_attn.py). Does not cover decode (attention.py).
-"""
+"""MLA prefill attention on aiter's fmha v3 forward kernels."""
 
 from twin import attention, logs
 

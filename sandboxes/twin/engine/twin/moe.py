@@ -1,16 +1,4 @@
-"""Fused-MoE kernel selection, after aiter's fused_moe (ROCm/aiter aiter/fused_moe.py at e4048607:
-get_padded_M and get_2stage_cfgs).
-
-Each forward looks its kernel up by the batch's token count M padded to a power of two (aiter's
-get_padded_M: the next power of two below 32768, then the 32768 and 131072 tiers), so a tuned config
-is one row per padded M and a row for one M helps no other. The key is aiter's: (gfx, cu_num, token,
-model_dim, inter_dim, expert, topk, act_type, dtype, q_dtype_a, q_dtype_w, q_type, use_g1u1,
-doweight_stage1), with inter_dim the expert width one tensor-parallel rank holds. A key with a row in
-configs/tuned_fmoe.csv of this tree launches that row's CK 2-stage kernels; a key without one logs aiter's
-"[fused_moe] using 2stage default for (...)" and launches the default kernels. Each key is looked up
-(and logged) once per process, the first time a forward of that size runs, as aiter caches the lookup.
-`python3 -m twin.tune_moe` writes rows. Does not cover how fast any kernel runs (the device decides).
-"""
+"""Fused MoE for ROCm: aiter's 2-stage CK kernels (aiter/fused_moe.py), configured from configs/tuned_fmoe.csv."""
 
 import csv
 from dataclasses import dataclass
@@ -28,7 +16,7 @@ Q_DTYPES = {
     "fp8": ("torch.float8_e4m3fn", "QuantType.per_1x128"),
 }
 PADDED_M_TIERS = (32768, 131072)
-# Rows written before aiter keyed configs by arch name their arch by CU count (aiter's gfx_from_cu_num).
+# rows without a gfx column: arch from cu_num, as aiter's gfx_from_cu_num
 LEGACY_CU_NUM_TO_GFX = {"256": "gfx950", "80": "gfx942", "304": "gfx942"}
 
 
@@ -37,7 +25,6 @@ def next_pow2(n: int) -> int:
 
 
 def padded_m(m: int) -> int:
-    """aiter's get_padded_M: the next power of two below the first tier, then the largest tier at most M."""
     if m < PADDED_M_TIERS[0]:
         return next_pow2(m)
     return max(tier for tier in PADDED_M_TIERS if m >= tier)
@@ -79,7 +66,7 @@ def read_tuned(path: Path = TUNED_CONFIG) -> list[dict[str, str]]:
 
 
 class Selector:
-    """The kernels of one MoE shape, looked up per forward by padded M (aiter's lru-cached get_2stage_cfgs)."""
+    """The fused-MoE kernels of one layer shape, per padded token count (aiter's get_2stage_cfgs)."""
 
     def __init__(self, shape: MoeShape, path: Path = TUNED_CONFIG):
         self.shape = shape

@@ -1,14 +1,5 @@
-"""The MXFP4 linear layers outside the fused MoE (attention projections, the dense layers' and the shared experts'
-MLPs, lm_head), prepared after loading as sglang's Quark W4A4 MXFP4 scheme prepares them (sglang 0.5.20,
-srt/layers/quantization/quark/schemes/quark_w4a4_mxfp4.py, process_weights_after_loading and
-_dequant_mxfp4_to_bf16).
-
-A GPU with FP4 units (gfx950) runs them on aiter's FP4 GEMM (gemm_afp4wfp4), which takes the packed 4-bit codes and
-one e8m0 scale per group of 32 as the checkpoint stores them; a GPU without (gfx942) dequantizes each weight to bf16
-once at load. Either way a group's values are its codes times its scale, and an e8m0 byte b is the scale 2^(b - 127)
-(OCP MX: an 8-bit exponent, bias 127; 255 is NaN). `unit_scale` is what a path multiplies a group by whose byte
-says 1.0, the number the kernels' results follow. Does not cover the fused experts (moe.py).
-"""
+"""MXFP4 linear layers outside the fused MoE, after sglang's Quark W4A4 MXFP4 scheme
+(srt/layers/quantization/quark/schemes/quark_w4a4_mxfp4.py)."""
 
 import math
 

@@ -2,7 +2,7 @@
 predecessors (like sglang's radix cache pages), kept in LRU order up to a token budget.
 
 A request's cached tokens are the blocks of its prompt already present, counted from the start until the
-first miss. Does not cover eviction of blocks still used by running requests (the twin never runs out:
+first miss. Does not cover eviction of blocks still used by running requests (the pool never runs out:
 the budget is large, and a block evicted early only makes a later request slower, never wrong).
 """
 

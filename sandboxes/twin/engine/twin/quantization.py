@@ -1,15 +1,5 @@
-"""Quantization configs, read from the checkpoint's config.json (`quantization_config`) by `from_config`.
-
-Quark (quant_method "quark"), the way sglang's quark loader reads it (sglang/srt/layers/quantization/quark/
-quark.py, QuarkConfig.from_config and get_quant_method): a module is kept bf16 when `should_ignore_layer` says so,
-with the loader's rule (quark/utils.py): an `exclude` entry matches a module name exactly, or, when it starts with
-`re:`, as a regular expression anchored at the start of the name (re.match). A fused module (gate_up_proj,
-fused_qkv_a_proj_with_mqa) is never looked up under its own name: each checkpoint shard it packs (gate_proj and
-up_proj) is, and the shards must agree. Otherwise a module's scheme is the first `layer_quant_config` pattern that
-matches (fnmatch), else `global_quant_config`, and an MXFP4 weight slot is packed: two 4-bit values per byte plus
-one e8m0 scale per group of 32.
-FP8 block quantization (quant_method "fp8" with `weight_block_size`): fp8_block.py.
-Does not cover loading (model_loader/).
+"""Quantization configs read from the checkpoint's `quantization_config`: Quark (after sglang's
+srt/layers/quantization/quark/quark.py and quark/utils.py); FP8 block quantization is in fp8_block.py.
 """
 
 import fnmatch

@@ -1,4 +1,4 @@
-"""The twin's "model": reads the prompt and answers GSM8K-style word problems and four-choice questions.
+"""The model's answers: reads the prompt and answers GSM8K-style word problems and four-choice questions.
 
 It solves by parsing the question text (the evaluation files are never inside the sandbox): word problems
 are a start quantity followed by operation sentences; multiple-choice questions are physics/chemistry

@@ -1,4 +1,4 @@
-"""The twin's tokenizer: every match of `\\w+|[^\\w\\s]` is exactly one token.
+"""The tokenizer: every match of `\\w+|[^\\w\\s]` is exactly one token.
 
 So counts are exact and easy to predict: a lower-case dictionary word is one token, "####" is four, and
 " 17." is two. Ids are a stable hash of the token text (not invertible; the engine never needs to decode

@@ -1,12 +1,8 @@
-"""Tune the fused-MoE kernel for the sizes it is given and write the winners into configs/tuned_fmoe.csv.
+"""Tune the fused-MoE 2-stage kernels (after aiter's csrc/ck_gemm_moe_2stages_codegen/gemm_moe_tune.py).
 
-Usage (from the repo root): python3 -m twin.tune_moe --model-dim 6144 --inter-dim 256,512 --experts 256
---topk 8 --tokens 1,2,4,...,32768 [--quant mxfp4] [--output PATH]. Like aiter's tuner
-(csrc/ck_gemm_moe_2stages_codegen/gemm_moe_tune.py), which tunes each row of its untuned CSV, it tunes one
-row per (token, inter_dim) pair: the token values are the padded M the engine looks configs up by (moe.py),
-and a size not listed gets no row. For each row it launches every candidate CK 2-stage kernel on the device,
-times it and keeps the fastest; rows of other shapes are kept, rows with the same key are replaced. Columns
-follow aiter's tuned_fmoe.csv. Does not cover the engine-side lookup (moe.py).
+Usage: python3 -m twin.tune_moe --model-dim 6144 --inter-dim 256,512 --experts 256 --topk 8
+--tokens 1,2,4,...,32768 [--quant mxfp4] [--output PATH]. One row per (token, inter_dim): each candidate kernel
+is timed and the fastest written to configs/tuned_fmoe.csv (rows with the same key are replaced).
 """
 
 import argparse

@@ -1,10 +1,9 @@
-"""vLLM's front over the twin's engine: the `vllm` package of the twin's vLLM image (vllm/vllm-openai-rocm's layout).
+"""vLLM's front over the engine: the `vllm` package of the vLLM image (vllm/vllm-openai-rocm's layout).
 
 What a user of vLLM 0.25.1 meets: the `vllm serve MODEL` CLI with vLLM's flag names, value choices and defaults
 (engine/arg_utils.py), its log format and start-up wording (logger.py, engine/wording.py), its periodic statistics
-(v1/metrics/loggers.py), and its exception texts. The engine that serves is the twin's own (the `twin` package
-under this one, the same source as the sglang image's /sgl-workspace/twin). Numbers it produces are the twin's.
-Does not cover the engine (twin/).
+(v1/metrics/loggers.py), and its exception texts. The engine that serves is the `twin` package under this one,
+the same source as the sglang image's /sgl-workspace/twin. Does not cover the engine (twin/).
 """
 
 import importlib.util

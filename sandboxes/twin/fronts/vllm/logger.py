@@ -2,9 +2,8 @@
 
 The format is vllm 0.25.1's (vllm/logger.py _FORMAT "%(levelname)s %(asctime)s [%(fileinfo)s:%(lineno)d]
 %(message)s", _DATE_FORMAT "%m-%d %H:%M:%S") behind the process prefix vLLM adds to the output of its API server,
-engine-core and worker processes ("(APIServer pid=1)", "(EngineCore_DP0 pid=2)", "(Worker_TP3 pid=3)"). The twin
-is one process standing in for all of them, so each simulated process gets its own pid offset from the real one;
-[file:line] is where the twin's line was printed. Does not cover what is said (engine/wording.py).
+engine-core and worker processes ("(APIServer pid=1)", "(EngineCore_DP0 pid=2)", "(Worker_TP3 pid=3)"); each
+process keeps its own pid. Does not cover what is said (engine/wording.py).
 """
 
 import os
@@ -15,7 +14,7 @@ PID = os.getpid()
 
 
 def process_pid(process: str) -> int:
-    """A stable pid per simulated process: the API server is this process, engine cores and workers follow."""
+    """The pid a process logs with: the API server's own, then the engine cores' and workers'."""
     if process == "APIServer":
         return PID
     return PID + 1 + sum(ord(character) for character in process) % 997

@@ -1,10 +1,9 @@
 """Reads a safetensors-shaped checkpoint and loads it into the model's parameter slots.
 
-The twin's checkpoint files have real safetensors headers (8-byte length, JSON with dtype, shape and
-data_offsets) but each tensor's payload is a 16-byte fingerprint instead of the full data, so the whole
-GLM-5.2 layout fits in a few MB. Loading walks the shards like sglang's DefaultModelLoader (with the same
-progress lines) and hands each tensor to the model's `load_weights`. Does not cover which slots exist or how
-checkpoint names map to them (models/).
+Checkpoint files are safetensors (an 8-byte header length, then a JSON header with each tensor's dtype, shape and
+data_offsets); a tensor's payload may be a 16-byte digest of its data (a compact checkpoint). Loading walks the
+shards like sglang's DefaultModelLoader (with the same progress lines) and hands each tensor to the model's
+`load_weights`. Does not cover which slots exist or how checkpoint names map to them (models/).
 """
 
 import json
@@ -30,7 +29,7 @@ DTYPE_BYTES = {"BF16": 2, "F16": 2, "F32": 4, "U8": 1, "I8": 1, "F8_E4M3": 1, "F
 
 
 def shard_gb(tensors: list[Tensor]) -> float:
-    """The size a shard has on disk: what reading it costs (the twin's payloads are fingerprints)."""
+    """The size a shard has on disk: what reading it costs (a compact checkpoint's payloads are digests)."""
     total = 0
     for tensor in tensors:
         count = 1

@@ -1,10 +1,8 @@
-"""Tensors and parameters the loader moves weights between (shapes and dtypes only; the twin has no math).
+"""Utilities for loading weights: checkpoint tensors, parameter slots and the weight loaders between them.
 
 A checkpoint tensor carries its dtype and shape from the safetensors header. A Parameter is a slot the
-model registered. `copy_` accepts a tensor of another dtype only as a raw reinterpretation, which is
-what a careless "make the shapes fit" patch does; the slot then holds garbage and the model's answers
-collapse (see solver.Numerics). A fused-MoE slot is filled one expert's projection at a time
-(expert_weight_loader). Does not cover file reading (loader.py).
+model registered; `copy_` checks the shape as torch's Tensor.copy_ does and takes another dtype as its raw
+bytes. A fused-MoE slot is filled one expert's projection at a time (expert_weight_loader).
 """
 
 from dataclasses import dataclass

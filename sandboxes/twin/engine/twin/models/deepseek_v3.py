@@ -1,17 +1,4 @@
-"""DeepSeek-V3-style MLA MoE (DeepseekV3ForCausalLM) as the engine registers it: parameter slots and weight loading.
-
-Layers below `first_k_dense_replace` are dense, the rest MoE: the routed experts of a layer are fused into a w13
-slot (gate and up stacked) and a w2 slot (down), filled from the checkpoint's per-expert tensors
-(`mlp.experts.E.gate_proj.weight` -> w13 of expert E, first half; `up_proj` -> second half; `down_proj` -> w2), the
-shared experts are one MLP n_shared_experts times the expert width, the router stays bf16 with its score-correction
-bias. The checkpoint's layer `num_hidden_layers` is the MTP layer: the target model skips it; the draft model keeps
-its names (`model.layers.N.*`), moves the decoder block under `model.layers.N.mtp_block.*` and its own embedding to
-`model.embed_tokens`, as vLLM's deepseek_mtp does (vllm 0.25.1 model_executor/models/deepseek_mtp.py,
-_rewrite_spec_layer_name), so the quantization config's exact names for the MTP head still match.
-The routed experts' slots are created for the ranks one expert's width is split over (`parallel.moe_tp`), padded
-as the front's MoE kernels pad (`parallel.moe_pad_to`).
-Does not cover reading files (model_loader/) or the quantization formats (quantization.py, fp8_block.py).
-"""
+"""Inference-only DeepseekV3 model (DeepseekV3ForCausalLM) compatible with HuggingFace weights."""
 
 import re
 

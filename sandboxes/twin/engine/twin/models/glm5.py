@@ -1,13 +1,4 @@
-"""GLM-5.2 (GlmMoeDsaForCausalLM) as the engine registers it: module names and parameter slots.
-
-Layers 0-2 are dense, 3-77 are MoE (256 routed experts, top-8, one shared expert); the checkpoint's layer 78
-is the MTP (next-n) head. The target model skips layer 78. With speculative decoding the draft model
-registers that layer as `model.decoder.*` (its embedding projections at `model.eh_proj` etc.), the way
-sglang's next-n model does, and `load_weights` renames checkpoint names accordingly. Linear modules are
-registered fused where sglang fuses them (gate_up_proj, fused_qkv_a_proj_with_mqa); `slot_name` maps a
-checkpoint shard to its fused slot.
-Does not cover reading files (model_loader/) or the quant config format (quantization.py).
-"""
+"""Inference-only GLM-5.2 model (GlmMoeDsaForCausalLM) compatible with HuggingFace weights."""
 
 from twin.model_loader.weight_utils import default_weight_loader
 from twin.models import mla

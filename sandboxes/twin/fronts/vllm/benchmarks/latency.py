@@ -8,7 +8,7 @@ for each of --batch-size prompts of --input-len tokens: the prompts are prefille
 --max-num-batched-tokens, then every request decodes (advancing by its accepted drafts with a draft) until each
 has its tokens, each step timed as it runs on the GPUs. After the warm-up iterations it prints vLLM's lines (`Avg
 latency: ... seconds` and the 10/25/50/75/90/99% percentiles, interpolated as numpy.percentile does) and writes
---output-json as vLLM writes it. --n above 1, beam search and --profile are refused (the twin does not run them).
+--output-json as vLLM writes it. --n above 1, beam search and --profile are refused (this engine does not run them).
 Does not cover serving (entrypoints/cli/serve.py).
 """
 

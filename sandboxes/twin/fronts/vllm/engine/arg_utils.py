@@ -1,4 +1,4 @@
-"""The `vllm serve` flags the twin serves with, in vLLM 0.25.1's names, value choices and defaults, and how they map
+"""The `vllm serve` flags the engine serves with, in vLLM 0.25.1's names, value choices and defaults, and how they map
 onto the engine's ServeOptions.
 
 Read in vllm 0.25.1 (PyPI wheel): vllm/engine/arg_utils.py (EngineArgs.add_cli_args: `--tensor-parallel-size/-tp`,
@@ -13,7 +13,7 @@ count), vllm/v1/attention/backends/registry.py (backend names), vllm/entrypoints
 port 8000, served_model_name nargs +). The MoE layers are split over tp x dp ranks without expert parallelism
 and hold whole experts on each of tp x dp ranks with it (model_executor/layers/fused_moe/config.py,
 FusedMoEParallelConfig.make). --trust-remote-code, --dtype, --quantization, --enforce-eager, --block-size and
---enable-prefix-caching are accepted as vLLM accepts them and change nothing on the twin. Does not cover the other
+--enable-prefix-caching are accepted as vLLM accepts them and change nothing here. Does not cover the other
 hundred flags (argparse refuses them as unknown).
 """
 

@@ -1,4 +1,4 @@
-"""vLLM's start-up and crash wording for the twin's engine (twin.engine.Wording), from the processes that print it.
+"""vLLM's start-up and crash wording for the engine (twin.engine.Wording), from the processes that print it.
 
 The lines are vllm 0.25.1's (file where vLLM logs each, in that wheel): "Initializing a V1 LLM engine (v0.25.1) with
 config: ..." (v1/engine/core.py), "rank R in world size W is assigned as DP rank ..."
@@ -29,7 +29,7 @@ BACKEND_NAMES = {"aiter": "ROCM_AITER_MLA", "triton": "TRITON_MLA"}
 
 
 def gib(gigabytes: float) -> float:
-    """vLLM's format_gib of a size the twin counts in GB (1e9 bytes)."""
+    """vLLM's format_gib of a size the engine counts in GB (1e9 bytes)."""
     return round(gigabytes * 1e9 / GIB, 2)
 
 

@@ -1,4 +1,4 @@
-// ROCm-like bf16 type for the twin's hipcc: __hip_bfloat16 (CUDA's __nv_bfloat16 does not exist here).
+// HIP bf16 type: __hip_bfloat16 (CUDA's __nv_bfloat16 does not exist here).
 #pragma once
 #include <cstdint>
 struct __hip_bfloat16 { uint16_t data; };

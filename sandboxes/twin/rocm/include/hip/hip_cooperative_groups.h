@@ -1,4 +1,4 @@
-// ROCm-like cooperative groups header for the twin's hipcc: HIP's groups (a thread block, a grid, a tile of a
+// HIP cooperative groups: HIP's groups (a thread block, a grid, a tile of a
 // block). HIP has no thread-block clusters: there is no cluster_group and no this_cluster().
 #pragma once
 #include <hip/hip_runtime.h>

@@ -1,4 +1,4 @@
-// ROCm-like fp8 types for the twin's hipcc: __hip_fp8_e4m3 (OCP e4m3fn, the gfx950 format) and
+// HIP fp8 types: __hip_fp8_e4m3 (OCP e4m3fn, the gfx950 format) and
 // __hip_fp8_e4m3_fnuz (the MI300 format), each a byte `__x` built from a float with round-to-nearest and
 // saturation. CUDA's <cuda_fp8.h> and __nv_fp8_e4m3 do not exist here. Like ROCm's amd_hip_fp8.h it brings the
 // HIP host defines (__global__, __device__) with it.

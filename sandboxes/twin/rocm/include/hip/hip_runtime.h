@@ -1,5 +1,4 @@
-// ROCm-like HIP runtime header for the twin's hipcc (there is no real GPU): the declarations the
-// engine's kernels use, with HIP's spellings. There is deliberately no cuda_runtime.h in this tree.
+// HIP runtime API: the declarations the engine's kernels use.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -1,7 +1,7 @@
 """The `vllm` command, as vllm 0.25.1's (vllm/entrypoints/cli/main.py): `vllm serve [model_tag] [options]`,
 `vllm bench latency [options]` (vllm/entrypoints/cli/benchmark/latency.py over vllm/benchmarks/latency.py) and
 `vllm --version`; with no subcommand it prints its help. The other subcommands (bench serve and throughput, chat,
-complete, collect-env, run-batch, launch) are not part of the twin. Does not cover the serve flags (serve.py,
+complete, collect-env, run-batch, launch) are not part of this package. Does not cover the serve flags (serve.py,
 arg_utils.py).
 """
 

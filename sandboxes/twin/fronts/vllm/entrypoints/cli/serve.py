@@ -1,4 +1,4 @@
-"""`vllm serve [model_tag] [options]`: vLLM's serve subcommand over the twin's engine.
+"""`vllm serve [model_tag] [options]`: vLLM's serve subcommand over the engine.
 
 The server's own flags are vllm 0.25.1's (vllm/entrypoints/openai/cli_args.py: --host, default None, which binds
 every interface; --port, default 8000; --uvicorn-log-level; --disable-uvicorn-access-log), the engine's are

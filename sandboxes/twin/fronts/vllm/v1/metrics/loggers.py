@@ -6,7 +6,7 @@
   tokens/s, Accepted: 412 tokens, Drafted: 768 tokens, Avg Draft acceptance rate: 53.6%
 
 as vllm 0.25.1 words them (vllm/v1/metrics/loggers.py LoggingStatLogger.log, every VLLM_LOG_STATS_INTERVAL = 10 s;
-vllm/v1/spec_decode/metrics.py SpecDecodingLogging.log). The interval runs on the twin's clock (10 s x
+vllm/v1/spec_decode/metrics.py SpecDecodingLogging.log). The interval runs on the device's clock (10 s x
 TWIN_TIME_SCALE), the hit rate counts the interval's prompts, and the per-position acceptance vLLM adds is left out
 (the scheduler sees how far each request advanced, not which draft position stopped it). Does not cover what runs.
 """
