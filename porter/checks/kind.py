@@ -1,4 +1,4 @@
-"""What a check kind declares, once: its spec, its run, its headline and target, and how it reads.
+"""What a check kind declares, once: its spec, its run, its headline and target, how it reads, and how a PR shows it.
 
 The declaration type (`CheckKind`) that each kind module (checks/*_kind.py) fills in, the progress a long check
 reports as it goes (`CheckProgress`), and the small helpers those declarations share. The registry (registry.py)
@@ -13,6 +13,7 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import AfterValidator, Field
 
+from porter.engines.engine import BenchLoad
 from porter.schema import Spec, reject_duplicates
 
 
@@ -80,6 +81,11 @@ class CheckKind:
     # goal (as high as the budget allows). `anchored` fixes a relative reference at the value the run measured.
     relative: Callable[[Any], bool] = lambda spec: False
     anchored: Callable[[Any, float], Any] = lambda spec, reference: spec
+    # For a PR: spec, result -> its load in a serving benchmark client's terms, at the rate its figure was read at
+    # (None: no benchmark client reproduces it), and key, result, spec -> its line among the accuracy evidence (None:
+    # it is no accuracy figure).
+    bench_load: Callable[[Any, dict], BenchLoad | None] = lambda spec, result: None
+    accuracy: Callable[[str, dict, Any], str] | None = None
 
     @property
     def performance(self) -> bool:
