@@ -81,11 +81,8 @@ class CheckKind:
     # goal (as high as the budget allows). `anchored` fixes a relative reference at the value the run measured.
     relative: Callable[[Any], bool] = lambda spec: False
     anchored: Callable[[Any, float], Any] = lambda spec, reference: spec
-    # For a PR: spec, result -> its load in a serving benchmark client's terms, at the rate its figure was read at
-    # (None: no benchmark client reproduces it), and key, result, spec -> its line among the accuracy evidence (None:
-    # it is no accuracy figure).
-    bench_load: Callable[[Any, dict], BenchLoad | None] = lambda spec, result: None
-    accuracy: Callable[[str, dict, Any], str] | None = None
+    bench_load: Callable[[Any, dict], BenchLoad | None] = lambda spec, result: None  # a PR's benchmark client load
+    accuracy: Callable[[str, dict, Any], str] | None = None  # key, result, spec -> a PR's accuracy line (None: none)
 
     @property
     def performance(self) -> bool:
@@ -131,8 +128,6 @@ def speed_goal(target: Any) -> Any:
 
 
 def goal_text(target: Any) -> Any:
-    """A target as tables and prose show it: its figure (`:g`), or what a relative one means (`max`: as high as the
-    budget allows)."""
-    if target == "max":
-        return "as high as the budget allows"
+    """A target as tables and prose show it: its figure (`:g`), or what a relative one means (speed_goal)."""
+    target = speed_goal(target)
     return f"{target:g}" if isinstance(target, int | float) else target

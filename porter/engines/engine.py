@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from porter.schema import FlagValue
 
@@ -81,7 +81,6 @@ class Engine:
     rocm_environment: tuple[tuple[str, str], ...]  # (variable, value) the engine's ROCm image serves with
     pr_style: PrStyle  # what a PR to the engine's project reads like
     bench_client: Callable[[int, str, BenchLoad], list[str]]  # port, model path, load -> its client's command, notes
-    notes: tuple[str, ...] = field(default_factory=tuple)  # where each name was read (file, version)
 
     def topology_flags(self) -> set[str]:
         return {*self.tensor_parallel, *self.data_parallel, *self.pipeline_parallel, *self.expert_parallel} | (

@@ -44,7 +44,8 @@ def write_plots(record: RunRecord) -> list[Path]:
     sweeps = [m for m in record.metrics if m["check"] == "throughput" and m["result"].get("levels")]
     if sweeps and record.task.checks.throughput:
         written.append(_sweep_plot(record, plots_dir, sweeps))
-    if any(registry.kind_of(m["check"]).performance for m in record.metrics):
+    performance = {item.key for item in registry.declared(record.task) if item.kind.performance}
+    if any(m["check"] in performance for m in record.metrics):
         written.append(_objective_plot(record, plots_dir))
     return written
 
