@@ -16,6 +16,7 @@ from pathlib import Path
 import git
 import yaml
 
+from porter.engines.known import engine_named
 from porter.ledger.records import Attempt, Configuration, Sample
 from porter.ledger.state import RunState
 from porter.ledger.transcript import Transcript, write_state
@@ -38,11 +39,7 @@ BASE_FLAGS = {"tp-size": 8, "kv-cache-dtype": "auto", **dict.fromkeys(DRAFT_3)}
 
 
 def task_data(engine: str = "sglang", **outputs) -> dict:
-    launch = (
-        "vllm serve {model_path} --host {host} --port {port} {flags}"
-        if engine == "vllm"
-        else "python3 -m sglang.launch_server --model-path {model_path} --host {host} --port {port} {flags}"
-    )
+    launch = engine_named(engine).launch
     return {
         "name": "demo",
         "model": {"id": "org/Model-MXFP4", "path": "/m", "overlay": False},

@@ -7,16 +7,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from porter.ledger.state import target_report
 from porter.models.base import Message, ToolCall
 from porter.models.playbook import Playbook, parse_history
 from porter.task import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
+TASK = ROOT / "tests" / "data" / "twin_corvid3.yaml"
 
 
-def conversation(accepted_checks: list[str], kept: bool) -> list[Message]:
-    """serve (crash), edit, serve (healthy), accept: the tool results with the facts and status the loop gives."""
-    status = {"server": "healthy", "phase": "optimisation", "accepted_checks": accepted_checks, "targets": []}
+def conversation(accepted_checks: list[str], kept: bool, met: tuple[str, ...] = ()) -> list[Message]:
+    """serve (crash), edit, serve (healthy), accept: the tool results with the facts and status the loop gives; the
+    status's target rows are the task's own (target_report), those named in `met` met."""
+    targets = [dict(row, met=row["key"] in met) for row in target_report(load_task(TASK), None)]
+    status = {"server": "healthy", "phase": "optimisation", "accepted_checks": accepted_checks, "targets": targets}
     steps = [
         ("serve", {}, {"ok": True, "healthy": False, "crash_class": "missing_rocm_guard"}),
         ("edit_file", {"path": "/x.cpp", "old": "a", "new": "b"}, {"ok": True}),
@@ -34,7 +38,7 @@ def conversation(accepted_checks: list[str], kept: bool) -> list[Message]:
 
 
 def decide(messages: list[Message]):
-    task = load_task(ROOT / "tests" / "data" / "twin_corvid3.yaml")
+    task = load_task(TASK)
     return Playbook(task, parse_history(messages)).decide()
 
 
@@ -44,9 +48,22 @@ def test_a_kept_fix_on_a_run_never_measured_is_measured_first() -> None:
 
 
 def test_a_kept_fix_on_a_measured_run_goes_on_to_the_next_candidate() -> None:
+    """Quality met, both speed targets short: the first move of the search is the shallowest draft the task's
+    tunables allow (single stream's candidates come first: a single-stream check is cheap)."""
     measured = ["quality:gsm8k", "quality:gpqa", "single_stream", "throughput"]
-    action = decide(conversation(measured, kept=True))
-    assert action.tool != "run_check"
+    action = decide(conversation(measured, kept=True, met=("quality:gsm8k", "quality:gpqa")))
+    draft = {"speculative-algorithm": "NEXTN", "speculative-num-steps": 1, "speculative-eagle-topk": 1}
+    assert (action.tool, action.arguments, action.tag) == (
+        "set_flags",
+        {"flags": {**draft, "speculative-num-draft-tokens": 2}},
+        ("search", "single_stream"),
+    )
+
+
+def test_a_kept_fix_with_every_target_met_finishes() -> None:
+    measured = ["quality:gsm8k", "quality:gpqa", "single_stream", "throughput"]
+    action = decide(conversation(measured, kept=True, met=tuple(measured)))
+    assert (action.tool, action.arguments) == ("finish", {"reason": "every target is met"})
 
 
 def test_a_call_interrupted_by_a_kill_is_served_again_after_resume() -> None:

@@ -1,4 +1,4 @@
-"""What a check kind declares, once: its spec, its run, its headline and target, and how it reads.
+"""What a check kind declares, once: its spec, its run, its headline and target, how it reads, and how a PR shows it.
 
 The declaration type (`CheckKind`) that each kind module (checks/*_kind.py) fills in, the progress a long check
 reports as it goes (`CheckProgress`), and the small helpers those declarations share. The registry (registry.py)
@@ -13,6 +13,7 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import AfterValidator, Field
 
+from porter.engines.engine import BenchLoad
 from porter.schema import Spec, reject_duplicates
 
 
@@ -80,6 +81,8 @@ class CheckKind:
     # goal (as high as the budget allows). `anchored` fixes a relative reference at the value the run measured.
     relative: Callable[[Any], bool] = lambda spec: False
     anchored: Callable[[Any, float], Any] = lambda spec, reference: spec
+    bench_load: Callable[[Any, dict], BenchLoad | None] = lambda spec, result: None  # a PR's benchmark client load
+    accuracy: Callable[[str, dict, Any], str] | None = None  # key, result, spec -> a PR's accuracy line (None: none)
 
     @property
     def performance(self) -> bool:
@@ -125,8 +128,6 @@ def speed_goal(target: Any) -> Any:
 
 
 def goal_text(target: Any) -> Any:
-    """A target as tables and prose show it: its figure (`:g`), or what a relative one means (`max`: as high as the
-    budget allows)."""
-    if target == "max":
-        return "as high as the budget allows"
+    """A target as tables and prose show it: its figure (`:g`), or what a relative one means (speed_goal)."""
+    target = speed_goal(target)
     return f"{target:g}" if isinstance(target, int | float) else target

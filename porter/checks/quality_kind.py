@@ -10,7 +10,7 @@ score of the run's first healthy accepted configuration (ledger/state.py keeps i
 from __future__ import annotations
 
 from porter.checks import request_failures
-from porter.checks.kind import CheckKind
+from porter.checks.kind import CheckKind, goal_text
 from porter.checks.quality import QualityCheckSpec, run_quality
 from porter.checks.render import number
 
@@ -47,6 +47,23 @@ def cost(spec: QualityCheckSpec, task) -> str:
     return f"run_check quality ({spec.name}): {spec.samples} questions; accept runs it when the change needs it"
 
 
+def score_text(result: dict) -> str:
+    """A quality score with its 95% interval: 0.975 (95% CI 0.943-0.989, n=200)."""
+    score, low, high = result.get("score"), result.get("ci_low"), result.get("ci_high")
+    if not isinstance(score, int | float):
+        return "-"
+    bounded = isinstance(low, int | float) and isinstance(high, int | float)
+    interval = f"95% CI {low:.3f}-{high:.3f}, " if bounded else ""
+    return f"{score:.3f} ({interval}n={result.get('n')})"
+
+
+def accuracy(key: str, result: dict, spec: QualityCheckSpec) -> str:
+    """A PR's accuracy line: the score with its interval, whether it passes its bar, and the reference."""
+    verdict = "passes" if result.get("passed") else "FAILS"
+    bar = goal_text(goal(spec))
+    return f"{spec.name}: {score_text(result)}, {verdict} the bar {bar} (reference {result.get('reference')})"
+
+
 KIND = CheckKind(
     name="quality",
     description="accuracy on a GSM8K-style or multiple-choice set, with a 95% interval, against its bar",
@@ -65,4 +82,5 @@ KIND = CheckKind(
     cost=cost,
     relative=lambda spec: spec.relative,
     anchored=lambda spec, reference: spec.model_copy(update={"reference": reference}),
+    accuracy=accuracy,
 )

@@ -12,6 +12,7 @@ from porter.checks import request_failures
 from porter.checks.kind import CheckKind, at_least, speed_goal
 from porter.checks.render import number
 from porter.checks.throughput import AS_HIGH_AS_POSSIBLE, SingleStreamSpec, run_single_stream
+from porter.engines.engine import BenchLoad
 
 
 def render(key: str, result: dict) -> str:
@@ -64,4 +65,7 @@ KIND = CheckKind(
     workload=workload,
     cost=cost,
     relative=lambda spec: spec.target_output_tok_s == AS_HIGH_AS_POSSIBLE,
+    bench_load=lambda spec, result: BenchLoad(
+        spec.input_tokens, spec.output_tokens, 0, f"--max-concurrency 1 --num-prompts {spec.num_requests}"
+    ),
 )

@@ -19,6 +19,7 @@ from porter.checks.loadgen import SATURATION_LAG_MS
 from porter.checks.render import number
 from porter.checks.throughput import AS_HIGH_AS_POSSIBLE, ThroughputCheckSpec, run_throughput
 from porter.checks.workload import level_send_seconds
+from porter.engines.engine import BenchLoad
 
 # A knee level that spends more than this share of its duration draining after the last send reports a
 # throughput set by how long decode took to finish, not by the rate (bench_serving counts to the last token).
@@ -198,6 +199,17 @@ def cost(spec: ThroughputCheckSpec, task: Any) -> str:
     )
 
 
+def bench_load(spec: ThroughputCheckSpec, result: dict) -> BenchLoad:
+    """The sweep's workload at its knee (or its first rate), as many requests as that level offered."""
+    load = spec.workload
+    rate = result.get("knee_rps") or spec.rps[0]
+    level = next((lv for lv in result.get("levels") or () if lv.get("rps") == rate), {})
+    prompts = level.get("offered") or load.num_prompts or max(int(rate * (load.duration_s or 1)), 1)
+    prefix = round(load.input_tokens * load.cache_hit_rate)
+    pacing = f"--request-rate {rate:g} --num-prompts {prompts} --seed {load.seed}"
+    return BenchLoad(load.input_tokens, load.output_tokens, prefix, pacing)
+
+
 KIND = CheckKind(
     name="throughput",
     description="RPS sweep under a TTFT SLO; the knee and the target's metric per node there",
@@ -217,4 +229,5 @@ KIND = CheckKind(
     workload=workload,
     cost=cost,
     relative=lambda spec: spec.target_tok_s_per_node == AS_HIGH_AS_POSSIBLE,
+    bench_load=bench_load,
 )

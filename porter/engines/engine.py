@@ -4,8 +4,9 @@ An `Engine` names, in that engine's own spelling: how it is launched and on whic
 flags that mean tensor, data, pipeline and expert parallelism (and sglang's DP attention), speculative
 decoding (separate flags, or one JSON flag), the KV cache dtype, the static-memory share, the attention
 backend and the served model name; the lines its start-up prints stage by stage; its one-batch
-benchmark. Flag rules, the accept rules' move groups, the playbook's searches, serve's identity check,
-preflight, the report, the prompt and `porter init` ask it instead of naming a flag themselves. A task
+benchmark; how its launch command is recognised; the upstream project's PR conventions and its serving benchmark
+client, for the PR drafts. Flag rules, the accept rules' move groups, the playbook's searches, serve's identity check,
+preflight, the report, the PR drafts, the prompt and `porter init` ask it instead of naming a flag themselves. A task
 names its engine (`serve.engine`); adding one is a module of its own and one entry in engines/known.py.
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from porter.schema import FlagValue
 
@@ -30,9 +31,29 @@ class Draft:
 
 
 @dataclass(frozen=True)
+class PrStyle:
+    """How the upstream project's PRs read: the title's tag, as its merged PRs spell it, and its template's headings,
+    each holding parts of porter's draft (problem, cause, fix, speed, accuracy, tested, environment, reproduce)."""
+
+    prefix: str
+    sections: tuple[tuple[str, tuple[str, ...]], ...]
+
+
+@dataclass(frozen=True)
+class BenchLoad:
+    """One check's load as a serving benchmark client sends it, engine-neutral (a check kind's `bench_load`)."""
+
+    input_tokens: int
+    output_tokens: int
+    prefix_tokens: int  # of the input, a prefix each request shares with others (the prefix cache's part)
+    pacing: str  # options both upstream clients spell alike: --max-concurrency, --request-rate, --num-prompts, --seed
+
+
+@dataclass(frozen=True)
 class Engine:
     name: str
     launch: str  # the serve command template: {model_path}, {host}, {port}, {flags}
+    launched_by: str  # a regex: a serve command it matches launches this engine (a task that names no engine)
     default_port: int
     tensor_parallel: tuple[str, ...]  # flag spellings the engine accepts, its canonical one first
     data_parallel: tuple[str, ...]
@@ -58,7 +79,8 @@ class Engine:
     mtp_method: str  # the draft method that runs a checkpoint's own MTP layers
     kv_cache_fp8: str  # the kv_cache_dtype value of an fp8 e4m3 cache
     rocm_environment: tuple[tuple[str, str], ...]  # (variable, value) the engine's ROCm image serves with
-    notes: tuple[str, ...] = field(default_factory=tuple)  # where each name was read (file, version)
+    pr_style: PrStyle  # what a PR to the engine's project reads like
+    bench_client: Callable[[int, str, BenchLoad], list[str]]  # port, model path, load -> its client's command, notes
     kernel_lines: tuple[tuple[str, str], ...] = ()  # (choice, regex): the lines where it logs a kernel choice
 
     def topology_flags(self) -> set[str]:

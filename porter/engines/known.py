@@ -1,15 +1,19 @@
 """The engines porter knows, by name: each declared once in its own module (engines/sglang.py, engines/vllm.py,
-an `Engine` of engines/engine.py); adding one is its module and one entry here.
+an `Engine` of engines/engine.py); adding one is its module and its name in ENGINE_MODULES.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 
-from porter.engines import sglang, vllm
 from porter.engines.engine import Engine
 
-ENGINES: dict[str, Engine] = {engine.name: engine for engine in (sglang.ENGINE, vllm.ENGINE)}
+# The engines, each one module of porter/engines declaring ENGINE; the first launches a command none recognises.
+ENGINE_MODULES = ("sglang", "vllm")
+ENGINES: dict[str, Engine] = {
+    engine.name: engine for engine in (importlib.import_module(f"porter.engines.{m}").ENGINE for m in ENGINE_MODULES)
+}
 
 
 def engine_named(name: str) -> Engine:
@@ -18,6 +22,8 @@ def engine_named(name: str) -> Engine:
     return ENGINES[name]
 
 
-def guess_engine(command: str) -> str:
-    """The engine a serve command launches, for a task that does not name one."""
-    return "vllm" if re.search(r"(^|[\s/])vllm(\s|$)|vllm\.entrypoints", command) else "sglang"
+def launched_engine(command: str) -> str:
+    """The engine a serve command launches, for a task that does not name one: the first whose declaration
+    recognises the command (`launched_by`), else the first declared."""
+    recognised = (name for name, engine in ENGINES.items() if re.search(engine.launched_by, command))
+    return next(recognised, next(iter(ENGINES)))

@@ -17,11 +17,18 @@ bounds the tokens of a prefill step (fields/schedule.py); `--trust-remote-code`.
 (arg_groups/memory_hook.py, handle_gpu_memory_settings): about 0.9 on a 288 GB GPU with 16k-token chunks; init writes
 0.85, the value of the public GLM-5.2 MI355X recipe (SemiAnalysisAI/InferenceX glm5.2_fp4_mi355x_sglang_mtp.sh
 uses 0.80-0.85), a tunable. SGLANG_USE_AITER is off in srt/environ.py (EnvBool(False)) and on in the ROCm image.
+Its PRs: `[AMD]` titles and its pull request template's headings, as report/pr_draft.py had them (not re-read:
+the copy of .github/pull_request_template.md read at 0a218a4c has Benchmark & Profiling, no Accuracy Tests). Its
+client, `python3 -m sglang.bench_serving` (a shim of sglang/benchmark/serving.py): `--backend sglang --host --port
+--dataset-name random --random-input-len --random-output-len --random-range-ratio` (lengths drawn from
+[len x ratio, len], datasets/common.py compute_random_lens: 1 fixes them) `--request-rate --num-prompts
+--max-concurrency --seed`, and the shared-prefix dataset `--dataset-name generated-shared-prefix
+--gsp-system-prompt-len --gsp-question-len --gsp-output-len`; requests ignore EOS unless --disable-ignore-eos.
 """
 
 from __future__ import annotations
 
-from porter.engines.engine import Draft, Engine
+from porter.engines.engine import BenchLoad, Draft, Engine, PrStyle
 from porter.schema import FlagValue
 
 ALGORITHM, STEPS, TOPK, DRAFT_TOKENS = (
@@ -45,9 +52,27 @@ def read_draft(flags: dict[str, FlagValue]) -> Draft | None:
     return Draft(str(method), steps, topk if isinstance(topk, int) else 1, tokens if isinstance(tokens, int) else None)
 
 
+def bench_client(port: int, model: str, load: BenchLoad) -> list[str]:
+    command = (
+        f"python3 -m sglang.bench_serving --backend sglang --host 127.0.0.1 --port {port} --dataset-name random "
+        f"--random-input-len {load.input_tokens} --random-output-len {load.output_tokens} --random-range-ratio 1 "
+        f"{load.pacing}"
+    )
+    if not load.prefix_tokens:
+        return [command]
+    return [
+        command,
+        f"# {load.prefix_tokens / load.input_tokens:.0%} of each prompt ({load.prefix_tokens} tokens) is a prefix "
+        "shared by a group of requests in porter's workload; bench_serving's shared-prefix dataset is the closest: "
+        f"--dataset-name generated-shared-prefix --gsp-system-prompt-len {load.prefix_tokens} "
+        f"--gsp-question-len {load.input_tokens - load.prefix_tokens} --gsp-output-len {load.output_tokens}",
+    ]
+
+
 ENGINE = Engine(
     name="sglang",
     launch="python3 -m sglang.launch_server --model-path {model_path} --host {host} --port {port} {flags}",
+    launched_by=r"\bsglang\.launch_server\b",
     default_port=30000,
     tensor_parallel=("tp-size", "tensor-parallel-size", "tp"),
     data_parallel=("dp-size", "data-parallel-size", "dp"),
@@ -79,6 +104,17 @@ ENGINE = Engine(
     mtp_method="EAGLE",
     kv_cache_fp8="fp8_e4m3",
     rocm_environment=(("SGLANG_USE_AITER", "1"),),
+    pr_style=PrStyle(
+        "[AMD] ",
+        (
+            ("Motivation", ("problem", "cause")),
+            ("Modifications", ("fix",)),
+            ("Accuracy Tests", ("accuracy",)),
+            ("Speed Tests and Profiling", ("speed", "tested")),
+            ("Reproduction", ("environment", "reproduce")),
+        ),
+    ),
+    bench_client=bench_client,
     kernel_lines=(  # arg_groups/model_hook.py, model_overrides/*.py, moe_hook.py; the arguments dump (server_args=)
         ("attention backend", r"\battention backends?\b|\bDSA backends\b|\battention_backend='"),
         ("MoE backend", r"\bMoE runner backend\b|\bmoe_runner_backend[=`']"),

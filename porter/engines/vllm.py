@@ -13,18 +13,35 @@ What `porter init` plans with: without `--enable-expert-parallel` the MoE layers
 of those ranks holds whole experts; `--max-num-batched-tokens` bounds one step; `--gpu-memory-utilization` defaults to
 0.92 (config/cache.py) and covers weights, profiled activations and the KV cache; VLLM_ROCM_USE_AITER is off unless
 set (envs.py), on in the public ROCm recipes.
+Its PRs: `[ROCm]` titles, Purpose / Test Plan / Test Result, as report/pr_draft.py had them (not re-read).
+Its client, `vllm bench serve` (vllm/benchmarks/serve.py, datasets/datasets.py): `--backend vllm --host --port
+--model --dataset-name random --random-prefix-len` (one prefix shared by every request) `--random-input-len` (the
+part after it) `--random-output-len --ignore-eos --request-rate --num-prompts --max-concurrency --seed`.
 """
 
 from __future__ import annotations
 
-from porter.engines.engine import Engine, json_draft
+import shlex
+
+from porter.engines.engine import BenchLoad, Engine, PrStyle, json_draft
 
 SPECULATIVE_CONFIG = "speculative-config"
 draft_flags, read_draft = json_draft(SPECULATIVE_CONFIG)
 
+
+def bench_client(port: int, model: str, load: BenchLoad) -> list[str]:
+    shared = f"--random-prefix-len {load.prefix_tokens} " if load.prefix_tokens else ""
+    return [
+        f"vllm bench serve --backend vllm --host 127.0.0.1 --port {port} --model {shlex.quote(model)} --dataset-name "
+        f"random {shared}--random-input-len {load.input_tokens - load.prefix_tokens} --random-output-len "
+        f"{load.output_tokens} --ignore-eos {load.pacing}"
+    ]
+
+
 ENGINE = Engine(
     name="vllm",
     launch="vllm serve {model_path} --host {host} --port {port} {flags}",
+    launched_by=r"(^|[\s/])vllm(\s|$)|vllm\.entrypoints",
     default_port=8000,
     tensor_parallel=("tensor-parallel-size",),
     data_parallel=("data-parallel-size",),
@@ -55,6 +72,15 @@ ENGINE = Engine(
     mtp_method="mtp",
     kv_cache_fp8="fp8_e4m3",
     rocm_environment=(("VLLM_ROCM_USE_AITER", "1"),),
+    pr_style=PrStyle(
+        "[ROCm] ",
+        (
+            ("Purpose", ("problem", "cause", "fix")),
+            ("Test Plan", ("tested", "environment", "reproduce")),
+            ("Test Result", ("speed", "accuracy")),
+        ),
+    ),
+    bench_client=bench_client,
     kernel_lines=(  # platforms/rocm.py "Using %s backend out of ..."; fused_moe/oracle/*.py "Using X Fp8 MoE backend"
         ("attention backend", r"\bUsing \w+ (?:attention )?backend (?:out of|\(selected via)"),
         ("MoE backend", r"\bMoE backend\b"),

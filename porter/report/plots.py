@@ -13,6 +13,7 @@ baseline in CLI form and by its commits. Reads a RunRecord; writes only the PNG 
 from __future__ import annotations
 
 import statistics
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -43,7 +44,8 @@ def write_plots(record: RunRecord) -> list[Path]:
     sweeps = [m for m in record.metrics if m["check"] == "throughput" and m["result"].get("levels")]
     if sweeps and record.task.checks.throughput:
         written.append(_sweep_plot(record, plots_dir, sweeps))
-    if any(m["check"] in ("throughput", "single_stream") for m in record.metrics):
+    performance = {item.key for item in registry.declared(record.task) if item.kind.performance}
+    if any(m["check"] in performance for m in record.metrics):
         written.append(_objective_plot(record, plots_dir))
     return written
 
@@ -68,18 +70,7 @@ def legend_label(record: RunRecord, fingerprint: str) -> str:
     text = f"step {first}: + {record.label(fingerprint, since=record.tried_on(fingerprint))}"
     if record.reverted(fingerprint):
         text += " (reverted)"
-    return _wrap(text)
-
-
-def _wrap(text: str) -> str:
-    lines, line = [], ""
-    for word in text.split(" "):
-        if line and len(line) + 1 + len(word) > LEGEND_WIDTH:
-            lines.append(line)
-            line = "    " + word
-        else:
-            line = f"{line} {word}" if line else word
-    return "\n".join([*lines, line])
+    return textwrap.fill(text, LEGEND_WIDTH, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False)
 
 
 def _sweep_plot(record: RunRecord, plots_dir: Path, sweeps: list[dict]) -> Path:

@@ -1,10 +1,9 @@
 """`porter pr RUN`: one PR draft per change set of each repo, written for that project's maintainer.
 
 Covers `prs/<repo>.md` (or `prs/<repo>-<n>.md` when a repo's commits make several change sets: pr_series.py
-groups them) and `patches/<repo>/000N-*.patch`. Each draft reads in the project's own shape (sglang: `[AMD]`
-titles, Motivation / Modifications / Accuracy Tests / Speed Tests and Profiling, as its pull request template
-asks; vLLM: `[ROCm]` titles, Purpose / Test Plan / Test Result; the model overlay: a Hugging Face Hub PR with
-the commands that open it): a title from the records (the crash class and the file fixed, or the tuned file
+groups them) and `patches/<repo>/000N-*.patch`. Each draft reads in the project's own shape (an engine's title tag
+and headings are its declaration's `pr_style`; the model overlay's: a Hugging Face Hub PR with the commands that
+open it): a title from the records (the crash class and the file fixed, or the tuned file
 and the model), the problem with the engine's own log lines around the crash's key line, the root cause (the
 key line and the code the log names, or the agent's explanation), the fix in the agent's words from when it made
 the edit, the files changed, a before -> after table of this change set's own commits only (the figures
@@ -24,10 +23,11 @@ import git
 
 from porter.checks import registry
 from porter.checks.kind import goal_text
+from porter.engines.engine import PrStyle
 from porter.ledger.records import RULES, Attempt
 from porter.report import pr_reproduce, pr_series
 from porter.report.pr_series import ChangeSet
-from porter.report.run_reading import RunRecord, cli_change, log_excerpt, percent, read_run, score_text, significant
+from porter.report.run_reading import RunRecord, cli_change, log_excerpt, percent, read_run, significant
 from porter.sandbox.trees import safe_git
 from porter.sandbox.trees.tracked import PORTER_AUTHOR, RepoState
 from porter.task import OVERLAY_REPO
@@ -36,42 +36,16 @@ CRASH_RULES = ("crash_fix", "crash_gone", "crash_progress")
 WORDS = {"rocm": "ROCm", "cuda": "CUDA", "gpu": "GPU", "perf": "performance", "moe": "MoE", "kv": "KV"}
 
 
-@dataclass(frozen=True)
-class PrStyle:
-    prefix: str  # the title's tag, as the project's merged PRs spell it
-    sections: tuple[tuple[str, tuple[str, ...]], ...]  # heading -> the parts it holds
-
-
-STYLES = {
-    "sglang": PrStyle(
-        "[AMD] ",
-        (
-            ("Motivation", ("problem", "cause")),
-            ("Modifications", ("fix",)),
-            ("Accuracy Tests", ("accuracy",)),
-            ("Speed Tests and Profiling", ("speed", "tested")),
-            ("Reproduction", ("environment", "reproduce")),
-        ),
+HUB = PrStyle(  # the model overlay's PR, on the Hugging Face Hub
+    "",
+    (
+        ("What this fixes", ("problem", "cause")),
+        ("The change", ("fix",)),
+        ("Evidence", ("speed", "accuracy", "tested")),
+        ("Reproduction", ("environment", "reproduce")),
+        ("How to open this PR on the Hub", ("hub",)),
     ),
-    "vllm": PrStyle(
-        "[ROCm] ",
-        (
-            ("Purpose", ("problem", "cause", "fix")),
-            ("Test Plan", ("tested", "environment", "reproduce")),
-            ("Test Result", ("speed", "accuracy")),
-        ),
-    ),
-    "hub": PrStyle(
-        "",
-        (
-            ("What this fixes", ("problem", "cause")),
-            ("The change", ("fix",)),
-            ("Evidence", ("speed", "accuracy", "tested")),
-            ("Reproduction", ("environment", "reproduce")),
-            ("How to open this PR on the Hub", ("hub",)),
-        ),
-    ),
-}
+)
 
 
 @dataclass
@@ -123,7 +97,7 @@ def _draft(record: RunRecord, repo: git.Repo, repo_state: RepoState, change: Cha
     shas = {c.hexsha for c in change.commits}
     attempts = [a for a in record.state.attempts if a.kept and a.commits.get(repo_state.name) in shas]
     is_model = repo_state.name == OVERLAY_REPO and record.task.model.overlay
-    style = STYLES["hub" if is_model else record.task.engine.name if record.task.engine.name in STYLES else "sglang"]
+    style = HUB if is_model else record.task.engine.pr_style
     return Draft(record, repo, repo_state, change, attempts, style, file_name)
 
 
@@ -298,17 +272,12 @@ def _speed(draft: Draft) -> list[str]:
 
 
 def _accuracy(draft: Draft) -> list[str]:
-    state = draft.record.state
     lines = []
     for attempt in draft.attempts:
-        quality = {k: v for k, v in state.checks_on(attempt.fingerprint).items() if k.startswith("quality:")}
-        for key, result in quality.items():
-            verdict = "passes" if result.get("passed") else "FAILS"
-            goal = registry.by_key(draft.record.task, key)
-            lines.append(
-                f"- {key.split(':', 1)[1]}: {score_text(result)}, {verdict} the bar "
-                f"{goal_text(goal.kind.goal(goal.spec))} (reference {result.get('reference')})"
-            )
+        for key, result in draft.record.state.checks_on(attempt.fingerprint).items():
+            item = registry.by_key(draft.record.task, key)
+            if item.kind.accuracy is not None:
+                lines.append(f"- {item.kind.accuracy(key, result, item.spec)}")
     return lines or ["Not measured on the configuration with this change (it changes no model output)."]
 
 
@@ -371,7 +340,7 @@ def _apply(draft: Draft, path: str, patches: list[str]) -> list[str]:
     """Apply the patches (mounted at /patches) to the tree the image ships, with `git apply` (a throwaway container
     has no git identity to commit with): to a checkpoint, or to an engine tree at upstream's commit, after the
     image's own uncommitted changes when it had some (the image's state, not upstream's)."""
-    if draft.style is STYLES["hub"]:
+    if draft.style is HUB:
         return [f"cd {pr_reproduce.model_dir(draft.record.task)}", *(f"git apply /{patch}" for patch in patches)]
     upstream, image_commits = upstream_of(draft.repo, draft.repo_state.base_commit)
     lines = [f"cd {path}"]

@@ -6,23 +6,16 @@ devices and options, the serve command with a configuration's flags (the checkpo
 not in the image; no porter path), the benchmark commands of the checks a PR's figures came from, in each
 engine's own benchmark client, and how to open the model overlay's PR on the Hugging Face Hub.
 
-Benchmark clients, as read in upstream's source: sglang 0.5.20 `python3 -m sglang.bench_serving` (a shim of
-sglang/benchmark/serving.py): `--backend sglang --host --port --dataset-name random --random-input-len
---random-output-len --random-range-ratio` (lengths drawn from [len x ratio, len], datasets/common.py
-compute_random_lens: 1 fixes them) `--request-rate --num-prompts --max-concurrency --seed`, and the
-shared-prefix dataset `--dataset-name generated-shared-prefix --gsp-system-prompt-len --gsp-question-len
---gsp-output-len`; requests ignore EOS unless --disable-ignore-eos. vLLM 0.25.1 `vllm bench serve`
-(vllm/benchmarks/serve.py, datasets/datasets.py): `--backend vllm --host --port --model --dataset-name random
---random-prefix-len` (one prefix shared by every request) `--random-input-len` (the part after it)
-`--random-output-len --ignore-eos --request-rate --num-prompts --max-concurrency --seed`. The hub upload:
-huggingface_hub 2.4.0 `hf upload REPO_ID LOCAL_PATH PATH_IN_REPO --create-pr --commit-message
---commit-description` (cli/upload.py) and `HfApi.upload_folder(..., create_pr=True)` (hf_api.py).
+The benchmark client is the engine declaration's (`bench_client`), sent the load a check kind declares
+(`bench_load`). The hub upload: huggingface_hub 2.4.0 `hf upload REPO_ID LOCAL_PATH PATH_IN_REPO --create-pr
+--commit-message --commit-description` (cli/upload.py) and `HfApi.upload_folder(..., create_pr=True)` (hf_api.py).
 """
 
 from __future__ import annotations
 
 import shlex
 
+from porter.checks import registry
 from porter.engines.serve import render_command
 from porter.report.run_reading import RunRecord, env_prefix
 from porter.schema import FlagValue
@@ -66,20 +59,16 @@ def docker_run(task: Task) -> list[str]:
         name = task.model.id.split("/")[-1]
         lines.append(f"MODEL=/path/to/{name}   # the checkpoint: hf download {task.model.id} --local-dir $MODEL")
         words += ["-v", f'"$MODEL:{model_dir(task)}"']
-    for device in sandbox.devices:
-        words += ["--device", device]
-    for group in sandbox.group_add:
-        words += ["--group-add", group]
-    if sandbox.ipc:
-        words += ["--ipc", sandbox.ipc]
-    if sandbox.shm_size:
-        words += ["--shm-size", sandbox.shm_size]
-    for option in sandbox.security_opt:
-        words += ["--security-opt", option]
-    for capability in sandbox.cap_add:
-        words += ["--cap-add", capability]
-    for name, value in sandbox.env.items():
-        words += ["-e", f"{name}={value}"]
+    options = {
+        "--device": sandbox.devices,
+        "--group-add": sandbox.group_add,
+        "--ipc": [sandbox.ipc] if sandbox.ipc else [],
+        "--shm-size": [sandbox.shm_size] if sandbox.shm_size else [],
+        "--security-opt": sandbox.security_opt,
+        "--cap-add": sandbox.cap_add,
+        "-e": [f"{name}={value}" for name, value in sandbox.env.items()],
+    }
+    words += [word for option, values in options.items() for value in values for word in (option, value)]
     return [*lines, " ".join([*words, sandbox.image or "IMAGE", "bash"])]
 
 
@@ -94,49 +83,9 @@ def serve_command(task: Task, flags: dict[str, FlagValue]) -> str:
 
 def bench_commands(record: RunRecord, key: str, result: dict) -> list[str]:
     """The engine's own benchmark client for a check's workload, at the rate the figure was read at."""
-    task = record.task
-    engine, port, model = task.engine.name, task.serve.port, model_dir(task)
-    if key == "single_stream" and task.checks.single_stream:
-        spec = task.checks.single_stream
-        lengths = _lengths(engine, spec.input_tokens, 0, spec.output_tokens)
-        return [_client(engine, port, model) + f" {lengths} --max-concurrency 1 --num-prompts {spec.num_requests}"]
-    if key == "throughput" and task.checks.throughput:
-        spec, load = task.checks.throughput, task.checks.throughput.workload
-        rate = result.get("knee_rps") or spec.rps[0]
-        level = next((lv for lv in result.get("levels") or () if lv.get("rps") == rate), {})
-        prompts = level.get("offered") or load.num_prompts or max(int(rate * (load.duration_s or 1)), 1)
-        prefix = round(load.input_tokens * load.cache_hit_rate)
-        lengths = _lengths(engine, load.input_tokens, prefix, load.output_tokens)
-        command = _client(engine, port, model) + f" {lengths} --request-rate {rate:g} --num-prompts {prompts}"
-        commands = [command + f" --seed {load.seed}"]
-        if prefix and engine != "vllm":
-            commands.append(
-                f"# {load.cache_hit_rate:.0%} of each prompt ({prefix} tokens) is a prefix shared by a group of "
-                "requests in porter's workload; bench_serving's shared-prefix dataset is the closest: "
-                f"--dataset-name generated-shared-prefix --gsp-system-prompt-len {prefix} "
-                f"--gsp-question-len {load.input_tokens - prefix} --gsp-output-len {load.output_tokens}"
-            )
-        return commands
-    return []
-
-
-def _client(engine: str, port: int, model: str) -> str:
-    if engine == "vllm":
-        return f"vllm bench serve --backend vllm --host 127.0.0.1 --port {port} --model {shlex.quote(model)}"
-    return f"python3 -m sglang.bench_serving --backend sglang --host 127.0.0.1 --port {port}"
-
-
-def _lengths(engine: str, input_tokens: int, prefix: int, output_tokens: int) -> str:
-    if engine == "vllm":
-        shared = f"--random-prefix-len {prefix} " if prefix else ""
-        return (
-            f"--dataset-name random {shared}--random-input-len {input_tokens - prefix} "
-            f"--random-output-len {output_tokens} --ignore-eos"
-        )
-    return (
-        f"--dataset-name random --random-input-len {input_tokens} --random-output-len {output_tokens} "
-        "--random-range-ratio 1"
-    )
+    task, item = record.task, registry.by_key(record.task, key)
+    load = item.kind.bench_load(item.spec, result)
+    return task.engine.bench_client(task.serve.port, model_dir(task), load) if load else []
 
 
 def hub_instructions(task: Task, title: str, files: list[str], patches: list[str], draft_name: str) -> list[str]:

@@ -315,16 +315,6 @@ def significant(value: float | None, digits: int = 3) -> str:
     return f"{rounded:,.{decimals}f}"
 
 
-def score_text(result: dict) -> str:
-    """A quality score with its 95% interval: 0.975 (95% CI 0.943-0.989, n=200)."""
-    score, low, high = result.get("score"), result.get("ci_low"), result.get("ci_high")
-    if not isinstance(score, int | float):
-        return "-"
-    bounded = isinstance(low, int | float) and isinstance(high, int | float)
-    interval = f"95% CI {low:.3f}-{high:.3f}, " if bounded else ""
-    return f"{score:.3f} ({interval}n={result.get('n')})"
-
-
 def percent(change: float | None) -> str:
     if change is None or not math.isfinite(change):
         return "-"

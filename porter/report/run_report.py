@@ -18,11 +18,12 @@ import statistics
 from pathlib import Path
 
 from porter.checks import registry
+from porter.checks.quality_kind import score_text
 from porter.engines.serve import render_command
 from porter.ledger.records import RULES, Attempt
 from porter.ledger.state import target_report
 from porter.report import plots, report_page
-from porter.report.run_reading import RunRecord, cli_change, env_prefix, percent, read_run, score_text, significant
+from porter.report.run_reading import RunRecord, cli_change, env_prefix, percent, read_run, significant
 from porter.schema import render_flags
 
 REASON_WIDTH = 220  # characters of a reverted change's reason in the timeline (report.json keeps it whole)

@@ -15,7 +15,7 @@ from pydantic import Field, field_validator, model_validator
 
 from porter.checks.registry import ChecksSpec
 from porter.engines.engine import Engine
-from porter.engines.known import ENGINES, engine_named, guess_engine
+from porter.engines.known import ENGINES, engine_named, launched_engine
 from porter.redaction import looks_secret
 from porter.schema import (
     ENV_NAME,
@@ -213,7 +213,7 @@ class ServeSpec(Spec):
     engine: str | None = Field(
         None,
         description=f"The engine the command launches, one of {sorted(ENGINES)} (porter/engines/): its flag names, "
-        "default port and start-up stages; default: read from the command (`vllm` -> vllm, else sglang).",
+        "default port and start-up stages; default: the one whose declaration recognises the command, else the first.",
     )
     command: str = Field(
         description="Command template; {model_path} (the container path), {host}, {port} and {flags} are filled in."
@@ -253,7 +253,7 @@ class ServeSpec(Spec):
     @model_validator(mode="after")
     def _engine_defaults(self) -> ServeSpec:
         if self.engine is None:
-            self.engine = guess_engine(self.command)
+            self.engine = launched_engine(self.command)
         if self.port is None:
             self.port = engine_named(self.engine).default_port
         return self
