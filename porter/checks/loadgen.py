@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 
 import aiohttp
+import yarl
 
 from porter.checks.request_failures import MAX_BODY_BYTES, answer_text
 from porter.checks.stream_parse import RequestRecord, parse_stream_yielding
@@ -28,6 +29,7 @@ LOOP_PROBE_INTERVAL_S = 0.005
 # Beyond this much lag (p99, ms) the client's own clock readings are off by more than the few ms we promise.
 SATURATION_LAG_MS = 5.0
 LISTING_MAX_BYTES = 1 << 20  # a GET /v1/models answer larger than this is not a model listing
+REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 LISTING_DEADLINE_S = 30.0  # a listing is answered from memory: a server silent this long is hung
 
 
@@ -92,6 +94,24 @@ def _quantile(ordered: list[float], share: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
+async def same_origin_only(request: aiohttp.ClientRequest, handler) -> aiohttp.ClientResponse:
+    """Refuses a redirect off the server's own origin before aiohttp follows it (aiohttp runs this at every hop):
+    the body of a host-only address a server points at never reaches a check's result or the model."""
+    response = await handler(request)
+    location = response.headers.get("Location") if response.status in REDIRECT_STATUSES else None
+    if location is not None and _off_origin(request.url, location):
+        response.close()
+        raise aiohttp.InvalidUrlRedirectClientError(location, "a redirect off the server's origin; porter stops here")
+    return response
+
+
+def _off_origin(url: yarl.URL, location: str) -> bool:
+    try:
+        return url.join(yarl.URL(location)).origin() != url.origin()
+    except ValueError:  # not a URL, or one without a host: never the server's own
+        return True
+
+
 def make_session(
     connections: int, headers: dict[str, str] | None = None, deadlines: Deadlines = DEFAULT_DEADLINES
 ) -> aiohttp.ClientSession:
@@ -110,6 +130,7 @@ def make_session(
         read_bufsize=READ_BUFFER_BYTES,
         auto_decompress=False,
         headers=headers or {},
+        middlewares=(same_origin_only,),
     )
 
 

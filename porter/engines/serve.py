@@ -68,12 +68,26 @@ def render_command(task: Task, flags: dict[str, FlagValue]) -> str:
         raise ValueError(f"serve.command uses an unknown placeholder {exc}; known: {sorted(values)}") from None
 
 
-def health_ok(url: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only within the server's own origin: elsewhere (a host-only address) is an error."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        here, there = urllib.parse.urlsplit(req.full_url), urllib.parse.urlsplit(newurl)
+        if (here.scheme, here.netloc) != (there.scheme, there.netloc):
+            return None  # urllib then raises the redirect as an HTTPError, never reading its target
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+_OPENER = urllib.request.build_opener(_SameOriginRedirects)
+
+
+def probe(url: str, timeout_s: float = PROBE_TIMEOUT_S) -> bytes | None:
+    """The body of a 200 answer at `url` (its first PROBE_MAX_BYTES + 1 bytes); None for any other outcome."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
-            return response.status == 200
+        with _OPENER.open(url, timeout=timeout_s) as response:
+            return response.read(PROBE_MAX_BYTES + 1) if response.status == 200 else None
     except (urllib.error.URLError, OSError, ValueError):
-        return False
+        return None
 
 
 def port_taken(base_url: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
@@ -89,13 +103,8 @@ def port_taken(base_url: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
 def served_ids(base_url: str, timeout_s: float = PROBE_TIMEOUT_S) -> list[str] | None:
     """The model ids GET /v1/models lists; None when it does not answer a listing (yet)."""
     try:
-        with urllib.request.urlopen(base_url + "/v1/models", timeout=timeout_s) as response:
-            body = response.read(PROBE_MAX_BYTES + 1)
-    except (urllib.error.URLError, OSError, ValueError):
-        return None
-    try:
-        listing = json.loads(body[:PROBE_MAX_BYTES])
-    except ValueError:
+        listing = json.loads(probe(base_url + "/v1/models", timeout_s)[:PROBE_MAX_BYTES])
+    except (TypeError, ValueError):
         return None
     data = listing.get("data") if isinstance(listing, dict) else None
     if not isinstance(data, list):
@@ -184,7 +193,7 @@ def launch(
             seconds = time.monotonic() - started
             code = process.exit_code()
             return Launch(False, seconds, log_path, command, exit_code=code, triage=triage_file(log_path))
-        if health_ok(health_url) and _identify(process, base_url, command, task.engine):
+        if probe(health_url) is not None and _identify(process, base_url, command, task.engine):
             seconds = time.monotonic() - started
             return Launch(True, seconds, log_path, command, triage=triage_file(log_path), process=process)
         if time.monotonic() > deadline:
