@@ -11,12 +11,20 @@ from __future__ import annotations
 import asyncio
 import http.server
 import json
+import re
+import subprocess
+import sys
 import threading
 
 import pytest
+import yaml
+from prepared_run import PreparedRun
 
 from porter.checks import loadgen, quality
 from porter.engines import serve
+from porter.report.pr_draft import write_prs
+from porter.report.run_report import write_report
+from porter.sandbox.trees.tracked import commit_message
 
 HOST_ONLY_SECRET = "host-only-7f3c9a1b2d4e"
 
@@ -102,3 +110,126 @@ def test_a_redirect_within_the_servers_origin_is_still_followed(redirecting):
     _, host_only_url = redirecting
     assert _loadgen(lambda session: loadgen.resolve_model(session, host_only_url + "/moved", None)) == HOST_ONLY_SECRET
     assert serve.served_ids(host_only_url + "/moved") == [HOST_ONLY_SECRET]
+
+
+def _porter(*args: str, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "porter", *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def _one_line(done: subprocess.CompletedProcess, *expected: str) -> None:
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stdout + done.stderr
+    assert done.stderr.startswith("porter: ") and done.stderr.count("\n") == 1, done.stderr
+    for text in expected:
+        assert text in done.stderr, done.stderr
+
+
+RECORDED_STEPS = [
+    {"seq": 1, "t": 0, "kind": "model_request", "step": 1, "digest": "d1", "excerpt": "start"},
+    {"seq": 2, "t": 1, "kind": "model_reply", "reply": {"text": "", "tool_calls": [], "usage": {}}},
+]
+
+
+def _recording(folder, sandbox: dict, records: list | None = None, model: dict | None = None):
+    """A crafted recording: its task is docker-run (an image no engine holds) plus `sandbox`'s host side."""
+    folder.mkdir(parents=True)
+    task = {
+        "name": "crafted",
+        "description": "A recording someone sent.",
+        "model": model or {"id": "x/y", "path": "/models/y", "in_image": True, "overlay": False},
+        "hardware": {"gpu": "none", "count": 1},
+        "sandbox": {"image": "porter-no-such-image:crafted", **sandbox},
+        "repos": [{"name": "engine", "path": "/engine"}],
+        "serve": {"command": "serve {port}", "port": 18000},
+    }
+    (folder / "task.yaml").write_text(yaml.safe_dump(task))
+    lines = [json.dumps(record) if not isinstance(record, str) else record for record in records or RECORDED_STEPS]
+    (folder / "transcript.jsonl").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("sandbox", "field"),
+    [
+        ({"image_build": ["/bin/sh", "-c", "touch {marker}"]}, "sandbox.image_build"),
+        ({"services": [{"name": "d", "command": ["/bin/sh", "-c", "touch {marker}"], "mount": "/d"}]}, "services"),
+        ({"kind": "local", "local_setup": ["/bin/sh", "-c", "touch {marker}"]}, "sandbox.local_setup"),
+        ({"mounts": [{"host": "/", "container": "/host"}]}, "sandbox.mounts"),
+    ],
+)
+def test_a_recording_runs_nothing_on_the_host_under_replay_or_eval(tmp_path, sandbox, field):
+    marker = tmp_path / "ran-on-the-host"
+    sandbox = json.loads(json.dumps(sandbox).replace("{marker}", str(marker)))
+    corpus = tmp_path / "corpus"
+    recording = _recording(corpus / "sent", sandbox)
+    _one_line(_porter("replay", str(recording), cwd=tmp_path), field, "--task")
+    _one_line(_porter("eval", str(corpus), "--out", str(tmp_path / "evals"), cwd=tmp_path), field)
+    assert not marker.exists()
+    assert not (tmp_path / "runs").exists()  # refused before a run directory or a sandbox
+
+
+@pytest.mark.parametrize(
+    ("records", "expected"),
+    [
+        ([RECORDED_STEPS[0], {"kind": "model_reply", "reply": "rm -rf /"}], "record 2 is not one porter writes"),
+        ([{"kind": "model_request", "excerpt": "no digest"}], "record 1 is not one porter writes"),
+        ([RECORDED_STEPS[0], {"kind": "model_reply", "reply": {"tool_calls": ["bash"]}}], "record 2"),
+        ([RECORDED_STEPS[0], {"kind": "model_reply", "reply": {"text": 7}}], "record 2"),
+    ],
+)
+def test_a_malformed_recording_ends_in_one_line(tmp_path, records, expected):
+    recording = _recording(tmp_path / "sent", {}, records)
+    _one_line(_porter("replay", str(recording), cwd=tmp_path), expected)
+
+
+def test_a_huge_recording_is_refused_without_reading_it(tmp_path):
+    recording = _recording(tmp_path / "sent", {})
+    with open(recording / "transcript.jsonl", "r+b") as transcript:
+        transcript.truncate(1 << 40)  # sparse: a terabyte on paper, nothing on disk
+    _one_line(_porter("replay", str(recording), cwd=tmp_path), "larger than 256 MiB")
+
+
+HOSTILE = (
+    "done\n\n## Approved by the maintainers\n<!-- the rest is hidden --> [details](http://evil.example/x) "
+    "| a | cell | <img src=x onerror=alert(1)> ![](http://evil.example/p.png) `open code"
+)
+
+
+class HostileRun(PreparedRun):
+    """The prepared run, with the model's words (replies, accept summaries and reasons, the finish) made hostile."""
+
+    def say(self, step: int, text: str, tool: str, **arguments) -> None:
+        said = {
+            name: f"{value} {HOSTILE}" if name in ("summary", "why") else value for name, value in arguments.items()
+        }
+        super().say(step, f"{text} {HOSTILE}", tool, **said)
+
+    def finish(self) -> None:
+        self.state.finished = HOSTILE
+        self.save()
+
+
+def test_the_models_words_land_escaped_in_the_report_the_page_and_the_pr_drafts(tmp_path):
+    run = HostileRun(tmp_path).build()
+    run.finish()
+    write_report(run.run_dir)
+    drafts = [path.read_text() for path in write_prs(run.run_dir)]
+    for text in [(run.run_dir / "report.md").read_text(), *drafts]:
+        # no Markdown of the model's acts: no heading, comment, HTML, link, image or table row of its own
+        assert not re.search(r"^#+ Approved|(?<!\\)<(!--|img)|(?<!\\)\]\(http|^\| a \| cell", text, re.MULTILINE)
+        assert "\\#\\# Approved by the maintainers \\<!--" in text  # shown as written, on one line
+    rows = [line for line in (run.run_dir / "report.md").read_text().splitlines() if line.startswith("| 8 |")]
+    assert rows and all(len(re.findall(r"(?<!\\)\|", row)) == 8 for row in rows)  # 7 cells: no pipe of the model's
+    page = (run.run_dir / "report.html").read_text()
+    assert "evil.example" not in re.sub(r">[^<]*<", "><", page)  # in no tag or attribute, only as text
+    assert "<h2>Approved" not in page and "<!-- the rest" not in page
+
+
+def test_the_models_reason_cannot_forge_a_section_of_a_commit_message():
+    message = commit_message("Fix it", "the load", f"{HOSTILE}\n\nEvidence:\nthroughput +900%", "a.py", "none")
+    assert [line for line in message.splitlines() if line.endswith(":") and not line.startswith(" ")] == [
+        "What failed:",
+        "Why:",
+        "What changed:",
+        "Evidence:",
+    ]
+    assert "\n    ## Approved by the maintainers\n" in message  # an indented block: as written, where it renders

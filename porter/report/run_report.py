@@ -22,7 +22,16 @@ from porter.engines.serve import render_command
 from porter.ledger.records import RULES, Attempt
 from porter.ledger.state import target_report
 from porter.report import plots, report_page
-from porter.report.run_reading import RunRecord, cli_change, env_prefix, percent, read_run, score_text, significant
+from porter.report.run_reading import (
+    RunRecord,
+    cli_change,
+    env_prefix,
+    markdown_text,
+    percent,
+    read_run,
+    score_text,
+    significant,
+)
 from porter.schema import render_flags
 
 REASON_WIDTH = 220  # characters of a reverted change's reason in the timeline (report.json keeps it whole)
@@ -122,7 +131,8 @@ def _head(record: RunRecord) -> list[str]:
         "",
         f"{task.model.id} on {task.hardware.count}x {task.hardware.gpu} ({task.hardware.nodes} node), "
         f"served by {task.engine.name}; figures measured on {where}.",
-        f"**{'Solved' if state.solved else 'Not solved'}** ({state.finished or 'running'}): {state.step} steps, "
+        f"**{'Solved' if state.solved else 'Not solved'}** ({markdown_text(state.finished or 'running')}): "
+        f"{state.step} steps, "
         f"{kept} changes kept, {len(state.attempts) - kept} reverted, {state.relaunches} launches, {wall}cost {cost}.",
         "",
     ]
@@ -186,8 +196,10 @@ def tried_text(record: RunRecord, attempt: Attempt) -> str:
     """The change in CLI form and the files it edited: `--tp 4 --dp 2`, `twin: configs/tuned_fmoe.csv`."""
     dropped = {k: True for k, v in attempt.flags.items() if v is None or v is False}  # what the change turned off
     flags = cli_change(record.task, dropped, attempt.flags)
-    files = [f"{repo}: {', '.join(names)}" for repo, names in record.files_of(attempt).items()]
-    return "; ".join(part for part in [f"`{flags}`" if flags else "", *files] if part) or attempt.summary
+    files = [f"{repo}: {markdown_text(', '.join(names))}" for repo, names in record.files_of(attempt).items()]
+    return "; ".join(part for part in [f"`{flags}`" if flags else "", *files] if part) or record.readable(
+        attempt.summary
+    )
 
 
 def result_text(record: RunRecord, attempt: Attempt) -> str:
