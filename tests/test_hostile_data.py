@@ -233,3 +233,21 @@ def test_the_models_reason_cannot_forge_a_section_of_a_commit_message():
         "Evidence:",
     ]
     assert "\n    ## Approved by the maintainers\n" in message  # an indented block: as written, where it renders
+
+
+def test_a_timeout_that_is_not_a_finite_positive_number_is_refused_with_its_field(tmp_path):
+    _recording(tmp_path / "sent", {})
+    task = yaml.safe_load((tmp_path / "sent" / "task.yaml").read_text())
+    task["serve"]["startup_timeout_s"] = float("inf")
+    task["tune"] = [{"name": "t", "command": "true", "timeout_s": float("nan")}]
+    task["agent"] = {"limits": {"max_wall_hours": -1}}
+    (tmp_path / "task.yaml").write_text(yaml.safe_dump(task))
+    done = _porter("validate", "task.yaml", cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    for field in (
+        "serve.startup_timeout_s: Input should be a finite number",
+        "tune[0].timeout_s",
+        "agent.limits.max_wall_hours",
+    ):
+        assert field in done.stderr, done.stderr
+    assert str(tmp_path) not in done.stderr  # the file as the user named it, no host path of porter's making
