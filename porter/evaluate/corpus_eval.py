@@ -31,6 +31,7 @@ from porter.evaluate.replay_run import recorded_task, replay
 from porter.ledger.transcript import read_transcript
 from porter.loop import agent
 from porter.redaction import redact
+from porter.report.run_reading import markdown_text
 from porter.task import Task, TaskError, load_task
 
 REPLAY = "replay"  # the model that re-drives a recording
@@ -267,7 +268,7 @@ def write_leaderboard(out_dir: Path, entries: list[Entry]) -> None:
         tokens = f"~{e.tokens}" if e.tokens_estimated else str(e.tokens)
         lines.append(
             f"| {e.name} | {e.board_agent} | {e.outcome} | {e.steps} | {e.relaunches} | {tokens} | "
-            f"{_money(e.cost_usd)} | {e.wall_s:.0f} | {e.note.replace('|', '/')[:120]} |"
+            f"{_money(e.cost_usd)} | {e.wall_s:.0f} | {markdown_text(e.note[:120])} |"
         )
     (out_dir / "leaderboard.md").write_text("\n".join(lines) + "\n")
 

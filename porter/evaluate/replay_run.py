@@ -86,7 +86,8 @@ def recorded_task(folder: Path, local_task: str | Path | None = None) -> Task:
     if reaching:
         raise RunDirError(
             f"{folder / 'task.yaml'}: the recording's task reaches the host ({', '.join(reaching)}); porter runs no "
-            "recording's host side: name the local task it was recorded from (porter replay --task TASK)"
+            "recording's host side: name the local task it was recorded from (replay's --task TASK), or, for "
+            "recordings of your own, eval's --trust-recorded-tasks"
         )
     return task
 

@@ -16,6 +16,7 @@ import json
 import math
 import re
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -314,6 +315,15 @@ def markdown_text(text: str) -> str:
     table row or comment of its own), every character Markdown or HTML acts on backslash-escaped (CommonMark
     escapes any ASCII punctuation; GitHub's table cells take `\\|`)."""
     return MARKDOWN_ACTIVE.sub(r"\\\g<0>", re.sub(r"\s+", " ", str(text)))
+
+
+def markdown_table(header: str, rows: Iterable[Iterable[object]]) -> list[str]:
+    """A Markdown table's lines: `header` spelled 'a | b | c', then a line per row, each cell on one line with no
+    pipe of its own (shown as /) and - where empty."""
+    lines = [f"| {header} |", "|---" * (header.count(" | ") + 1) + "|"]
+    for row in rows:
+        lines.append("| " + " | ".join(" ".join(str(cell).split()).replace("|", "/") or "-" for cell in row) + " |")
+    return lines
 
 
 def significant(value: float | None, digits: int = 3) -> str:
