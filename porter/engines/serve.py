@@ -68,17 +68,14 @@ def render_command(task: Task, flags: dict[str, FlagValue]) -> str:
         raise ValueError(f"serve.command uses an unknown placeholder {exc}; known: {sorted(values)}") from None
 
 
-class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
-    """Follows a redirect only within the server's own origin: elsewhere (a host-only address) is an error."""
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is an error (urllib raises it as one): the server answers where it is asked, never elsewhere."""
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        here, there = urllib.parse.urlsplit(req.full_url), urllib.parse.urlsplit(newurl)
-        if (here.scheme, here.netloc) != (there.scheme, there.netloc):
-            return None  # urllib then raises the redirect as an HTTPError, never reading its target
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
+    def redirect_request(self, *args) -> None:
+        return None
 
 
-_OPENER = urllib.request.build_opener(_SameOriginRedirects)
+_OPENER = urllib.request.build_opener(_NoRedirects)
 
 
 def probe(url: str, timeout_s: float = PROBE_TIMEOUT_S) -> bytes | None:

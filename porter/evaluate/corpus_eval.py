@@ -112,7 +112,7 @@ def run_one(source: Path, provider: str, engine: str | None, runs_dir: Path, tru
         task.sandbox.docker_host = engine
     ctx = None
     try:
-        ctx = runs.open_run(task, str(_task_file(source)))
+        ctx = runs.open_run(task, str(source / "task.yaml" if source.is_dir() else source))
         agent.run_loop(ctx, runs.agent_model(task, ctx.run_dir), redact)
         note = ctx.state.finished or ""
     except Exception as exc:  # noqa: BLE001 - the batch runner reports a failed run and goes on
@@ -216,10 +216,6 @@ def evaluate(
         entries = [future.result() for future in futures]
     write_leaderboard(out_dir, entries)
     return out_dir
-
-
-def _task_file(source: Path) -> Path:
-    return source / "task.yaml" if source.is_dir() else source
 
 
 def new_out_dir(out_root: str | Path) -> Path:

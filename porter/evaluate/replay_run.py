@@ -128,9 +128,8 @@ def replay(
 
 
 def environment_changes(recorded: list[dict], replayed: list[dict]) -> list[str]:
-    before = next((r.get("environment") for r in recorded if r.get("kind") == "run_start"), None)
-    after = next((r.get("environment") for r in replayed if r.get("kind") == "run_start"), None)
-    before, after = (side if isinstance(side, dict) else {} for side in (before, after))
+    before = _mapping(next((r.get("environment") for r in recorded if r.get("kind") == "run_start"), None))
+    after = _mapping(next((r.get("environment") for r in replayed if r.get("kind") == "run_start"), None))
     changes = []
     for key in ("porter_version", "sandbox", "repos", "flags"):
         if before.get(key) != after.get(key):
