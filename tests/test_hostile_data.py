@@ -22,11 +22,26 @@ from prepared_run import PreparedRun
 
 from porter.checks import loadgen, quality
 from porter.engines import serve
+from porter.models import Message, ModelError, RetryPolicy
+from porter.models.anthropic import AnthropicModel
+from porter.models.openai import OpenAIModel
 from porter.report.pr_draft import write_prs
 from porter.report.run_report import write_report
 from porter.sandbox.trees.tracked import commit_message
 
 HOST_ONLY_SECRET = "host-only-7f3c9a1b2d4e"
+PROVIDER_ANSWER = {  # both APIs' replies in one object: each SDK reads its own fields
+    "id": "x",
+    "object": "chat.completion",
+    "created": 0,
+    "model": "m",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": HOST_ONLY_SECRET}, "finish_reason": "stop"}],
+    "type": "message",
+    "role": "assistant",
+    "content": [{"type": "text", "text": HOST_ONLY_SECRET}],
+    "stop_reason": "end_turn",
+    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "input_tokens": 1, "output_tokens": 1},
+}
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -44,7 +59,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             return
         body = json.dumps({"data": [{"id": HOST_ONLY_SECRET}], "choices": [{"text": HOST_ONLY_SECRET}]}).encode()
-        if self.path.endswith("/completions"):
+        if self.path.endswith(("/chat/completions", "/messages")):  # a provider's answer, OpenAI's and Anthropic's
+            body = json.dumps(PROVIDER_ANSWER).encode()
+        elif self.path.endswith("/completions"):
             body = b"data: " + json.dumps({"choices": [{"text": HOST_ONLY_SECRET}]}).encode() + b"\n\ndata: [DONE]\n\n"
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
@@ -101,6 +118,16 @@ def test_the_checks_do_not_follow_a_redirect_off_the_servers_origin(redirecting)
     assert HOST_ONLY_SECRET not in json.dumps(record.__dict__, default=str)
     with pytest.raises(loadgen.CheckError) as refused:
         _loadgen(lambda session: quality.ask(session, url + "/v1/completions", {"prompt": "hi"}, False))
+    assert HOST_ONLY_SECRET not in str(refused.value)
+
+
+@pytest.mark.parametrize("provider", [OpenAIModel, AnthropicModel])
+def test_the_model_clients_do_not_follow_a_redirect(redirecting, provider):
+    url, _ = redirecting
+    quick = RetryPolicy(max_attempts=1, initial_wait_s=0.01, max_wait_s=0.01)
+    model = provider("m", "key", base_url=url + ("/v1" if provider is OpenAIModel else ""), retry=quick)
+    with pytest.raises(ModelError) as refused:
+        model.step([Message("user", "hi")], [])
     assert HOST_ONLY_SECRET not in str(refused.value)
 
 
