@@ -1,7 +1,8 @@
 """`porter replay`: re-drive a recorded run without the LLM and say whether it reproduced.
 
 Covers re-running a recording's model replies (ReplayModel) in a fresh sandbox and a new run directory (under
-`runs/` of the working directory, never the recorded task's runs_dir), then
+`runs/` of the working directory, never the recorded task's runs_dir), on a task whose host side (the commands,
+mounts and devices of its sandbox) is never the recording's but the user's local one (recorded_task), then
 comparing every observation with the recording: tool outcomes (ok, exit codes, healthy or the crash
 class, kept or reverted, targets met) must match exactly; measured figures must move in the same
 direction and stay within a tolerance, since timing differs between machines. Also reports what
