@@ -195,10 +195,7 @@ def preflight(task: str, sandbox_kind) -> None:
     help="Folder the replay's own run directory is made in (a new one each time, never the recording's).",
 )
 @click.option(
-    "--task",
-    "local_task",
-    type=click.Path(exists=True, dir_okay=False),
-    help="Your local task file: the replay's sandbox, image build and services come from it, never the recording's.",
+    "--task", "local_task", type=click.Path(exists=True, dir_okay=False), help="Your task: the sandbox comes from it."
 )
 def replay(run_or_transcript: str, sandbox_kind, runs_dir: str, local_task) -> None:
     """Re-drive a recorded run without the LLM and report where it diverges (exit 1 if it did)."""
@@ -242,10 +239,7 @@ def _resources(_ctx, _param, values: tuple[str, ...]) -> dict[str, float]:
     help="What each cell asks of a node (repeatable), e.g. mi355x_node=1. Default: GPU=<the task's hardware.count>.",
 )
 @click.option(
-    "--trust-recorded-tasks",
-    "trusted",
-    is_flag=True,
-    help="The recordings are yours: run their own task.yaml's host side (image build, services, mounts).",
+    "--trust-recorded-tasks", "trusted", is_flag=True, help="The recordings are yours: run their tasks' host side."
 )
 def evaluate(corpus: str, models, workers: int, out_root: str, ray_address, resources: dict, trusted: bool) -> None:
     """Run every task of CORPUS for each model and write a leaderboard (markdown + JSON)."""
@@ -281,9 +275,7 @@ def _evaluate_on_ray(
         return evaluate_on_ray(
             corpus, models, address, resources, out_root, echo=lambda line: click.echo(line, err=True), trusted=trusted
         )
-    except RayEvalError as exc:
-        _fail(str(exc))
-    except TaskError as exc:
+    except (RayEvalError, TaskError) as exc:
         _fail(str(exc))
     except Interrupted as exc:
         _fail(str(exc), code=130)
