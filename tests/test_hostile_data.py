@@ -12,16 +12,19 @@ import asyncio
 import http.server
 import json
 import re
+import shutil
 import subprocess
 import sys
 import threading
 
 import pytest
 import yaml
+from local_tasks import open_local_run, run_local
 from prepared_run import PreparedRun
 
 from porter.checks import loadgen, quality
 from porter.engines import serve
+from porter.evaluate import corpus_eval
 from porter.models import Message, ModelError, RetryPolicy
 from porter.models.anthropic import AnthropicModel
 from porter.models.openai import OpenAIModel
@@ -270,3 +273,16 @@ def test_a_timeout_that_is_not_a_finite_positive_number_is_refused_with_its_fiel
     ):
         assert field in done.stderr, done.stderr
     assert str(tmp_path) not in done.stderr  # the file as the user named it, no host path of porter's making
+
+
+def test_a_recorders_name_lands_escaped_in_the_leaderboard(tmp_path, monkeypatch):
+    (tmp_path / "recorder").mkdir()
+    ctx = open_local_run(tmp_path / "recorder", model=f"seat {HOSTILE}")
+    run_local(ctx, [{"tool_calls": [{"name": "finish", "arguments": {"reason": HOSTILE}}]}])
+    (tmp_path / "corpus" / "sent").mkdir(parents=True)
+    for name in ("task.yaml", "transcript.jsonl"):
+        shutil.copy(ctx.run_dir / name, tmp_path / "corpus" / "sent" / name)
+    monkeypatch.chdir(tmp_path)
+    board = (corpus_eval.evaluate(tmp_path / "corpus", None, trusted=True) / "leaderboard.md").read_text()
+    assert "seat done" in board  # the recorder's name is there, as text
+    assert not re.search(r"^#+ Approved|(?<!\\)<(!--|img)|(?<!\\)\]\(http|^\| a \| cell", board, re.MULTILINE)

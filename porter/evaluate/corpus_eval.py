@@ -252,7 +252,7 @@ def write_leaderboard(out_dir: Path, entries: list[Entry]) -> None:
     for agent_name, total in sorted(totals.items(), key=lambda item: (-item[1]["solved"], item[0])):
         reproduced = f"{total['reproduced']}/{total['runs']}" if total["reproduced"] is not None else "-"
         lines.append(
-            f"| {agent_name} | {total['solved']}/{total['runs']} | {reproduced} | {total['steps']} | "
+            f"| {markdown_text(agent_name)} | {total['solved']}/{total['runs']} | {reproduced} | {total['steps']} | "
             f"{total['relaunches']} | {total['tokens']} | {_money(total['cost_usd'])} | {total['wall_s']:.0f} |"
         )
     lines += [
@@ -263,8 +263,8 @@ def write_leaderboard(out_dir: Path, entries: list[Entry]) -> None:
     for e in entries:
         tokens = f"~{e.tokens}" if e.tokens_estimated else str(e.tokens)
         lines.append(
-            f"| {e.name} | {e.board_agent} | {e.outcome} | {e.steps} | {e.relaunches} | {tokens} | "
-            f"{_money(e.cost_usd)} | {e.wall_s:.0f} | {markdown_text(e.note[:120])} |"
+            f"| {markdown_text(e.name)} | {markdown_text(e.board_agent)} | {e.outcome} | {e.steps} | {e.relaunches} | "
+            f"{tokens} | {_money(e.cost_usd)} | {e.wall_s:.0f} | {markdown_text(e.note[:120])} |"
         )
     (out_dir / "leaderboard.md").write_text("\n".join(lines) + "\n")
 
