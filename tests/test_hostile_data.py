@@ -151,7 +151,7 @@ RECORDED_STEPS = [
 ]
 
 
-def _recording(folder, sandbox: dict, records: list | None = None, model: dict | None = None):
+def _recording(folder, sandbox: dict, records: list | None = None, model: dict | None = None, **fields):
     """A crafted recording: its task is docker-run (an image no engine holds) plus `sandbox`'s host side."""
     folder.mkdir(parents=True)
     task = {
@@ -162,6 +162,7 @@ def _recording(folder, sandbox: dict, records: list | None = None, model: dict |
         "sandbox": {"image": "porter-no-such-image:crafted", **sandbox},
         "repos": [{"name": "engine", "path": "/engine"}],
         "serve": {"command": "serve {port}", "port": 18000},
+        **fields,
     }
     (folder / "task.yaml").write_text(yaml.safe_dump(task))
     lines = [json.dumps(record) if not isinstance(record, str) else record for record in records or RECORDED_STEPS]
@@ -187,6 +188,12 @@ def test_a_recording_runs_nothing_on_the_host_under_replay_or_eval(tmp_path, san
     _one_line(_porter("eval", str(corpus), "--out", str(tmp_path / "evals"), cwd=tmp_path), field)
     assert not marker.exists()
     assert not (tmp_path / "runs").exists()  # refused before a run directory or a sandbox
+
+
+def test_a_recording_reads_no_host_file_as_a_dataset(tmp_path):
+    quality = {"name": "leak", "kind": "gsm8k", "dataset": "/etc/hostname", "few_shot": 0, "minimum": 0.5}
+    recording = _recording(tmp_path / "sent", {}, checks={"quality": [quality]})
+    _one_line(_porter("replay", str(recording), cwd=tmp_path), "checks.quality (/etc/hostname: a file porter reads)")
 
 
 @pytest.mark.parametrize(
