@@ -29,8 +29,8 @@ LOOP_PROBE_INTERVAL_S = 0.005
 # Beyond this much lag (p99, ms) the client's own clock readings are off by more than the few ms we promise.
 SATURATION_LAG_MS = 5.0
 LISTING_MAX_BYTES = 1 << 20  # a GET /v1/models answer larger than this is not a model listing
-REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 LISTING_DEADLINE_S = 30.0  # a listing is answered from memory: a server silent this long is hung
+REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 
 
 @dataclass(frozen=True)

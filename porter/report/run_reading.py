@@ -198,6 +198,7 @@ class RunRecord:
         return call.get("name") in ("edit_file", "apply_patch", "write_file") and any(f in text for f in files)
 
     def readable(self, text: str) -> str:
+        """The agent's words for a person, as Markdown of one line (readable)."""
         return readable(self.task, text)
 
 
