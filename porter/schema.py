@@ -20,9 +20,10 @@ OVERLAY_REPO = "model"
 
 
 class Spec(BaseModel):
-    """Base for everything a person writes by hand: unknown keys are errors, not silently dropped."""
+    """Base for everything a person writes by hand: unknown keys are errors, not silently dropped; a number is
+    finite (YAML's .nan and .inf, or 1e400, would pass a bound like gt=0 or ge=0 and hang or break what uses it)."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 def normal_sandbox_path(value: str, allow_root: bool = True) -> str:

@@ -95,7 +95,8 @@ def story_replay(twin_image, tmp_path_factory) -> ReplayReport:
     if os.environ.get("PORTER_RECORD_STORY"):
         ctx = run_scripted(fast_twin_task(tmp_path_factory.mktemp("story"), time_scale=TIME_SCALE), STORY)
         keep_recording(ctx.run_dir, STORY_RECORDING)
-    return replay(STORY_RECORDING, runs_dir=str(tmp_path_factory.mktemp("replays")))
+    replays = str(tmp_path_factory.mktemp("replays"))
+    return replay(STORY_RECORDING, runs_dir=replays, local_task=STORY_RECORDING / "task.yaml")  # the project's own
 
 
 @pytest.fixture(scope="module")

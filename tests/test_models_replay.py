@@ -166,7 +166,10 @@ def test_replay_past_the_end_of_the_recording(tmp_path):
 
 @pytest.mark.parametrize(
     ("content", "expected"),
-    [("", "no model_request/model_reply pairs"), ('{"kind": "note"}\nnot json\n{"kind": "note"}\n', "corrupt")],
+    [
+        ("", "no model_request/model_reply pairs"),
+        ('{"kind": "note"}\nnot json\n{"kind": "note"}\n', "t.jsonl:2: not a JSON record"),
+    ],
 )
 def test_replay_rejects_unusable_transcripts(tmp_path, content, expected):
     path = tmp_path / "t.jsonl"

@@ -112,7 +112,8 @@ def test_replay_reports_divergence_when_the_engine_changed(docker_client, tmp_pa
     task["sandbox"]["image"] = build_twin("oom-mem-fraction")  # same recording, an engine that now runs out of memory
     task["serve"]["flags"]["mem-fraction-static"] = 0.95
     (ctx.run_dir / "task.yaml").write_text(yaml.safe_dump(task, sort_keys=False))
-    report = replay(ctx.run_dir, runs_dir=str(tmp_path / "replays"))
+    # the recorder's own task is the local one: its twin build and device service run on the host
+    report = replay(ctx.run_dir, runs_dir=str(tmp_path / "replays"), local_task=ctx.run_dir / "task.yaml")
     assert not report.reproduced
     assert any("healthy was True, now False" in d or "diverged at step 2" in d for d in report.divergences)
     assert any(change.startswith("sandbox:") for change in report.environment_changes)

@@ -335,8 +335,20 @@ def readme_plans(interrupted, server, hub, tmp_path) -> dict[str, tuple]:
         "porter run --sandbox local TASK": ("parse", ["TASK", "tasks/twin_glm52.yaml"], "a whole run, without Docker"),
         "porter run TASK --provider file:DIR": ("parse", ["TASK", "tasks/twin_glm52.yaml"], "a responder answers it"),
         "porter run --fresh TASK": ("parse", ["TASK", "tasks/twin_glm52.yaml"], "a whole run"),
-        "porter replay runs/<run>": ("run", ["runs/<run>", recording], 0, f"replay run in {tmp_path}/runs/", {}),
-        "porter replay RUN": ("run", ["RUN", recording], 0, "reproduced", {}),
+        "porter replay runs/<run> --task TASK": (
+            "run",
+            ["runs/<run>", recording, "TASK", f"{recording}/task.yaml"],  # the project's own recording: local
+            0,
+            f"replay run in {tmp_path}/runs/",
+            {},
+        ),  # fmt: skip
+        "porter replay RUN --task TASK": (
+            "run",
+            ["RUN", recording, "TASK", f"{recording}/task.yaml"],
+            0,
+            "reproduced",
+            {},
+        ),
         "porter eval DIR --models playbook,anthropic --workers 2": (
             "parse",
             ["DIR", "transcripts"],

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import statistics
 import time
 from dataclasses import dataclass, field
 
@@ -29,6 +30,7 @@ LOOP_PROBE_INTERVAL_S = 0.005
 SATURATION_LAG_MS = 5.0
 LISTING_MAX_BYTES = 1 << 20  # a GET /v1/models answer larger than this is not a model listing
 LISTING_DEADLINE_S = 30.0  # a listing is answered from memory: a server silent this long is hung
+REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 
 
 @dataclass(frozen=True)
@@ -62,12 +64,12 @@ class ClientLag:
     origin_monotonic: float = 0.0
 
     def summary(self) -> dict:
-        send, loop = sorted(self.send_lag_ms), sorted(self.loop_lag_ms)
+        send, loop = self.send_lag_ms, self.loop_lag_ms
         result = {
-            "p99_send_lag_ms": _quantile(send, 0.99),
-            "max_send_lag_ms": send[-1] if send else 0.0,
-            "p99_loop_lag_ms": _quantile(loop, 0.99),
-            "max_loop_lag_ms": loop[-1] if loop else 0.0,
+            "p99_send_lag_ms": _p99(send),
+            "max_send_lag_ms": max(send, default=0.0),
+            "p99_loop_lag_ms": _p99(loop),
+            "max_loop_lag_ms": max(loop, default=0.0),
         }
         result["client_saturated"] = max(result["p99_send_lag_ms"], result["p99_loop_lag_ms"]) > SATURATION_LAG_MS
         return result
@@ -83,13 +85,19 @@ class Planned:
     body: bytes
 
 
-def _quantile(ordered: list[float], share: float) -> float:
-    if not ordered:
-        return 0.0
-    position = share * (len(ordered) - 1)
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+def _p99(values: list[float]) -> float:
+    # the inclusive method interpolates between the closest ranks; one value (or none) is its own p99
+    return statistics.quantiles(values, n=100, method="inclusive")[98] if len(values) > 1 else sum(values, 0.0)
+
+
+async def no_redirects(request: aiohttp.ClientRequest, handler) -> aiohttp.ClientResponse:
+    """Refuses a redirect before aiohttp follows it (aiohttp runs this at every hop): an OpenAI-compatible server
+    answers where it is asked, and the body of an address only the host can reach never reaches a check or the model."""
+    response = await handler(request)
+    if response.status in REDIRECT_STATUSES:
+        response.close()
+        raise aiohttp.InvalidUrlRedirectClientError(response.headers.get("Location", ""), "porter follows no redirect")
+    return response
 
 
 def make_session(
@@ -110,6 +118,7 @@ def make_session(
         read_bufsize=READ_BUFFER_BYTES,
         auto_decompress=False,
         headers=headers or {},
+        middlewares=(no_redirects,),
     )
 
 

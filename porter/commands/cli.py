@@ -194,12 +194,15 @@ def preflight(task: str, sandbox_kind) -> None:
     type=click.Path(file_okay=False),
     help="Folder the replay's own run directory is made in (a new one each time, never the recording's).",
 )
-def replay(run_or_transcript: str, sandbox_kind, runs_dir: str) -> None:
+@click.option(
+    "--task", "local_task", type=click.Path(exists=True, dir_okay=False), help="Your task: the sandbox comes from it."
+)
+def replay(run_or_transcript: str, sandbox_kind, runs_dir: str, local_task) -> None:
     """Re-drive a recorded run without the LLM and report where it diverges (exit 1 if it did)."""
     from porter.evaluate.replay_run import replay as replay_run
 
     try:
-        report = replay_run(run_or_transcript, runs_dir=runs_dir, sandbox_kind=sandbox_kind)
+        report = replay_run(run_or_transcript, runs_dir=runs_dir, sandbox_kind=sandbox_kind, local_task=local_task)
     except (FileNotFoundError, TaskError, RunDirError) as exc:
         _fail(str(exc))
     click.echo(printable(report.render()))
@@ -235,13 +238,16 @@ def _resources(_ctx, _param, values: tuple[str, ...]) -> dict[str, float]:
     metavar="NAME=AMOUNT",
     help="What each cell asks of a node (repeatable), e.g. mi355x_node=1. Default: GPU=<the task's hardware.count>.",
 )
-def evaluate(corpus: str, models, workers: int, out_root: str, ray_address, resources: dict) -> None:
+@click.option(
+    "--trust-recorded-tasks", "trusted", is_flag=True, help="The recordings are yours: run their tasks' host side."
+)
+def evaluate(corpus: str, models, workers: int, out_root: str, ray_address, resources: dict, trusted: bool) -> None:
     """Run every task of CORPUS for each model and write a leaderboard (markdown + JSON)."""
     from porter.evaluate.corpus_eval import check_corpus
     from porter.evaluate.corpus_eval import evaluate as evaluate_corpus
 
     try:
-        problems = check_corpus(corpus)
+        problems = check_corpus(corpus, trusted)
     except FileNotFoundError as exc:
         _fail(str(exc))
     if problems:
@@ -250,26 +256,26 @@ def evaluate(corpus: str, models, workers: int, out_root: str, ray_address, reso
     if chosen == []:
         _fail("--models names no model (e.g. --models playbook,replay)")
     if ray_address:
-        out_dir = _evaluate_on_ray(corpus, chosen, ray_address, resources, out_root)
+        out_dir = _evaluate_on_ray(corpus, chosen, ray_address, resources, out_root, trusted)
     elif resources:
         _fail("--ray-resource needs --ray ADDRESS")
     else:
-        out_dir = evaluate_corpus(corpus, chosen, workers, out_root)
+        out_dir = evaluate_corpus(corpus, chosen, workers, out_root, trusted)
     click.echo(printable((out_dir / "leaderboard.md").read_text()))  # its notes quote failed runs
     click.echo(f"leaderboard: {out_dir / 'leaderboard.md'}")
 
 
-def _evaluate_on_ray(corpus: str, models: list[str] | None, address: str, resources: dict, out_root: str) -> Path:
+def _evaluate_on_ray(
+    corpus: str, models: list[str] | None, address: str, resources: dict, out_root: str, trusted
+) -> Path:
     from porter.evaluate.eval_ray import Interrupted, evaluate_on_ray
     from porter.evaluate.ray_cluster import RayEvalError
 
     try:
         return evaluate_on_ray(
-            corpus, models, address, resources, out_root, echo=lambda line: click.echo(line, err=True)
+            corpus, models, address, resources, out_root, echo=lambda line: click.echo(line, err=True), trusted=trusted
         )
-    except RayEvalError as exc:
-        _fail(str(exc))
-    except TaskError as exc:
+    except (RayEvalError, TaskError) as exc:
         _fail(str(exc))
     except Interrupted as exc:
         _fail(str(exc), code=130)

@@ -68,12 +68,23 @@ def render_command(task: Task, flags: dict[str, FlagValue]) -> str:
         raise ValueError(f"serve.command uses an unknown placeholder {exc}; known: {sorted(values)}") from None
 
 
-def health_ok(url: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is an error (urllib raises it as one): the server answers where it is asked, never elsewhere."""
+
+    def redirect_request(self, *args) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
+def probe(url: str, timeout_s: float = PROBE_TIMEOUT_S) -> bytes | None:
+    """The body of a 200 answer at `url` (its first PROBE_MAX_BYTES + 1 bytes); None for any other outcome."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
-            return response.status == 200
+        with _OPENER.open(url, timeout=timeout_s) as response:
+            return response.read(PROBE_MAX_BYTES + 1) if response.status == 200 else None
     except (urllib.error.URLError, OSError, ValueError):
-        return False
+        return None
 
 
 def port_taken(base_url: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
@@ -89,13 +100,8 @@ def port_taken(base_url: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
 def served_ids(base_url: str, timeout_s: float = PROBE_TIMEOUT_S) -> list[str] | None:
     """The model ids GET /v1/models lists; None when it does not answer a listing (yet)."""
     try:
-        with urllib.request.urlopen(base_url + "/v1/models", timeout=timeout_s) as response:
-            body = response.read(PROBE_MAX_BYTES + 1)
-    except (urllib.error.URLError, OSError, ValueError):
-        return None
-    try:
-        listing = json.loads(body[:PROBE_MAX_BYTES])
-    except ValueError:
+        listing = json.loads(probe(base_url + "/v1/models", timeout_s)[:PROBE_MAX_BYTES])
+    except (TypeError, ValueError):
         return None
     data = listing.get("data") if isinstance(listing, dict) else None
     if not isinstance(data, list):
@@ -184,7 +190,7 @@ def launch(
             seconds = time.monotonic() - started
             code = process.exit_code()
             return Launch(False, seconds, log_path, command, exit_code=code, triage=triage_file(log_path))
-        if health_ok(health_url) and _identify(process, base_url, command, task.engine):
+        if probe(health_url) is not None and _identify(process, base_url, command, task.engine):
             seconds = time.monotonic() - started
             return Launch(True, seconds, log_path, command, triage=triage_file(log_path), process=process)
         if time.monotonic() > deadline:

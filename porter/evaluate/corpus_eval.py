@@ -27,11 +27,12 @@ import yaml
 
 from porter.errors import RunDirError
 from porter.evaluate import runs
-from porter.evaluate.replay_run import replay
+from porter.evaluate.replay_run import recorded_task, replay
 from porter.ledger.transcript import read_transcript
 from porter.loop import agent
 from porter.redaction import redact
-from porter.task import TaskError, load_task
+from porter.report.run_reading import markdown_text
+from porter.task import Task, TaskError, load_task
 
 REPLAY = "replay"  # the model that re-drives a recording
 
@@ -94,16 +95,24 @@ def pairs(tasks: list[Path], recordings: list[Path], models: list[str] | None) -
     ]
 
 
-def run_one(task_path: Path, provider: str, engine: str | None, runs_dir: Path) -> Entry:
+def source_task(source: Path, trusted: bool = False) -> Task:
+    """A task file's task, or a recording's (recorded_task: its own task.yaml as a local task only when trusted)."""
+    if not source.is_dir():
+        return load_task(source)
+    return recorded_task(source, source / "task.yaml" if trusted else None)
+
+
+def run_one(source: Path, provider: str, engine: str | None, runs_dir: Path, trusted: bool = False) -> Entry:
+    """A live run of a task file, or of a recording's task (source_task)."""
     started = time.monotonic()
-    task = load_task(task_path)
+    task = source_task(source, trusted)
     task.agent.provider = provider
     task.outputs.runs_dir = str(runs_dir)
     if engine:
         task.sandbox.docker_host = engine
     ctx = None
     try:
-        ctx = runs.open_run(task, str(task_path))
+        ctx = runs.open_run(task, str(source / "task.yaml" if source.is_dir() else source))
         agent.run_loop(ctx, runs.agent_model(task, ctx.run_dir), redact)
         note = ctx.state.finished or ""
     except Exception as exc:  # noqa: BLE001 - the batch runner reports a failed run and goes on
@@ -133,11 +142,11 @@ def _entry(name: str, provider: str, ctx, wall_s: float, note: str) -> Entry:
     )
 
 
-def replay_one(recording: Path, runs_dir: Path) -> Entry:
+def replay_one(recording: Path, runs_dir: Path, trusted: bool = False) -> Entry:
     started = time.monotonic()
     try:
         recorded = recording_summary(read_transcript(recording / "transcript.jsonl"))
-        report = replay(recording, runs_dir=str(runs_dir))
+        report = replay(recording, runs_dir=str(runs_dir), local_task=recording / "task.yaml" if trusted else None)
     except Exception as exc:  # noqa: BLE001 - as in run_one: a replay that cannot start is a failed row
         wall_s = round(time.monotonic() - started, 1)
         return Entry(recording.name, REPLAY, False, 0, 0, 0, None, wall_s, "", f"error: {type(exc).__name__}: {exc}")
@@ -187,7 +196,10 @@ def recording_summary(records: list[dict]) -> dict:
     }
 
 
-def evaluate(corpus: str | Path, models: list[str] | None, workers: int = 1, out_root: str = "evals") -> Path:
+def evaluate(
+    corpus: str | Path, models: list[str] | None, workers: int = 1, out_root: str = "evals", trusted: bool = False
+) -> Path:
+    """Every run of the corpus (pairs); `trusted`: the recordings' own tasks are local tasks (recorded_task)."""
     corpus = Path(corpus)
     tasks, recordings, engines = discover(corpus)
     planned = pairs(tasks, recordings, models)
@@ -196,18 +208,14 @@ def evaluate(corpus: str | Path, models: list[str] | None, workers: int = 1, out
     engine_for = cycle(engines or [None])
     with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = [
-            pool.submit(replay_one, source, runs_dir)
+            pool.submit(replay_one, source, runs_dir, trusted)
             if model == REPLAY
-            else pool.submit(run_one, _task_file(source), model, next(engine_for), runs_dir)
+            else pool.submit(run_one, source, model, next(engine_for), runs_dir, trusted)
             for source, model in planned
         ]
         entries = [future.result() for future in futures]
     write_leaderboard(out_dir, entries)
     return out_dir
-
-
-def _task_file(source: Path) -> Path:
-    return source / "task.yaml" if source.is_dir() else source
 
 
 def new_out_dir(out_root: str | Path) -> Path:
@@ -244,7 +252,7 @@ def write_leaderboard(out_dir: Path, entries: list[Entry]) -> None:
     for agent_name, total in sorted(totals.items(), key=lambda item: (-item[1]["solved"], item[0])):
         reproduced = f"{total['reproduced']}/{total['runs']}" if total["reproduced"] is not None else "-"
         lines.append(
-            f"| {agent_name} | {total['solved']}/{total['runs']} | {reproduced} | {total['steps']} | "
+            f"| {markdown_text(agent_name)} | {total['solved']}/{total['runs']} | {reproduced} | {total['steps']} | "
             f"{total['relaunches']} | {total['tokens']} | {_money(total['cost_usd'])} | {total['wall_s']:.0f} |"
         )
     lines += [
@@ -255,8 +263,8 @@ def write_leaderboard(out_dir: Path, entries: list[Entry]) -> None:
     for e in entries:
         tokens = f"~{e.tokens}" if e.tokens_estimated else str(e.tokens)
         lines.append(
-            f"| {e.name} | {e.board_agent} | {e.outcome} | {e.steps} | {e.relaunches} | {tokens} | "
-            f"{_money(e.cost_usd)} | {e.wall_s:.0f} | {e.note.replace('|', '/')[:120]} |"
+            f"| {markdown_text(e.name)} | {markdown_text(e.board_agent)} | {e.outcome} | {e.steps} | {e.relaunches} | "
+            f"{tokens} | {_money(e.cost_usd)} | {e.wall_s:.0f} | {markdown_text(e.note[:120])} |"
         )
     (out_dir / "leaderboard.md").write_text("\n".join(lines) + "\n")
 
@@ -280,14 +288,15 @@ def _money(value: float | None) -> str:
     return "?" if value is None else f"{value:.2f}"
 
 
-def check_corpus(corpus: str | Path) -> list[str]:
-    """Problems with the corpus's task files, found before any sandbox starts."""
+def check_corpus(corpus: str | Path, trusted: bool = False) -> list[str]:
+    """Problems with the corpus's task files and recordings (a host side not trusted), found before any sandbox
+    starts."""
     problems = []
     tasks, recordings, _ = discover(Path(corpus))
-    for task_path in tasks + [recording / "task.yaml" for recording in recordings]:
+    for source in tasks + recordings:
         try:
-            load_task(task_path)
-        except TaskError as exc:
+            source_task(source, trusted)
+        except (TaskError, RunDirError) as exc:
             problems.append(str(exc))
     for recording in recordings:
         try:

@@ -36,6 +36,7 @@ from porter.evaluate.corpus_eval import (
     pairs,
     replay_one,
     run_one,
+    source_task,
     write_leaderboard,
 )
 from porter.evaluate.ray_cluster import CellResources, Cluster, RayEvalError, connect, fits, node_names
@@ -75,14 +76,16 @@ class Cell:
         return self.agent == REPLAY
 
 
-def plan(corpus: str | Path, models: list[str] | None, resources: dict[str, float]) -> list[Cell]:
+def plan(
+    corpus: str | Path, models: list[str] | None, resources: dict[str, float], trusted: bool = False
+) -> list[Cell]:
     """The cells (evaluate.pairs), each asking for `resources` or, when none are named, the task's GPUs on one
-    node. A replay ships the recording's transcript; a live run ships the task alone."""
+    node. A replay ships the recording's transcript; a live run ships the task alone. A recording's host side is
+    refused here unless `trusted` (source_task), so a node replays only what the driver let through."""
     tasks, recordings, _engines = discover(Path(corpus))  # corpus.yaml engines are for local eval; a node has one
     cells = []
     for source, model in pairs(tasks, recordings, models):
-        task_file = source / "task.yaml" if source.is_dir() else source
-        task = load_task(task_file)
+        task = source_task(source, trusted)
         wanted = CellResources.of(resources or {"GPU": task.hardware.count})
         if model == REPLAY:
             files = {name: (source / name).read_bytes() for name in ("task.yaml", "transcript.jsonl")}
@@ -104,7 +107,7 @@ def run_cell(cell: Cell) -> dict:
         for name, data in cell.files.items():
             (source / name).write_bytes(data)
         if cell.is_replay:
-            entry = replay_one(source, work / "runs")
+            entry = replay_one(source, work / "runs", trusted=True)  # plan refused an untrusted host side
         else:
             entry = run_one(source / "task.yaml", cell.agent, None, work / "runs")
         archive, left = pack(Path(entry.run_dir)) if entry.run_dir else (b"", [])
@@ -294,9 +297,10 @@ def evaluate_on_ray(
     resources: dict[str, float],
     out_root="evals",
     echo=print,
+    trusted: bool = False,
 ) -> Path:
     """Run the eval's cells on the Ray cluster at `address`; the folder holding leaderboard.md/.json."""
-    cells = plan(corpus, models, resources)
+    cells = plan(corpus, models, resources, trusted)
     with connect(address) as cluster:
         for cell in cells:
             if not fits(cluster.nodes(), cell.resources):

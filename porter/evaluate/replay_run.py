@@ -1,7 +1,8 @@
 """`porter replay`: re-drive a recorded run without the LLM and say whether it reproduced.
 
 Covers re-running a recording's model replies (ReplayModel) in a fresh sandbox and a new run directory (under
-`runs/` of the working directory, never the recorded task's runs_dir), then
+`runs/` of the working directory, never the recorded task's runs_dir), on a task whose host side (the commands,
+mounts and devices of its sandbox) is never the recording's but the user's local one (recorded_task), then
 comparing every observation with the recording: tool outcomes (ok, exit codes, healthy or the crash
 class, kept or reverted, targets met) must match exactly; measured figures must move in the same
 direction and stay within a tolerance, since timing differs between machines. Also reports what
@@ -16,12 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from porter.errors import RunDirError
 from porter.evaluate import runs
 from porter.ledger.transcript import read_transcript
 from porter.loop import agent
-from porter.models import ReplayDivergence, ReplayModel
+from porter.models import ModelError, ReplayDivergence, ReplayModel
 from porter.redaction import redact
-from porter.task import Task, load_task
+from porter.task import SandboxSpec, Task, load_task
 
 if TYPE_CHECKING:
     from porter.loop.run_context import RunContext
@@ -29,6 +31,10 @@ if TYPE_CHECKING:
 METRIC_TOLERANCE = 0.5  # relative; a figure twice as far off as this is not the same run
 BEHAVIOUR_KEYS = ("ok", "exit_code", "timed_out", "healthy", "crash_class", "kept")
 DEFAULT_RUNS_DIR = "runs"  # where `porter run` puts its runs: a replay is a run of the replay agent
+# A task's host side: commands run on the host, paths and devices mapped from it, engines and networks it reaches
+# (a local sandbox runs the recorded tool calls on the host itself).
+HOST_SIDE = ("kind", "dockerfile", "context", "build_args", "devices", "group_add", "ipc", "security_opt", "cap_add")
+HOST_SIDE += ("mounts", "network", "reach_host", "docker_host", "local_setup", "image_build", "services")
 
 
 @dataclass
@@ -66,22 +72,54 @@ def locate(path: str | Path) -> tuple[Path, Path]:
     return transcript, folder
 
 
-def replay(path: str | Path, runs_dir: str = DEFAULT_RUNS_DIR, sandbox_kind: str | None = None) -> ReplayReport:
+def recorded_task(folder: Path, local_task: str | Path | None = None) -> Task:
+    """The task a replay runs: the local task the user names, else the recording's own when nothing in it reaches
+    the host. A recording is data from whoever wrote it: its host commands (image build, services, local layout),
+    mounts, devices, engines and unisolated sandbox are never used; refused with one line instead."""
+    if local_task:
+        return load_task(local_task)
+    task = load_task(folder / "task.yaml")
+    reaching = [
+        f"sandbox.{name}"
+        for name in HOST_SIDE
+        if getattr(task.sandbox, name) != SandboxSpec.model_fields[name].get_default(call_default_factory=True)
+    ] + ([] if task.model.in_image else ["model.path (mounted from the host)"])
+    reaching += [
+        f"checks.quality ({path}: a file porter reads)"
+        for path in _dataset_paths(task)
+        if not path.startswith("builtin:")
+    ]
+    if reaching:
+        raise RunDirError(
+            f"{folder / 'task.yaml'}: the recording's task reaches the host ({', '.join(reaching)}); porter runs no "
+            "recording's host side: name the local task it was recorded from (replay's --task TASK), or, for "
+            "recordings of your own, eval's --trust-recorded-tasks"
+        )
+    return task
+
+
+def replay(
+    path: str | Path, runs_dir: str = DEFAULT_RUNS_DIR, sandbox_kind: str | None = None, local_task: str | None = None
+) -> ReplayReport:
     """Replay the recording at `path` in a new run directory under `runs_dir` (relative to the working directory):
-    never where the recorded task says its runs went (a recorder's temporary folder, long gone, or its own runs)."""
+    never where the recorded task says its runs went (a recorder's temporary folder, long gone, or its own runs).
+    The sandbox and everything else on the host come from `local_task` (recorded_task)."""
     transcript, folder = locate(path)
-    read_transcript(transcript)  # a broken recording is named before any sandbox starts
-    task: Task = load_task(folder / "task.yaml")
+    try:
+        model = ReplayModel(transcript)  # a broken recording is named before any sandbox starts
+    except ModelError as exc:
+        raise RunDirError(str(exc)) from None
+    task = recorded_task(folder, local_task)
     task.agent.provider = f"replay:{transcript}"
     task.outputs.runs_dir = runs_dir
     if sandbox_kind:
         task.sandbox.kind = sandbox_kind
     report = ReplayReport(transcript)
     # fresh: a replay measures the engine again; a figure from the cache would hide the drift it looks for
-    ctx = runs.open_run(task, str(folder / "task.yaml"), fresh=True)
+    ctx = runs.open_run(task, str(local_task or folder / "task.yaml"), fresh=True)
     report.replay_dir, report.run = ctx.run_dir, ctx
     try:
-        agent.run_loop(ctx, ReplayModel(transcript), redact)
+        agent.run_loop(ctx, model, redact)
     except ReplayDivergence as divergence:
         report.divergences.append(str(divergence))
     finally:
@@ -96,8 +134,8 @@ def replay(path: str | Path, runs_dir: str = DEFAULT_RUNS_DIR, sandbox_kind: str
 
 
 def environment_changes(recorded: list[dict], replayed: list[dict]) -> list[str]:
-    before = next((r.get("environment", {}) for r in recorded if r["kind"] == "run_start"), {})
-    after = next((r.get("environment", {}) for r in replayed if r["kind"] == "run_start"), {})
+    before = _mapping(next((r.get("environment") for r in recorded if r.get("kind") == "run_start"), None))
+    after = _mapping(next((r.get("environment") for r in replayed if r.get("kind") == "run_start"), None))
     changes = []
     for key in ("porter_version", "sandbox", "repos", "flags"):
         if before.get(key) != after.get(key):
@@ -106,8 +144,8 @@ def environment_changes(recorded: list[dict], replayed: list[dict]) -> list[str]
 
 
 def compare(report: ReplayReport, recorded: list[dict], replayed: list[dict]) -> None:
-    old = [_facts(r) for r in recorded if r["kind"] == "tool_result"]
-    new = [_facts(r) for r in replayed if r["kind"] == "tool_result"]
+    old = [_facts(r) for r in recorded if r.get("kind") == "tool_result"]
+    new = [_facts(r) for r in replayed if r.get("kind") == "tool_result"]
     for index, (before, after) in enumerate(zip(old, new, strict=False), start=1):
         report.compared += 1
         where = f"observation {index} ({before.get('tool')})"
@@ -122,7 +160,7 @@ def compare(report: ReplayReport, recorded: list[dict], replayed: list[dict]) ->
 def _facts(record: dict) -> dict:
     if isinstance(record.get("facts"), dict):
         return record["facts"]
-    last = (record.get("content") or "").rstrip().rsplit("\n", 1)[-1]  # recorded before facts became a field
+    last = str(record.get("content") or "").rstrip().rsplit("\n", 1)[-1]  # recorded before facts became a field
     try:
         facts = json.loads(last)
     except json.JSONDecodeError:
@@ -132,8 +170,8 @@ def _facts(record: dict) -> dict:
 
 def _metric_drift(where: str, before: dict, after: dict) -> list[str]:
     drifts = []
-    for key, old_result in (before.get("results") or {}).items():
-        new_result = (after.get("results") or {}).get(key) or {}
+    for key, old_result in _mapping(before.get("results")).items():
+        old_result, new_result = _mapping(old_result), _mapping(_mapping(after.get("results")).get(key))
         for verdict in ("meets_target", "passed"):
             if verdict in old_result and old_result.get(verdict) != new_result.get(verdict):
                 drifts.append(f"{where}: {key} {verdict} was {old_result.get(verdict)}, now {new_result.get(verdict)}")
@@ -144,3 +182,11 @@ def _metric_drift(where: str, before: dict, after: dict) -> list[str]:
                 if change > METRIC_TOLERANCE:
                     drifts.append(f"{where}: {key} {metric} {old_value:.4g} -> {new_value:.4g} ({change:.0%} off)")
     return drifts
+
+
+def _dataset_paths(task: Task) -> list[str]:
+    return [path for check in task.checks.quality for path in (check.dataset, check.few_shot_dataset) if path]
+
+
+def _mapping(value: object) -> dict:
+    return value if isinstance(value, dict) else {}  # a recording's field of another type holds nothing to compare

@@ -20,6 +20,7 @@ from typing import Any
 from porter.errors import RunDirError
 
 logger = logging.getLogger(__name__)
+MAX_TRANSCRIPT_BYTES = 256 << 20  # a run's transcript keeps digests of requests: a few MiB at most
 MAX_STATE_BYTES = 256 << 20  # a state.json holds the conversation: megabytes, not gigabytes
 
 KINDS = (
@@ -72,6 +73,8 @@ def read_transcript(path: Path) -> list[dict]:
 def iter_records(path: Path) -> Iterator[dict]:
     """The JSON objects of a JSONL file, one per line, as `read_transcript` describes."""
     try:
+        if Path(path).stat().st_size > MAX_TRANSCRIPT_BYTES:  # a recording from elsewhere is read into memory
+            raise RunDirError(f"{path}: larger than {MAX_TRANSCRIPT_BYTES >> 20} MiB, not a transcript porter wrote")
         lines = Path(path).read_bytes().split(b"\n")
     except OSError as exc:
         raise RunDirError(f"{path}: cannot read it: {exc.strerror or exc}") from None

@@ -49,7 +49,13 @@ class AnthropicModel:
         self.max_output_tokens = max_output_tokens
         self.price = price
         self.retry = retry
-        self._client = anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_s)
+        self._client = anthropic.Anthropic(
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=0,
+            timeout=timeout_s,
+            http_client=anthropic.DefaultHttpxClient(follow_redirects=False),  # the SDK's default follows them
+        )
         self._context = {
             "provider": "anthropic",
             "model": model,

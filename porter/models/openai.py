@@ -42,7 +42,13 @@ class OpenAIModel:
         self.retry = retry
         # OpenAI's own models reject `max_tokens`; sglang, vLLM and most providers accept only it reliably.
         self._limit_field = "max_tokens" if base_url else "max_completion_tokens"
-        self._client = openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_s)
+        self._client = openai.OpenAI(
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=0,
+            timeout=timeout_s,
+            http_client=openai.DefaultHttpxClient(follow_redirects=False),  # the SDK's default follows them
+        )
         self._context = {
             "provider": "openai",
             "model": model,

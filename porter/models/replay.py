@@ -30,6 +30,8 @@ import json
 import re
 from pathlib import Path
 
+from porter.errors import RunDirError
+from porter.ledger.transcript import iter_records
 from porter.models.base import Message, ModelError, Reply, ToolSpec
 
 NORMALISATIONS: list[tuple[re.Pattern, str]] = [
@@ -178,46 +180,46 @@ class ReplayModel:
             raise ReplayDivergence(
                 recorded["step"], recorded["digest"], actual_digest, recorded["excerpt"], actual_excerpt
             )
-        return Reply.from_dict(recorded["reply"])
+        return recorded["reply"]
 
 
 def load_recorded_steps(path: Path) -> list[dict]:
-    """[{step, digest, excerpt, reply}] in order, from model_request / model_reply records."""
-    records = _read_records(path)
+    """[{step, digest, excerpt, reply}] in order, from model_request / model_reply records. A recording is data
+    from whoever wrote it: a record of another shape is a ModelError naming it, raised before anything runs."""
     steps: list[dict] = []
     pending: dict | None = None
     since_reply: list[dict] = []
-    for record in records:
-        kind = record.get("kind")
-        if kind == "model_request":
-            excerpt = record.get("excerpt") or _excerpt_of_records(since_reply)
-            pending = {"step": record.get("step", len(steps) + 1), "digest": record["digest"], "excerpt": excerpt}
-        elif kind == "model_reply" and pending is not None:
-            steps.append({**pending, "reply": record["reply"]})
-            pending, since_reply = None, []
-        elif kind in ("tool_result", "note"):
-            since_reply.append(record)
+    number = 0
+    try:
+        for number, record in enumerate(iter_records(path), start=1):  # noqa: B007 - the error below names it
+            kind = record.get("kind")
+            if kind == "model_request":
+                excerpt = record.get("excerpt") or _excerpt_of_records(since_reply)
+                pending = {
+                    "step": record.get("step", len(steps) + 1),
+                    "digest": str(record["digest"]),
+                    "excerpt": excerpt,
+                }
+            elif kind == "model_reply" and pending is not None:
+                steps.append({**pending, "reply": _reply(record["reply"])})
+                pending, since_reply = None, []
+            elif kind in ("tool_result", "note"):
+                since_reply.append(record)
+    except RunDirError as exc:
+        raise ModelError(str(exc)) from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ModelError(f"{path}: record {number} is not one porter writes ({type(exc).__name__}: {exc})") from None
     if not steps:
         raise ModelError(f"{path}: no model_request/model_reply pairs to replay; is this a porter transcript?")
     return steps
 
 
-def _read_records(path: Path) -> list[dict]:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as error:
-        raise ModelError(f"cannot read the transcript {path}: {error.strerror or error}") from None
-    records = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            if number == len(lines):
-                break  # a run killed mid-write leaves a torn last line; everything before it stands
-            raise ModelError(f"{path}:{number}: not a JSON object; the transcript is corrupt") from None
-    return records
+def _reply(data: object) -> Reply:
+    if not isinstance(data, dict) or not isinstance(data.get("text") or "", str):
+        raise TypeError("a recorded reply is an object with a text")
+    if not all(isinstance(call, dict) for call in data.get("tool_calls") or []):
+        raise TypeError("a recorded tool call is an object")
+    return Reply.from_dict(data)
 
 
 def _excerpt_of_records(records: list[dict]) -> str:

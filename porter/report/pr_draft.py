@@ -25,7 +25,7 @@ from porter.checks import registry
 from porter.checks.kind import goal_text
 from porter.engines.engine import PrStyle
 from porter.ledger.records import RULES, Attempt
-from porter.report import pr_reproduce, pr_series
+from porter.report import pr_reproduce, pr_series, run_reading
 from porter.report.pr_series import ChangeSet
 from porter.report.run_reading import RunRecord, cli_change, log_excerpt, percent, read_run, significant
 from porter.sandbox.trees import safe_git
@@ -251,24 +251,26 @@ def _speed(draft: Draft) -> list[str]:
         after = next((s for s in draft.record.startups() if s.get("fingerprint") == crash.fingerprint), {})
         healthy = f"starts, healthy in {after['seconds']:.0f} s" if after.get("healthy") else "starts healthy"
         stage = f" at stage {startup.get('stage')}" if startup.get("stage") is not None else ""
-        return [
-            "| start-up, same image and flags | before | after |",
-            "|---|---|---|",
-            f"| `{startup['log']}` | fails: {crash.crash_class}{stage} | {healthy} |",
-        ]
-    lines = ["| figure | before | after | change | noise bar | n (before/after) |", "|---|---|---|---|---|---|"]
+        row = [f"`{startup['log']}`", f"fails: {crash.crash_class}{stage}", healthy]
+        return run_reading.markdown_table("start-up, same image and flags | before | after", [row])
+    rows, notes = [], []
     for attempt in draft.attempts:
         for c in attempt.comparisons:
             item = registry.by_key(draft.record.task, c["key"])
-            lines.append(
-                f"| {item.kind.label(item.spec)} | {significant(c['accepted_median'])} | "
-                f"{significant(c['pending_median'])} | {percent(c['change'])} | {c['threshold']:.1%} | "
-                f"{len(c['accepted'])}/{len(c['pending'])} |"
-            )
+            before, after = significant(c["accepted_median"]), significant(c["pending_median"])
+            n = f"{len(c['accepted'])}/{len(c['pending'])}"
+            rows.append([item.kind.label(item.spec), before, after, percent(c["change"]), f"{c['threshold']:.1%}", n])
         if attempt.flags:
-            flags = cli_change(draft.record.task, {}, attempt.flags)
-            lines += ["", f"The serve flags changed in the same step: `{flags}`."]
-    return lines if len(lines) > 2 else ["No speed figure was compared for this change."]
+            notes += [
+                "",
+                f"The serve flags changed in the same step: `{cli_change(draft.record.task, {}, attempt.flags)}`.",
+            ]
+    if not rows and not notes:
+        return ["No speed figure was compared for this change."]
+    return [
+        *run_reading.markdown_table("figure | before | after | change | noise bar | n (before/after)", rows),
+        *notes,
+    ]
 
 
 def _accuracy(draft: Draft) -> list[str]:
@@ -308,7 +310,7 @@ def _tested(draft: Draft) -> list[str]:
 def _environment(draft: Draft) -> list[str]:
     upstream, _ = upstream_of(draft.repo, draft.repo_state.base_commit)
     rows = pr_reproduce.environment_rows(draft.record, upstream.hexsha[:12] if upstream else None)
-    return ["| | |", "|---|---|", *(f"| {what} | {value} |" for what, value in rows)]
+    return run_reading.markdown_table(" | ", rows)
 
 
 def _reproduce(draft: Draft) -> list[str]:

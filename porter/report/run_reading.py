@@ -16,6 +16,7 @@ import json
 import math
 import re
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from porter.terminal import printable
 
 # matplotlib's tab10, one per configuration in the order of first measurement (the plots and the HTML agree)
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22")
+MARKDOWN_ACTIVE = re.compile(r"[\\`\[\]<>#|]")  # what Markdown or HTML acts on in a line of text
 EXCERPT_BEFORE, EXCERPT_AFTER = 8, 4  # lines of a log shown around its key line
 EXCERPT_WIDTH, KEY_LINE_WIDTH = 240, 2000
 
@@ -196,11 +198,8 @@ class RunRecord:
         return call.get("name") in ("edit_file", "apply_patch", "write_file") and any(f in text for f in files)
 
     def readable(self, text: str) -> str:
-        """The agent's words for a person: flag sets in CLI form, a tune named by its command."""
-        text = readable(self.task, text)
-        for tune in self.task.tune:
-            text = re.sub(rf"(?<![\w-]){re.escape(tune.name)}(?![\w-])", f"`{tune.command}`", text)
-        return text
+        """The agent's words for a person, as Markdown of one line (readable)."""
+        return readable(self.task, text)
 
 
 def _config_of(measurement: dict) -> str | None:
@@ -289,18 +288,43 @@ def env_prefix(flags: dict[str, FlagValue]) -> str:
 
 
 def readable(task: Task, text: str) -> str:
-    """An agent's words with the flag sets it wrote as Python dicts (`{'tp': 4, 'dp': 2}`) in CLI form."""
+    """An agent's words as one line of Markdown for a person: the flag sets it wrote as Python dicts
+    (`{'tp': 4, 'dp': 2}`) in CLI form and a tune named by its command, as code; the rest markdown_text."""
+    commands = {tune.name: tune.command for tune in task.tune}
+    names = "".join(f"|(?<![\\w-]){re.escape(name)}(?![\\w-])" for name in commands)
+    parts, end = [], 0
+    for match in re.finditer(r"\{'[\w.-]+': [^{}]{0,400}\}" + names, text):
+        code = commands.get(match.group(0)) or _cli_form(task, match.group(0))
+        shown = f"`{code}`" if code and "`" not in code else markdown_text(match.group(0))
+        parts += [markdown_text(text[end : match.start()]), shown]
+        end = match.end()
+    return "".join([*parts, markdown_text(text[end:])]).strip()
 
-    def as_cli(match: re.Match) -> str:
-        try:
-            flags = ast.literal_eval(match.group(0))
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            return match.group(0)
-        if not isinstance(flags, dict) or not all(isinstance(key, str) for key in flags):
-            return match.group(0)
-        return f"`{cli_change(task, {}, flags)}`"
 
-    return re.sub(r"\{'[\w.-]+': [^{}]{0,400}\}", as_cli, text)
+def _cli_form(task: Task, written: str) -> str | None:
+    try:
+        flags = ast.literal_eval(written)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if not isinstance(flags, dict) or not all(isinstance(key, str) for key in flags):
+        return None
+    return " ".join(cli_change(task, {}, flags).split())
+
+
+def markdown_text(text: str) -> str:
+    """Text from an agent or a file as inline Markdown showing the same characters: one line (no heading, list,
+    table row or comment of its own), every character Markdown or HTML acts on backslash-escaped (CommonMark
+    escapes any ASCII punctuation; GitHub's table cells take `\\|`)."""
+    return MARKDOWN_ACTIVE.sub(r"\\\g<0>", re.sub(r"\s+", " ", str(text)))
+
+
+def markdown_table(header: str, rows: Iterable[Iterable[object]]) -> list[str]:
+    """A Markdown table's lines: `header` spelled 'a | b | c', then a line per row, each cell on one line with no
+    pipe of its own (shown as /) and - where empty."""
+    lines = [f"| {header} |", "|---" * (header.count(" | ") + 1) + "|"]
+    for row in rows:
+        lines.append("| " + " | ".join(" ".join(str(cell).split()).replace("|", "/") or "-" for cell in row) + " |")
+    return lines
 
 
 def significant(value: float | None, digits: int = 3) -> str:

@@ -22,7 +22,7 @@ from porter.checks.quality_kind import score_text
 from porter.engines.serve import render_command
 from porter.ledger.records import RULES, Attempt
 from porter.ledger.state import target_report
-from porter.report import plots, report_page
+from porter.report import plots, report_page, run_reading
 from porter.report.run_reading import RunRecord, cli_change, env_prefix, percent, read_run, significant
 from porter.schema import render_flags
 
@@ -92,9 +92,10 @@ def render(record: RunRecord, figures: list[Path]) -> str:
     lines += [
         "## Timeline",
         "",
-        "| step | tried | why | result | outcome | rule | why reverted |",
-        "|---|---|---|---|---|---|---|",
-        *(_timeline_row(record, attempt) for attempt in state.attempts),
+        *run_reading.markdown_table(
+            "step | tried | why | result | outcome | rule | why reverted",
+            [_timeline_row(record, attempt) for attempt in state.attempts],
+        ),
         "",
         f"Rules: {rules}." if rules else "No change has been decided yet.",
         "",
@@ -123,21 +124,26 @@ def _head(record: RunRecord) -> list[str]:
         "",
         f"{task.model.id} on {task.hardware.count}x {task.hardware.gpu} ({task.hardware.nodes} node), "
         f"served by {task.engine.name}; figures measured on {where}.",
-        f"**{'Solved' if state.solved else 'Not solved'}** ({state.finished or 'running'}): {state.step} steps, "
+        f"**{'Solved' if state.solved else 'Not solved'}** ({record.readable(state.finished or 'running')}): "
+        f"{state.step} steps, "
         f"{kept} changes kept, {len(state.attempts) - kept} reverted, {state.relaunches} launches, {wall}cost {cost}.",
         "",
     ]
 
 
 def _baseline_table(record: RunRecord) -> list[str]:
-    lines = ["## Baseline -> final", "", "| target | baseline | final | change | goal | met |", "|---" * 6 + "|"]
+    rows = []
     for row in baseline_rows(record):
         goal = f">= {row['goal']:g}" if isinstance(row["goal"], int | float) else str(row["goal"])
         final = row["value_text"] + (" (stale)" if row["stale"] else "")
-        met = "yes" if row["met"] else "no"
-        lines.append(
-            f"| {row['target']} | {row['baseline_text']} | {final} | {percent(row['change'])} | {goal} | {met} |"
+        rows.append(
+            [row["target"], row["baseline_text"], final, percent(row["change"]), goal, "yes" if row["met"] else "no"]
         )
+    lines = [
+        "## Baseline -> final",
+        "",
+        *run_reading.markdown_table("target | baseline | final | change | goal | met", rows),
+    ]
     baseline = " ".join(render_flags(record.flags_of(record.baseline)))
     final = record.label(record.state.accepted_config) if record.state.accepted_config else "-"
     return [
@@ -153,18 +159,13 @@ def _rules_used(attempts: list[Attempt]) -> list[str]:
     return list(dict.fromkeys(a.rule for a in attempts if a.rule in RULES))
 
 
-def _cell(text: str) -> str:
-    return " ".join(str(text).split()).replace("|", "/")
-
-
-def _timeline_row(record: RunRecord, attempt: Attempt) -> str:
+def _timeline_row(record: RunRecord, attempt: Attempt) -> list[str]:
     tried = tried_text(record, attempt)
     why = record.explanation(attempt)
     why = why if len(why) <= REASON_WIDTH else why[:REASON_WIDTH] + "..."
     result = result_text(record, attempt)
     reason = "" if attempt.kept else reverted_reason(record, attempt)
-    cells = [str(attempt.step), tried, why, result, attempt.outcome, f"`{attempt.rule or '-'}`", reason]
-    return "| " + " | ".join(_cell(cell) or "-" for cell in cells) + " |"
+    return [str(attempt.step), tried, why, result, attempt.outcome, f"`{attempt.rule or '-'}`", reason]
 
 
 def reverted_reason(record: RunRecord, attempt: Attempt) -> str:
@@ -187,8 +188,10 @@ def tried_text(record: RunRecord, attempt: Attempt) -> str:
     """The change in CLI form and the files it edited: `--tp 4 --dp 2`, `twin: configs/tuned_fmoe.csv`."""
     dropped = {k: True for k, v in attempt.flags.items() if v is None or v is False}  # what the change turned off
     flags = cli_change(record.task, dropped, attempt.flags)
-    files = [f"{repo}: {', '.join(names)}" for repo, names in record.files_of(attempt).items()]
-    return "; ".join(part for part in [f"`{flags}`" if flags else "", *files] if part) or attempt.summary
+    files = [f"{repo}: {record.readable(', '.join(names))}" for repo, names in record.files_of(attempt).items()]
+    return "; ".join(part for part in [f"`{flags}`" if flags else "", *files] if part) or record.readable(
+        attempt.summary
+    )
 
 
 def result_text(record: RunRecord, attempt: Attempt) -> str:
@@ -227,12 +230,7 @@ def _outputs(record: RunRecord) -> list[str]:
 
 
 def _details(record: RunRecord) -> list[str]:
-    lines = [
-        "## Targets in detail",
-        "",
-        "| target | metric | final (median) | samples | goal | measured on |",
-        "|---|---|---|---|---|---|",
-    ]
+    rows = []
     for row in baseline_rows(record):
         samples = ", ".join(significant(v) if row["performance"] else f"{v:.3f}" for v in row["samples"]) or "-"
         if row["cached"]:
@@ -243,7 +241,12 @@ def _details(record: RunRecord) -> list[str]:
         elif row["measured_on"] and row["measured_on"] == record.state.accepted_config:
             where += " (accepted)"
         goal = f"{row['goal']:g}" if isinstance(row["goal"], int | float) else str(row["goal"])
-        lines.append(f"| {row['target']} | {row['metric']} | {row['value_text']} | {samples} | {goal} | {where} |")
+        rows.append([row["target"], row["metric"], row["value_text"], samples, goal, where])
+    lines = [
+        "## Targets in detail",
+        "",
+        *run_reading.markdown_table("target | metric | final (median) | samples | goal | measured on", rows),
+    ]
     if any(row["cached"] for row in baseline_rows(record)):
         lines += [
             "",

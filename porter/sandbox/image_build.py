@@ -1,5 +1,6 @@
 """A task's own image build (`sandbox.image_build`): run before a Docker sandbox starts, so a local-only
-image (the twin's, a private build) is never missing on `run`, `replay` or `eval`.
+image (the twin's, a private build) is never missing on `run`, `replay` or `eval` (from a local task's build only:
+a recording's is refused by evaluate/replay_run.py's recorded_task).
 
 The command runs on the host (a relative first word is relative to the task file, resolved at load) and
 must leave `sandbox.image` on the engine; it may skip the build when the image is current (the twin's

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 from pathlib import PurePosixPath
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from porter.checks.registry import ChecksSpec
 from porter.engines.engine import Engine
@@ -29,13 +29,22 @@ from porter.schema import (
 )
 
 
+def _absolute(value: str) -> str:
+    if not value.startswith("/"):
+        raise ValueError(f"must be an absolute path inside the sandbox, got {value!r}")
+    return value.rstrip("/") or "/"
+
+
+SandboxPath = Annotated[str, AfterValidator(_absolute)]  # where a mount, a service or the checkpoint appears
+
+
 class ModelSpec(Spec):
     id: str = Field(min_length=1, description="Hub repository of the checkpoint, e.g. zai-org/GLM-5.2-MXFP4.")
     path: str = Field(
         min_length=1,
         description="Host path of the weights; with `in_image: true`, their path inside the sandbox image.",
     )
-    mount: str | None = Field(
+    mount: SandboxPath | None = Field(
         None,
         description="Path of the checkpoint inside the sandbox, what {model_path} renders; default /models/<basename>.",
     )
@@ -47,13 +56,6 @@ class ModelSpec(Spec):
     )
     quantization: str | None = Field(None, description="Checkpoint quantization, e.g. mxfp4 (quark).")
     dtype: str = Field("bfloat16", description="Activation dtype the engine runs with.")
-
-    @field_validator("mount")
-    @classmethod
-    def _absolute(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith("/"):
-            raise ValueError(f"must be an absolute path inside the sandbox, got {value!r}")
-        return value.rstrip("/") or "/" if value else value
 
     @model_validator(mode="after")
     def _overlay_does_not_hide_its_source(self) -> ModelSpec:
@@ -84,15 +86,8 @@ class HardwareSpec(Spec):
 
 class Mount(Spec):
     host: str = Field(min_length=1, description="Host path (relative paths are relative to the task file).")
-    container: str = Field(min_length=1, description="Absolute path inside the sandbox.")
+    container: SandboxPath = Field(description="Absolute path inside the sandbox.")
     read_only: bool = Field(True, description="Weights and datasets are mounted read-only by default.")
-
-    @field_validator("container")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        if not value.startswith("/"):
-            raise ValueError(f"must be an absolute path inside the sandbox, got {value!r}")
-        return value
 
 
 class ServiceSpec(Spec):
@@ -103,16 +98,9 @@ class ServiceSpec(Spec):
         min_length=1,
         description="Host argv; {dir} is the shared directory. A relative first word is relative to the task file.",
     )
-    mount: str = Field(description="Absolute path where the shared directory appears inside the sandbox.")
+    mount: SandboxPath = Field(description="Absolute path where the shared directory appears inside the sandbox.")
     ready: str | None = Field(None, description="File the service creates in {dir} once it is ready.")
     ready_timeout_s: PositiveFloat = Field(30, description="How long to wait for `ready`.")
-
-    @field_validator("mount")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        if not value.startswith("/"):
-            raise ValueError(f"must be an absolute path inside the sandbox, got {value!r}")
-        return value
 
 
 class SandboxSpec(Spec):
