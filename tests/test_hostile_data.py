@@ -120,7 +120,7 @@ def test_the_checks_do_not_follow_a_redirect_off_the_servers_origin(redirecting)
     assert not record.ok and "porter follows no redirect" in record.error
     assert HOST_ONLY_SECRET not in json.dumps(record.__dict__, default=str)
     with pytest.raises(loadgen.CheckError) as refused:
-        _loadgen(lambda session: quality.ask(session, url + "/v1/completions", {"prompt": "hi"}, False))
+        _loadgen(lambda session: quality.ask(session, url + "/v1/completions", {"prompt": "hi"}))
     assert HOST_ONLY_SECRET not in str(refused.value)
 
 
