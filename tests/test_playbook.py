@@ -140,7 +140,7 @@ def test_exclude_edit_in_a_yaml_list_and_its_commit_subject():
 
 def test_flag_searches_follow_the_tunables():
     task = load_task(ROOT / "tasks" / "glm52_mi355x.yaml", environ={})
-    assert speculative_configs(task.serve.tunables, ENGINES["sglang"])[-1] == {
+    assert speculative_configs(task.serve.tunables, ENGINES["sglang"])[0] == {  # the deepest first
         "speculative-algorithm": "EAGLE",
         "speculative-num-steps": 5,
         "speculative-eagle-topk": 1,
@@ -158,7 +158,7 @@ def test_flag_searches_read_vllms_spelling():
     task = load_task(ROOT / "tasks" / "twin_corvid3_vllm.yaml", environ={})
     vllm = ENGINES["vllm"]
     drafts = speculative_configs(task.serve.tunables, vllm)
-    assert [vllm.read_draft(config).steps for config in drafts] == [1, 3]
+    assert [vllm.read_draft(config).steps for config in drafts] == [3, 1]
     assert all(set(config) == {"speculative-config"} for config in drafts)
     assert topologies(task.serve.tunables, 8, vllm) == [
         {"tensor-parallel-size": 8, "data-parallel-size": None},
@@ -187,3 +187,21 @@ def test_a_reverted_tune_runs_again_only_for_a_shape_it_did_not_answer():
     assert Playbook(task, [started(256), tune, started(256), revert, started(256)])._tune_candidate() is None
     again = Playbook(task, [started(256), tune, started(256), revert, started(512)])._tune_candidate()
     assert again.arguments == {"name": "moe-fp4"} and "inter_dim=512" in again.why
+
+
+def test_the_tuning_command_waits_for_the_split_the_throughput_search_keeps():
+    """The baseline warns of an untuned shape; while a TP x DP split is untried the split goes first (a tuned
+    config is per rank's expert width: tuned at TP8 it did not pay and ran again after the split); once the split
+    has been judged, the tuning command runs."""
+    task = load_task(ROOT / "tasks" / "twin_glm52.yaml")
+    baseline_flags = dict(task.serve.flags)
+    targets = [{"target": "throughput", "met": False, "key": "throughput"}]
+    status = {"flags": baseline_flags, "targets": targets, "accepted_checks": ["throughput"]}
+    measured = Event("run_check", {"kind": "throughput"}, None, ok=True, facts={"status": status})
+    first = Playbook(task, [started(256), measured])._next_candidate()
+    assert (first.tool, first.arguments) == ("set_flags", {"flags": {"tp": 4, "dp": 2}})
+    split = Event("set_flags", first.arguments, ("search", "throughput"), ok=True)
+    kept = Event("accept", {}, None, ok=True, facts={"kept": True, "status": {**status, "flags": {**baseline_flags,
+                 "tp": 4, "dp": 2}}})  # fmt: skip
+    then = Playbook(task, [started(256), measured, split, started(512), kept])._next_candidate()
+    assert (then.tool, then.arguments) == ("tune", {"name": "moe-fp4"})

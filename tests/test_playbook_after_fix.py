@@ -66,6 +66,20 @@ def test_a_kept_fix_with_every_target_met_finishes() -> None:
     assert (action.tool, action.arguments) == ("finish", {"reason": "every target is met"})
 
 
+def test_a_fix_kept_alone_while_its_flags_are_reverted_has_its_configuration_measured_first() -> None:
+    """A deeper draft crashed, a guard fixed it and was kept as its own commit, the draft itself brought no gain:
+    the accepted configuration is a new one with no figures, so it is served and measured before the next move
+    (the next move was judged against nothing, refused, reverted, and its launch lost)."""
+    messages = conversation([], kept=False)
+    messages[-1].facts["status"] = {**messages[-1].facts["status"], "server": "stopped", "targets": TARGETS}
+    assert decide(messages).tool == "serve"
+    messages[-1].facts["status"]["accepted_checks"] = ["quality:gsm8k", "quality:gpqa", "single_stream", "throughput"]
+    assert decide(messages).tool == "set_flags"
+
+
+TARGETS = [{"key": key, "target": key, "met": False} for key in ("single_stream", "throughput")]
+
+
 def test_a_call_interrupted_by_a_kill_is_served_again_after_resume() -> None:
     """A run killed during a check and resumed (`porter resume`): the check's result says it was interrupted, the
     server is down; the playbook starts it again instead of ending the run on a failed check (it did)."""

@@ -125,15 +125,9 @@ class LevelResult:
     failures: list[dict] = field(default_factory=list)  # each distinct failure with the server's answer
 
     def to_dict(self) -> dict:
-        return {
-            "rps": self.rps,
-            "offered": self.offered,
-            "passed": self.passed,
-            "reasons": self.reasons,
-            **self.metrics,
-            "client": self.client,
-            "failures": self.failures,
-        }
+        """The fields with the bench_serving figures in place of `metrics`."""
+        fields = asdict(self)
+        return {**fields.pop("metrics"), **fields}
 
 
 @dataclass

@@ -51,7 +51,7 @@ def render(key: str, result: dict) -> str:
     slo_text = f"{percentile} TTFT <= {slo.get('ttft_s')} s"
     if knee is None:
         head = f"throughput: no rate met the SLO ({slo_text}); {verdict}"
-    elif every_level_passed(result):
+    elif result.get("every_level_passed"):
         head = (
             f"throughput: no knee found below the top rate: every rate up to {number(knee, 2)} req/s met {slo_text}, "
             f"so the knee is higher (sweep higher rates to find it); {number(figure)} tok/s per node at the top "
@@ -93,17 +93,12 @@ def needed_rate(figure: float | None, knee: float, target: float | None) -> str:
     return f" (the goal needs about {number(knee * target / figure, 2)} req/s at the knee's tokens per request)"
 
 
-def every_level_passed(result: dict) -> bool:
-    levels = result.get("levels") or []
-    return bool(levels) and all(level.get("passed") for level in levels)
-
-
 def brief(result: dict) -> str:
     figure, _ = headline(result)
     knee = result.get("knee_rps")
     if knee is None:
         return "no rate met the SLO"
-    if every_level_passed(result):
+    if result.get("every_level_passed"):
         return f"no knee found below the top rate ({rate(knee)} req/s passed): {number(figure)} tok/s/node there"
     return f"knee {rate(knee)} req/s, {number(figure)} tok/s/node"
 
@@ -119,11 +114,8 @@ def level_note(level: dict, percentile: float) -> str:
     verdict = "pass" if level.get("passed") else "fail (" + "; ".join(level.get("reasons") or ["failed"]) + ")"
     client = level.get("client") or {}
     late = max(client.get("p99_send_lag_ms") or 0, client.get("p99_loop_lag_ms") or 0)
-    lagged = (
-        f"; the load client ran late (p99 {late:.1f} ms): latencies overstated"
-        if client.get("client_saturated")
-        else ""
-    )
+    saturated = client.get("client_saturated")
+    lagged = f"; the load client ran late (p99 {late:.1f} ms): latencies overstated" if saturated else ""
     return (
         f"{rate(level.get('rps'))} req/s: {verdict}, {level.get('completed', '-')}/{level.get('offered', '-')} "
         f"done, p{percentile:g} TTFT {number(ttft / 1000 if ttft else None, 2)} s, "

@@ -72,23 +72,18 @@ class Tokenizer:
         return len(TOKEN_PATTERN.findall(text))
 
     async def _remote_count(self, text: str) -> int | None:
+        """The server's count; a server without /tokenize (or with another answer) is not asked again."""
         try:
             async with self.session.post(f"{self.base_url}/tokenize", json={"prompt": text}) as response:
-                if response.status != 200:
-                    self.remote = False
-                    return None
-                body = await response.json(content_type=None)
+                body = await response.json(content_type=None) if response.status == 200 else None
         except (aiohttp.ClientError, ValueError):
-            self.remote = False
-            return None
-        count = body.get("count") if isinstance(body, dict) else None
-        if count is None and isinstance(body, dict) and isinstance(body.get("tokens"), list):
-            count = len(body["tokens"])
-        if not isinstance(count, int):
-            self.remote = False
-            return None
-        self.remote = True
-        return count
+            body = None
+        body = body if isinstance(body, dict) else {}
+        count, tokens = body.get("count"), body.get("tokens")
+        if count is None and isinstance(tokens, list):
+            count = len(tokens)
+        self.remote = isinstance(count, int)
+        return count if self.remote else None
 
 
 @cache

@@ -6,11 +6,12 @@ facts (file, header, module names, shapes, flags), never an engine's file names 
 - missing CUDA-only header under ROCm -> guard the include with the ROCm macro and the HIP header;
 - weight-load shape mismatch on a module the quantization config meant to keep unquantized, registered
   under another prefix -> add its exclude entries under the engine's prefix (exact names or `re:`);
-- slow fallback for a shape -> run the task's tuning command for that shape (again for a shape it did not answer);
+- slow fallback for a shape -> run the task's tuning command for that shape (again for a shape it did not answer),
+  after the TP x DP splits the search has yet to try (a tuned config is per rank's shape);
 - out of memory -> the next lower value of a memory tunable the log names; an unsupported kernel or
   backend -> another allowed value of the flag the log names;
 - below target or open (as high as the budget allows) -> walk the tunables (speculative decoding for single stream,
-  topology then KV dtype and the rest for throughput), measure, and let porter keep or revert.
+  deepest draft first, topology then KV dtype and the rest for throughput), measure, and let porter keep or revert.
 When no rule applies it says why and finishes, or hands the run to the LLM named after `+`. Multi-step rules carry
 their stage in the reply text (`[playbook:rule:stage]`), so a resumed run continues (a call cut by the interruption
 is served again); the remedies (names, aliases, searches) are pure functions in remedies.py.
@@ -127,23 +128,21 @@ class Playbook:
     # ------------------------------------------------------------ after each tool
 
     def _after_serve(self) -> Action:
-        facts = self.last.facts
-        if not facts.get("healthy"):
-            return self._on_crash(facts)
-        return self._measure()
+        return self._measure() if self.last.facts.get("healthy") else self._on_crash(self.last.facts)
 
     def _after_run_check(self) -> Action:
         if not self.last.ok:
             return self._after_failure()
         if self.status.get("pending"):
-            summary = {"summary": self._candidate_summary(), "why": self._candidate_why()}
-            return Action("accept", summary, "the pending change has been measured; porter decides whether it is kept")
+            return self._accept("the pending change has been measured; porter decides whether it is kept")
         return self._measure()
 
     def _after_accept(self) -> Action:
         if self.status.get("pending"):
             return Action("serve", {}, "the fix was kept; serve again with the flags still pending")
-        if self.last.facts.get("kept"):  # a fix that made the server start leaves the checks never measured to do
+        # a fix that made the server start leaves the checks never measured to do; a crash fix kept as its own commit
+        # while its flags were reverted leaves an accepted configuration with no figures for the next move to beat
+        if self.last.facts.get("kept") or self._accepted_unmeasured():
             return self._measure()
         return self._next_candidate()
 
@@ -152,9 +151,8 @@ class Playbook:
             crash = self._crash_finding().get("category") or "a crash"
             reason = f"the server never started: the fix tried for {crash} was reverted and no other rule covers it"
             return Action("finish", {"reason": reason}, "a flag search needs a server that starts")
-        if self._accepted_unmeasured():  # a crash fix committed before its flags were reverted: a new configuration
-            return self._measure()
-        return self._next_candidate()
+        # a crash fix committed before its flags were reverted: a new configuration
+        return self._measure() if self._accepted_unmeasured() else self._next_candidate()
 
     def _accepted_unmeasured(self) -> bool:
         """A target with no sample on the accepted configuration (measured only on another, or never)."""
@@ -184,9 +182,7 @@ class Playbook:
             return self._give_up_crash(crash, "its fix did not remove it")
         rule = CRASH_RULES.get(crash)
         action = rule(self, finding) if rule else None
-        if action is None:
-            return self._give_up_crash(crash, "no playbook rule covers it")
-        return action
+        return action or self._give_up_crash(crash, "no playbook rule covers it")
 
     def _rule_already_tried(self, signature: str | None) -> bool:
         """The same crash right after a fix of ours: the fix did not work."""
@@ -311,11 +307,7 @@ class Playbook:
         measured = set(self.status.get("accepted_checks") or [])
         if self.status.get("pending"):
             if self.status.get("phase") == "bring-up":  # the accepted configuration never served: starting is the gain
-                return Action(
-                    "accept",
-                    {"summary": self._candidate_summary(), "why": self._candidate_why()},
-                    "the server starts now; porter checks quality and decides",
-                )
+                return self._accept("the server starts now; porter checks quality and decides")
             kind = self._candidate_goal()
             return Action("run_check", {"kind": kind}, f"measure the pending change ({kind})")
         checks = self.task.checks
@@ -330,32 +322,36 @@ class Playbook:
         return self._next_candidate()
 
     def _next_candidate(self) -> Action:
-        tune = self._tune_candidate()
-        if tune:
-            return tune
         unmet = {r["target"].split(" ")[0] for r in self.status.get("targets") or [] if not r["met"] or r.get("open")}
-        tried = [e.arguments.get("flags") for e in self.history if e.name == "set_flags"]
-        # a move judged on one goal is not judged on another: fp8 KV may not move a prefill-bound knee and
-        # still speed up decode
-        tried_for = [(e.tag[1], e.arguments.get("flags")) for e in self.history if e.name == "set_flags" and e.tag]
-        baseline = self.task.serve.flags
-        for goal, candidate in remedies.flag_candidates(self.task, unmet):
-            served = self.status.get("flags") or {}  # nothing is pending when a candidate is picked
-            # the baseline was measured at the start; the served flags are what the run has already
-            fresh = not remedies.holds_all(baseline, candidate) and not remedies.holds_all(served, candidate)
-            if (goal, candidate) not in tried_for and fresh:
-                return Action("set_flags", {"flags": candidate}, f"try {candidate} for {goal}", ("search", goal))
+        moves = self._fresh_moves(unmet)
+        splits = remedies.topologies(self.task.serve.tunables, self.task.hardware.count, self.task.engine)
+        tune = self._tune_candidate()
+        # a tuned kernel config is per rank's shape: the tuning command waits for the TP x DP split the search keeps
+        # (tuned at TP8 first, it did not pay there and ran again after the split)
+        if tune and not any(goal == "throughput" and move in splits for goal, move in moves):
+            return tune
+        if moves:
+            goal, candidate = moves[0]
+            return Action("set_flags", {"flags": candidate}, f"try {candidate} for {goal}", ("search", goal))
         if not unmet:
             return Action("finish", {"reason": "every target is met"}, "done")
+        tried = [e.arguments.get("flags") for e in self.history if e.name == "set_flags"]
+        goal = "throughput" if "throughput" in unmet else "single_stream"
         for pair in remedies.pair_candidates(self._reverted_moves(), tried):
             why = f"each move of {pair} stalled alone; try them together, judged as one stack"
-            return Action(
-                "set_flags",
-                {"flags": pair},
-                why,
-                ("search", "throughput" if "throughput" in unmet else "single_stream"),
-            )
+            return Action("set_flags", {"flags": pair}, why, ("search", goal))
         return Action("finish", {"reason": f"targets still unmet ({sorted(unmet)}) and no candidate is left"}, "stop")
+
+    def _fresh_moves(self, unmet: set[str]) -> list[tuple[str, dict]]:
+        """(goal, flags) moves not judged for that goal yet (fp8 KV may not move a prefill-bound knee and still speed
+        up decode), held by neither the baseline nor the served flags; nothing is pending when a move is picked."""
+        tried_for = [(e.tag[1], e.arguments.get("flags")) for e in self.history if e.name == "set_flags" and e.tag]
+        held = (self.task.serve.flags, self.status.get("flags") or {})
+        return [
+            (goal, move)
+            for goal, move in remedies.flag_candidates(self.task, unmet)
+            if (goal, move) not in tried_for and not any(remedies.holds_all(flags, move) for flags in held)
+        ]
 
     def _reverted_moves(self) -> list[dict]:
         """Flag candidates of the search that porter reverted (not kept by accept, or reverted outright)."""
@@ -418,11 +414,15 @@ class Playbook:
                 changes.append(event)
         return changes
 
+    def _accept(self, why: str) -> Action:
+        return Action("accept", {"summary": self._candidate_summary(), "why": self._candidate_why()}, why)
+
     def _candidate_summary(self) -> str:
         changes = self._changes_since_decision()
         fixes = [e for e in changes if e.name in ("edit_file", "apply_patch")]
-        if fixes:
-            return remedies.fix_subject(fixes[-1].tag[0] if fixes[-1].tag else "fix", fixes[-1].arguments)
+        if fixes:  # one bring-up may stack fixes in two repos (the checkpoint's config, a kernel): each is named
+            subjects = [remedies.fix_subject(e.tag[0] if e.tag else "fix", e.arguments) for e in fixes]
+            return "; ".join(dict.fromkeys(subjects))
         tunes = [e for e in changes if e.name == "tune"]
         if tunes:
             return f"Add the tuned config written by {tunes[-1].arguments['name']}"

@@ -223,12 +223,8 @@ def repo_path(roots: list[str], file: str | None) -> str | None:
 
 def file_lines(read_file_text: str) -> list[str]:
     """The file's lines from a read_file result ("   12  text" per line after a header line)."""
-    lines = []
-    for line in read_file_text.splitlines()[1:]:
-        match = re.match(r"^\s*\d+  (.*)$", line)
-        if match:
-            lines.append(match.group(1))
-    return lines
+    numbered = (re.match(r"^\s*\d+  (.*)$", line) for line in read_file_text.splitlines()[1:])
+    return [match.group(1) for match in numbered if match]
 
 
 def values_in_use(values: list[FlagValue], lines: list[str]) -> list[FlagValue]:
@@ -263,9 +259,11 @@ def flag_candidates(task: Task, unmet: set[str]) -> list[tuple[str, dict[str, Fl
 
 
 def speculative_configs(tunables: dict[str, list[FlagValue]], engine: Engine) -> list[dict[str, FlagValue]]:
-    """One draft configuration per allowed draft depth, shallow first, in the engine's own flags: of the
+    """One draft configuration per allowed draft depth, deepest first, in the engine's own flags: of the
     combinations the tunables allow (read back through the engine's draft spelling), the smallest top-k and
-    the smallest verified-token count above the depth."""
+    the smallest verified-token count above the depth. The deepest draft runs every code path a shallower one
+    does and more (kernels built only from some depth on), so its bring-up meets every crash in one pending
+    change; a shallower draft is then a flag move on a tree that serves."""
     names = [flag for flag in engine.speculative_flags if flag in tunables]
     by_depth: dict[int, tuple[tuple, dict[str, FlagValue]]] = {}
     for values in itertools.product(*(tunables[flag] for flag in names)):
@@ -278,7 +276,7 @@ def speculative_configs(tunables: dict[str, list[FlagValue]], engine: Engine) ->
         rank = (draft.topk, below, -tokens if below else tokens, -len(flags))  # then the most flags spelled out
         if draft.steps not in by_depth or rank < by_depth[draft.steps][0]:
             by_depth[draft.steps] = (rank, flags)
-    return [by_depth[depth][1] for depth in sorted(by_depth)]
+    return [by_depth[depth][1] for depth in sorted(by_depth, reverse=True)]
 
 
 def topologies(tunables: dict[str, list[FlagValue]], gpus: int, engine: Engine) -> list[dict[str, FlagValue]]:
@@ -288,12 +286,8 @@ def topologies(tunables: dict[str, list[FlagValue]], gpus: int, engine: Engine) 
     dp_name = next((flag for flag in engine.data_parallel if flag in tunables), None)
     if tp_name is None or dp_name is None:
         return []
-    splits = []
-    for tp in sorted((v for v in tunables[tp_name] if v), reverse=True):
-        for dp in tunables[dp_name]:
-            if tp * (dp or 1) == gpus:
-                splits.append({tp_name: tp, dp_name: dp})
-    return splits
+    widest_first = sorted((v for v in tunables[tp_name] if v), reverse=True)
+    return [{tp_name: tp, dp_name: dp} for tp in widest_first for dp in tunables[dp_name] if tp * (dp or 1) == gpus]
 
 
 def pair_candidates(reverted: list[dict[str, FlagValue]], tried: list[dict]) -> list[dict[str, FlagValue]]:
