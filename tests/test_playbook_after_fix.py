@@ -48,14 +48,15 @@ def test_a_kept_fix_on_a_run_never_measured_is_measured_first() -> None:
 
 
 def test_a_kept_fix_on_a_measured_run_goes_on_to_the_next_candidate() -> None:
-    """Quality met, both speed targets short: the first move of the search is the shallowest draft the task's
-    tunables allow (single stream's candidates come first: a single-stream check is cheap)."""
+    """Quality met, both speed targets short: the first move of the search is the deepest draft the task's
+    tunables allow (single stream's candidates come first: a single-stream check is cheap; the deepest first, so
+    one bring-up meets every crash a draft uncovers and a shallower one is a flags-only step back)."""
     measured = ["quality:gsm8k", "quality:gpqa", "single_stream", "throughput"]
     action = decide(conversation(measured, kept=True, met=("quality:gsm8k", "quality:gpqa")))
-    draft = {"speculative-algorithm": "NEXTN", "speculative-num-steps": 1, "speculative-eagle-topk": 1}
+    draft = {"speculative-algorithm": "NEXTN", "speculative-num-steps": 3, "speculative-eagle-topk": 1}
     assert (action.tool, action.arguments, action.tag) == (
         "set_flags",
-        {"flags": {**draft, "speculative-num-draft-tokens": 2}},
+        {"flags": {**draft, "speculative-num-draft-tokens": 4}},
         ("search", "single_stream"),
     )
 
