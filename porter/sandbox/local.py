@@ -278,13 +278,13 @@ class LocalProcess:
         return {"sandbox": "local", "pgid": self.child.pid, "start_ticks": self.start_ticks}
 
     def alive(self) -> bool:
-        return self.child.poll() is None
+        if self.child.poll() is None:
+            return True
+        self.writer.join(5)  # callers read the log the moment the process reads as over: let it drain first
+        return False
 
     def exit_code(self) -> int | None:
-        code = self.child.poll()
-        if code is not None:
-            self.writer.join(5)  # callers read the log as soon as the process is over: let it drain first
-        return None if code is None else _shell_code(code)
+        return None if self.alive() else _shell_code(self.child.returncode)
 
     def stop(self, grace_s: float = 10) -> None:
         """TERM the process group, KILL it if the leader is still there after `grace_s`."""

@@ -130,7 +130,8 @@ def answer_choice_question(text: str, numerics: Numerics) -> str | None:
     choices = dict(_CHOICE.findall(text))
     if len(choices) < 2:
         return None
-    question = text.split("Choices:")[0]
+    # the question as written, whatever instruction the prompt puts before it
+    question = text.split("Choices:")[0].rsplit("question:", 1)[-1].strip()
     for pattern, formula, reason in _FORMULAS:
         match = pattern.search(question)
         if not match:
