@@ -92,8 +92,9 @@ def test_pr_describes_each_fix_and_pushes_the_branch(playbook_run, tmp_path):
     assert len(titles) == 3, titles  # the tuned table and the ROCm guard are separate PRs; the checkpoint's to the hub
     assert titles[0] == "# Fix shape mismatch in loading GLM-5.2-MXFP4 with sglang (config.json)"
     assert titles[1].startswith("# [AMD] Add tuned_fmoe.csv entries for GLM-5.2-MXFP4 on MI355X (+")
-    assert titles[2] == "# [AMD] Fix missing ROCm guard in fused_multistep_metadata.cpp"
-    guard = next(text for text in drafts.values() if "ROCm guard" in text.split("\n", 1)[0])
+    # both crashes of the deepest draft are fixed in one bring-up: the title names the first crash class it cleared
+    assert titles[2].startswith("# [AMD] Fix ") and titles[2].endswith(" in fused_multistep_metadata.cpp")
+    guard = next(text for text in drafts.values() if "fused_multistep_metadata" in text.split("\n", 1)[0])
     for heading in ("## Motivation", "## Modifications", "## Accuracy Tests", "## Speed Tests and Profiling"):
         assert heading in guard
     assert "fatal error: cuda_runtime.h" in guard and "git apply /patches/twin/" in guard
