@@ -163,6 +163,23 @@ def test_a_1_gib_file_is_never_committed(twin_image, tmp_path):
     assert not list((ctx.run_dir / "patches").glob("*/*.patch"))
 
 
+def _wait_stopped(pgid: int) -> None:
+    """Until every process of the group reads as stopped in /proc (state T), for at most a second."""
+    deadline = time.monotonic() + 1
+    while time.monotonic() < deadline:
+        states = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue  # gone meanwhile
+            if int(fields[2]) == pgid:
+                states.append(fields[0])
+        if all(state in "TtZX" for state in states):
+            return
+        time.sleep(0.001)
+
+
 def _kill_while_git_holds_a_lock(porter: subprocess.Popen, runs_dir: Path) -> Path:
     """SIGKILL porter's process group the moment git's index lock appears in a repo during its accept step."""
     deadline = time.monotonic() + 300
@@ -178,6 +195,7 @@ def _kill_while_git_holds_a_lock(porter: subprocess.Popen, runs_dir: Path) -> Pa
     while time.monotonic() < deadline and porter.poll() is None:
         if any(os.path.exists(lock) for lock in locks):
             os.killpg(porter.pid, signal.SIGSTOP)  # frozen: the lock is still there, or git finished just before
+            _wait_stopped(porter.pid)  # killpg returns before a process running on another core has stopped
             if any(os.path.exists(lock) for lock in locks):
                 os.killpg(porter.pid, signal.SIGKILL)
                 porter.wait()

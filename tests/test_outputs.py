@@ -92,13 +92,14 @@ def test_pr_describes_each_fix_and_pushes_the_branch(playbook_run, tmp_path):
     assert len(titles) == 3, titles  # the tuned table and the ROCm guard are separate PRs; the checkpoint's to the hub
     assert titles[0] == "# Fix shape mismatch in loading GLM-5.2-MXFP4 with sglang (config.json)"
     assert titles[1].startswith("# [AMD] Add tuned_fmoe.csv entries for GLM-5.2-MXFP4 on MI355X (+")
-    # both crashes of the deepest draft are fixed in one bring-up: the title names the first crash class it cleared
-    assert titles[2].startswith("# [AMD] Fix ") and titles[2].endswith(" in fused_multistep_metadata.cpp")
+    # both crashes of the deepest draft are cleared in one bring-up: each PR names the crash its own files fixed
+    assert titles[2] == "# [AMD] Fix missing ROCm guard in fused_multistep_metadata.cpp"
     guard = next(text for text in drafts.values() if "fused_multistep_metadata" in text.split("\n", 1)[0])
     for heading in ("## Motivation", "## Modifications", "## Accuracy Tests", "## Speed Tests and Profiling"):
         assert heading in guard
     assert "fatal error: cuda_runtime.h" in guard and "git apply /patches/twin/" in guard
     assert "shape_mismatch" not in guard  # fixed in the model repo: the other PR's crash
+    assert "cuda_runtime" not in drafts["model.md"] and "shape_mismatch" in drafts["model.md"]
     assert "hf upload zai-org/GLM-5.2-MXFP4 config.json config.json --create-pr" in drafts["model.md"]
     for repo in ("twin", "model"):  # one remote for both repos: each branch under the repo's name
         pushed = git.Repo(bare).commit(f"{repo}/{playbook_run.state.repos[repo].branch}")

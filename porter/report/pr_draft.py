@@ -138,10 +138,10 @@ def pr_title(draft: Draft) -> str:
     task, files = draft.record.task, [Path(f).name for f in draft.change.files]
     named = ", ".join(files[:2]) + (f" and {len(files) - 2} more" if len(files) > 2 else "")
     model = task.model.id.split("/")[-1]
-    crash = draft.crash
+    crash = _crash_startup(draft)
     if crash:
         where = f"loading {model} with {task.engine.name}" if draft.style.prefix == "" else named
-        return f"{draft.style.prefix}Fix {phrase(crash.crash_class)} in {where}" + (
+        return f"{draft.style.prefix}Fix {phrase(crash['crash_class'])} in {where}" + (
             f" ({named})" if draft.style.prefix == "" else ""
         )
     gains = [c for a in draft.attempts for c in a.comparisons if c.get("better")]
@@ -170,12 +170,21 @@ def _tune_of(draft: Draft) -> dict | None:
 
 
 def _crash_startup(draft: Draft) -> dict | None:
+    """The failed start-up this change set cleared: the last one before the first edit of its files (one bring-up
+    that clears two crashes holds two repos' fixes, each PR names its own), else the attempt's first crash."""
     crash = draft.crash
     if crash is None:
         return None
-    starts = [s for s in draft.record.startups() if s.get("crash_class") == crash.crash_class]
-    starts = [s for s in starts if s["step"] <= crash.step]
-    return starts[-1] if starts else None
+    record = draft.record
+    edits = [
+        c["step"] for c in record.calls if c["step"] <= crash.step and record.edits(c["step"], c, draft.change.files)
+    ]
+    failed = [s for s in record.startups() if s["step"] <= crash.step and s.get("crash_class")]
+    if edits:
+        before = [s for s in failed if s["step"] < min(edits)]
+        return before[-1] if before else None
+    same = [s for s in failed if s["crash_class"] == crash.crash_class]
+    return same[-1] if same else None
 
 
 def _problem(draft: Draft) -> list[str]:
@@ -211,7 +220,7 @@ def _warning_before(draft: Draft) -> dict | None:
 def _cause(draft: Draft) -> list[str]:
     startup = _crash_startup(draft)
     found = next((f for f in (startup or {}).get("findings") or [] if f.get("implicated")), None)
-    why = _sentences(draft.record.explanation(draft.attempts[0])) if draft.attempts else ""
+    why = _sentences(draft.record.explanation(draft.attempts[0], draft.change.files)) if draft.attempts else ""
     why = f"{why[0].upper()}{why[1:]}" if why else ""
     if found is None:
         return [f"**Root cause:** {why}"] if why else []
@@ -251,7 +260,7 @@ def _speed(draft: Draft) -> list[str]:
         after = next((s for s in draft.record.startups() if s.get("fingerprint") == crash.fingerprint), {})
         healthy = f"starts, healthy in {after['seconds']:.0f} s" if after.get("healthy") else "starts healthy"
         stage = f" at stage {startup.get('stage')}" if startup.get("stage") is not None else ""
-        row = [f"`{startup['log']}`", f"fails: {crash.crash_class}{stage}", healthy]
+        row = [f"`{startup['log']}`", f"fails: {startup['crash_class']}{stage}", healthy]
         return run_reading.markdown_table("start-up, same image and flags | before | after", [row])
     rows, notes = [], []
     for attempt in draft.attempts:

@@ -175,21 +175,24 @@ class RunRecord:
         arguments = (call or {}).get("arguments") or {}
         return self.readable(str(arguments.get("why") or arguments.get("reason") or ""))
 
-    def explanation(self, attempt: Attempt) -> str:
+    def explanation(self, attempt: Attempt, files: list[str] | None = None) -> str:
         """Why the agent made this change, in its own words when it made it: the reply that came with the last
-        edit or tune of the change's files, or with the last set_flags of its flags; else the accept's why."""
-        files = [name for names in self.files_of(attempt).values() for name in names]
+        edit or tune of the change's files (or of `files`, one PR's share of it), or with the last set_flags of its
+        flags; else the accept's why."""
+        if files is None:
+            files = [name for names in self.files_of(attempt).values() for name in names]
         for reply in reversed([r for r in self.replies if r["step"] <= attempt.step]):
             for call in reply["calls"]:
                 arguments = call.get("arguments") or {}
                 flags = arguments.get("flags") if call.get("name") == "set_flags" else None
-                if (files and self._edits(reply["step"], call, files)) or (
+                if (files and self.edits(reply["step"], call, files)) or (
                     isinstance(flags, dict) and attempt.flags and flags.keys() & attempt.flags.keys()
                 ):
                     return self.readable(re.sub(r"^\[[\w:.-]+\]\s*", "", reply["text"]))  # a playbook's rule tag
         return self.why(attempt.step)
 
-    def _edits(self, step: int, call: dict, files: list[str]) -> bool:
+    def edits(self, step: int, call: dict, files: list[str]) -> bool:
+        """Whether a tool call wrote one of `files` (an edit, a patch, a write, or a tune that changed it)."""
         arguments = call.get("arguments") or {}
         if call.get("name") == "tune":
             tuned = [fact.get("changed") or {} for fact in self.facts if fact["step"] == step]

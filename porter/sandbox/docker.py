@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 import uuid
 from pathlib import Path
@@ -60,6 +61,9 @@ _SESSION_SCRIPT = (
     'mkdir -p "${1%/*}" && echo $$ > "$1" || exit 125; cd -- "$2" || exit 125; trap : TERM INT HUP; '
     'bash -c "$3"; status=$?; rm -f "$1"; exit $status'
 )
+# What setsid -w prints, and exits with the signal's number, when the session's leader itself was killed (only KILL
+# reaches it: the write cap's watchdog, a timeout): reported as the shell would, 128 + the signal.
+_LEADER_KILLED = re.compile(r"(?:^|\n)setsid: child \d+ did not exit normally[^\n]*\n?\Z")
 _KILL_SCRIPT = 'pgid=$(cat "$1" 2>/dev/null) && kill -s "$2" -- "-$pgid" 2>/dev/null'
 
 
@@ -310,6 +314,8 @@ class DockerSandbox:
         result = capture.run(
             stream, timeout, lambda: self.signal_group(pgid_file, "KILL"), lambda: self._exit_code(exec_id)
         )
+        if 0 < result.exit_code < 128 and _LEADER_KILLED.search(result.output):
+            result.output, result.exit_code = _LEADER_KILLED.sub("", result.output), 128 + result.exit_code
         if self.watch is not None and self.watch.notice:  # the cap on writes was hit: said once, where it is read
             result.output, self.watch.notice = f"{result.output}\n{self.watch.notice}", ""
         return result
