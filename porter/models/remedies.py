@@ -13,10 +13,12 @@ import itertools
 import json
 import os
 import re
+from collections.abc import Sequence
 from pathlib import PurePosixPath
 
 from porter.engines.engine import Engine
 from porter.engines.known import engine_named
+from porter.models.tool_facts import Finding
 from porter.task import FlagValue, Task, TuneSpec
 
 HIP_HEADERS = {
@@ -182,10 +184,9 @@ def next_flag_value(values: list[FlagValue], current: FlagValue, in_use: list[Fl
     return options[0] if options else None
 
 
-def untuned_shapes(serve_facts: dict) -> list[dict]:
+def untuned_shapes(findings: Sequence[Finding]) -> list[dict]:
     """The shapes a healthy start's slow-fallback findings name."""
-    findings = serve_facts.get("findings") or []
-    return [(f.get("facts") or {}).get("shape") or {} for f in findings if f.get("category") == "slow_fallback_perf"]
+    return [f.facts.get("shape") or {} for f in findings if f.category == "slow_fallback_perf"]
 
 
 def shape_signature(shape: dict) -> tuple:
