@@ -28,7 +28,7 @@ class ToolCall:
     arguments: dict
 
     def to_dict(self) -> dict:
-        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> ToolCall:
@@ -69,20 +69,9 @@ class Message:
             raise ValueError(f"message role must be one of {ROLES}, got {self.role!r}")
 
     def to_dict(self) -> dict:
-        data: dict[str, Any] = {"role": self.role, "content": self.content}
-        if self.tool_calls:
-            data["tool_calls"] = [call.to_dict() for call in self.tool_calls]
-        if self.tool_call_id is not None:
-            data["tool_call_id"] = self.tool_call_id
-        if self.name is not None:
-            data["name"] = self.name
-        if self.thinking:
-            data["thinking"] = self.thinking
-        if self.reasoning:
-            data["reasoning"] = self.reasoning
-        if self.facts is not None:
-            data["facts"] = self.facts
-        return data
+        """The role and content, and each other field only when set (a tool result's facts even when empty)."""
+        data = {key: value for key, value in asdict(self).items() if value not in (None, [], "")}
+        return {"role": self.role, "content": self.content, **data}
 
     @classmethod
     def from_dict(cls, data: dict) -> Message:
@@ -153,15 +142,8 @@ class Reply:
         )
 
     def to_dict(self) -> dict:
-        return {
-            "text": self.text,
-            "tool_calls": [call.to_dict() for call in self.tool_calls],
-            "usage": self.usage.to_dict(),
-            "format_error": self.format_error,
-            "thinking": self.thinking,
-            **({"reasoning": self.reasoning} if self.reasoning else {}),
-            **({"stop": self.stop} if self.stop else {}),
-        }
+        """Every field; `reasoning` and `stop` only when set."""
+        return {key: value for key, value in asdict(self).items() if value or key not in ("reasoning", "stop")}
 
     @classmethod
     def from_dict(cls, data: dict) -> Reply:
