@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import InitVar, dataclass, field
+from dataclasses import InitVar, dataclass, field, replace
 
 from porter.models.base import Message
 
@@ -131,18 +131,15 @@ class Event:
 
 def parse_history(messages: list[Message]) -> list[Event]:
     """The tool calls of the conversation in order, each with its result (a call cut by an interruption has none)."""
-    calls: dict[str, tuple] = {}
-    results: dict[str, Message] = {}
+    events: dict[str, Event] = {}
     for message in messages:
         if message.role == "assistant":
             match = TAG.search(message.content or "")
             why = TAG.sub("", message.content or "").strip()
-            calls.update({call.id: (call, match.groups() if match else None, why) for call in message.tool_calls})
-        elif message.role == "tool" and message.tool_call_id in calls:
-            results[message.tool_call_id] = message
-    events = []
-    for call_id, (call, tag, why) in calls.items():
-        result = results.get(call_id, Message("tool"))
-        facts = dict(result.facts or {})
-        events.append(Event(call.name, call.arguments, tag, why, bool(facts.get("ok", False)), facts, result.content))
-    return events
+            for call in message.tool_calls:
+                events[call.id] = Event(call.name, call.arguments, match.groups() if match else None, why)
+        elif message.role == "tool" and message.tool_call_id in events:
+            facts = dict(message.facts or {})
+            ok, text = bool(facts.get("ok", False)), message.content
+            events[message.tool_call_id] = replace(events[message.tool_call_id], ok=ok, facts=facts, text=text)
+    return list(events.values())
