@@ -21,6 +21,12 @@ class ModelError(Exception):
     """A provider error that retrying will not fix; the message says what to change."""
 
 
+def _present(cls: type, data: dict) -> dict:
+    """The fields of `cls` that `data` sets: one it leaves out or null takes its default, a key it does not know
+    (a later porter's) is ignored."""
+    return {name: data[name] for name in cls.__dataclass_fields__ if data.get(name) is not None}
+
+
 @dataclass
 class ToolCall:
     id: str
@@ -46,7 +52,7 @@ class ToolSpec:
 
     @classmethod
     def from_dict(cls, data: dict) -> ToolSpec:
-        return cls(name=data["name"], description=data.get("description", ""), parameters=data.get("parameters") or {})
+        return cls(**{"description": "", "parameters": {}, **_present(cls, data)})
 
 
 @dataclass
@@ -75,16 +81,8 @@ class Message:
 
     @classmethod
     def from_dict(cls, data: dict) -> Message:
-        return cls(
-            role=data["role"],
-            content=data.get("content") or "",
-            tool_calls=[ToolCall.from_dict(call) for call in data.get("tool_calls") or []],
-            tool_call_id=data.get("tool_call_id"),
-            name=data.get("name"),
-            thinking=list(data.get("thinking") or []),
-            reasoning=data.get("reasoning") or "",
-            facts=data.get("facts"),
-        )
+        known = _present(cls, data)
+        return cls(**{**known, "tool_calls": [ToolCall.from_dict(call) for call in known.get("tool_calls", [])]})
 
 
 @dataclass
@@ -103,8 +101,7 @@ class Usage:
 
     @classmethod
     def from_dict(cls, data: dict) -> Usage:
-        known = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
-        return cls(**known)
+        return cls(**_present(cls, data))
 
     def __add__(self, other: Usage) -> Usage:
         # Unknown cost is contagious: a total that silently dropped an unpriced call would lie.
@@ -147,15 +144,9 @@ class Reply:
 
     @classmethod
     def from_dict(cls, data: dict) -> Reply:
-        return cls(
-            text=data.get("text") or "",
-            tool_calls=[ToolCall.from_dict(call) for call in data.get("tool_calls") or []],
-            usage=Usage.from_dict(data.get("usage") or {}),
-            format_error=data.get("format_error"),
-            thinking=list(data.get("thinking") or []),
-            reasoning=data.get("reasoning") or "",
-            stop=data.get("stop"),
-        )
+        known = {"text": "", **_present(cls, data)}
+        calls = [ToolCall.from_dict(call) for call in known.get("tool_calls", [])]
+        return cls(**{**known, "tool_calls": calls, "usage": Usage.from_dict(known.get("usage", {}))})
 
 
 class Model(Protocol):
