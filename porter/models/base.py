@@ -212,6 +212,18 @@ def validate_reply(
     )
 
 
+def written_reply(data: dict, tools: list[ToolSpec], id_prefix: str) -> Reply:
+    """A reply as a script or a responder writes one, `{"text", "tool_calls": [{"name", "arguments", "id"?}],
+    "usage"?}`, validated as a provider's is; a call without an id is named `{id_prefix}-{index}`."""
+    calls = [call if isinstance(call, dict) else {"arguments": call} for call in data.get("tool_calls") or []]
+    raw = [
+        RawToolCall(str(call.get("id") or f"{id_prefix}-{index}"), str(call.get("name", "")), call.get("arguments", {}))
+        for index, call in enumerate(calls)
+    ]
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    return validate_reply(str(data.get("text") or ""), raw, tools, Usage.from_dict({"cost_usd": 0.0, **usage}))
+
+
 def _tool_call_problem(raw: RawToolCall, known: list[str]) -> str | None:
     if raw.name not in known:
         return f"unknown tool `{raw.name}` (call {raw.id}); the tools are: {', '.join(known)}."
