@@ -46,8 +46,6 @@ class AnthropicModel(SdkModel):
             request["system"] = [{"type": "text", "text": system, "cache_control": CACHE}]
         if tools:
             request["tools"] = to_anthropic_tools(tools)
-        if self.temperature is not None:
-            request["temperature"] = self.temperature
         return request
 
     def reply(self, response: Any, tools: list[ToolSpec]) -> Reply:

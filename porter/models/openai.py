@@ -38,8 +38,6 @@ class OpenAIModel(SdkModel):
         }
         if tools:
             request["tools"] = [to_openai_tool(tool) for tool in tools]
-        if self.temperature is not None:
-            request["temperature"] = self.temperature
         return request
 
     def reply(self, response: Any, tools: list[ToolSpec]) -> Reply:

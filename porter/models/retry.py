@@ -266,5 +266,7 @@ class SdkModel:
 
     def step(self, messages: list[Message], tools: list[ToolSpec]) -> Reply:
         request = self.request(messages, tools)
+        if self.temperature is not None:  # sent only when the task sets it: recent models reject any but their default
+            request["temperature"] = self.temperature
         response = call_with_retries(lambda: self._create(request), self.retry, self._context)
         return self.reply(response, tools)
