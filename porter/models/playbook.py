@@ -52,19 +52,15 @@ class PlaybookModel:
         if self._handed_over:
             return self.handover.step(messages, tools)
         history = parse_history(messages)
-        action = Playbook(self.task, history).decide()
-        if action.tool == "finish" and self.handover is not None and not _status(history).all_met():
+        playbook = Playbook(self.task, history)
+        action = playbook.decide()
+        if action.tool == "finish" and self.handover is not None and not playbook.status.all_met():
             self._handed_over = True
             note = Message("user", f"The rule-based playbook stopped: {action.why}. You take over from here.")
             return self.handover.step([*messages, note], tools)
         tag = f"[playbook:{action.tag[0]}:{action.tag[1]}] " if action.tag else ""
         call = ToolCall(f"pb-{len(history) + 1}-{next(self._ids)}", action.tool, action.arguments)
         return Reply(text=f"{tag}{action.why}", tool_calls=[call], usage=Usage(cost_usd=0.0))
-
-
-def _status(history: list[Event]) -> StatusFacts:
-    """The run's status as the latest result that carries one reported it."""
-    return next((event.status for event in reversed(history) if event.status), StatusFacts())
 
 
 class Playbook:
@@ -74,7 +70,8 @@ class Playbook:
         self.task = task
         self.history = history
         self.last = history[-1] if history else None
-        self.status = _status(history)
+        # the run's status as the latest result that carries one reported it
+        self.status = next((event.status for event in reversed(history) if event.status), StatusFacts())
 
     def decide(self) -> Action:
         if self.last is None:
@@ -327,7 +324,7 @@ class Playbook:
         command reverted at one configuration runs again when a later one reports another shape: TP4's width)."""
         serve = next((e for e in reversed(self.history) if e.name == "serve" and e.serve.healthy), None)
         tried = self._tuned_shapes()
-        for shape in remedies.untuned_shapes(serve.serve.findings if serve else ()):
+        for shape in serve.serve.untuned_shapes() if serve else []:
             done = {name for name, signature in tried if signature == remedies.shape_signature(shape)}
             spec = remedies.tuning_command_for(self.task, [str(v) for v in shape.values()], exclude=done)
             if spec:
@@ -343,7 +340,7 @@ class Playbook:
             if event.name == "serve" and event.serve.healthy:
                 serve = event
             elif event.name == "tune":
-                shapes = remedies.untuned_shapes(serve.serve.findings if serve else ())
+                shapes = serve.serve.untuned_shapes() if serve else []
                 tried |= {(event.arguments.get("name"), remedies.shape_signature(shape)) for shape in shapes}
         return tried
 

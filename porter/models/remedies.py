@@ -13,12 +13,10 @@ import itertools
 import json
 import os
 import re
-from collections.abc import Sequence
 from pathlib import PurePosixPath
 
 from porter.engines.engine import Engine
 from porter.engines.known import engine_named
-from porter.models.tool_facts import Finding
 from porter.task import FlagValue, Task, TuneSpec
 
 HIP_HEADERS = {
@@ -182,11 +180,6 @@ def next_flag_value(values: list[FlagValue], current: FlagValue, in_use: list[Fl
         ceiling = current if isinstance(current, int | float) else max(numbers, default=0)
         options = sorted((v for v in options if isinstance(v, int | float) and v < ceiling), reverse=True)
     return options[0] if options else None
-
-
-def untuned_shapes(findings: Sequence[Finding]) -> list[dict]:
-    """The shapes a healthy start's slow-fallback findings name."""
-    return [f.facts.get("shape") or {} for f in findings if f.category == "slow_fallback_perf"]
 
 
 def shape_signature(shape: dict) -> tuple:

@@ -54,6 +54,10 @@ class ServeFacts:
         """The primary finding, or an empty one."""
         return self.findings[0] if self.findings else Finding()
 
+    def untuned_shapes(self) -> list[dict]:
+        """The shapes a healthy start's slow-fallback findings name."""
+        return [f.facts.get("shape") or {} for f in self.findings if f.category == "slow_fallback_perf"]
+
 
 @dataclass(frozen=True)
 class Target:
