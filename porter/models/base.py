@@ -21,7 +21,7 @@ class ModelError(Exception):
     """A provider error that retrying will not fix; the message says what to change."""
 
 
-def _present(cls: type, data: dict) -> dict:
+def fields_in(cls: type, data: dict) -> dict:
     """The fields of `cls` that `data` sets: one it leaves out or null takes its default, a key it does not know
     (a later porter's) is ignored."""
     return {name: data[name] for name in cls.__dataclass_fields__ if data.get(name) is not None}
@@ -52,7 +52,7 @@ class ToolSpec:
 
     @classmethod
     def from_dict(cls, data: dict) -> ToolSpec:
-        return cls(**{"description": "", "parameters": {}, **_present(cls, data)})
+        return cls(**{"description": "", "parameters": {}, **fields_in(cls, data)})
 
 
 @dataclass
@@ -81,7 +81,7 @@ class Message:
 
     @classmethod
     def from_dict(cls, data: dict) -> Message:
-        known = _present(cls, data)
+        known = fields_in(cls, data)
         return cls(**{**known, "tool_calls": [ToolCall.from_dict(call) for call in known.get("tool_calls", [])]})
 
 
@@ -101,7 +101,7 @@ class Usage:
 
     @classmethod
     def from_dict(cls, data: dict) -> Usage:
-        return cls(**_present(cls, data))
+        return cls(**fields_in(cls, data))
 
     def __add__(self, other: Usage) -> Usage:
         # Unknown cost is contagious: a total that silently dropped an unpriced call would lie.
@@ -144,7 +144,7 @@ class Reply:
 
     @classmethod
     def from_dict(cls, data: dict) -> Reply:
-        known = {"text": "", **_present(cls, data)}
+        known = {"text": "", **fields_in(cls, data)}
         calls = [ToolCall.from_dict(call) for call in known.get("tool_calls", [])]
         return cls(**{**known, "tool_calls": calls, "usage": Usage.from_dict(known.get("usage", {}))})
 

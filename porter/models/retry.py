@@ -50,7 +50,6 @@ def _stop(advice: str) -> ErrorPolicy:
 _AUTH = "the API key in {key_env} was rejected: check the variable holds a valid key for {base_url}"
 _BILLING = "the account cannot pay for more requests: add credit or raise its spend limit in the provider console"
 _TOO_LARGE = "the request is too large for the provider: the conversation outgrew its limit; start a new run"
-_ORG = "the provider refused the request for an account or organisation setting; the message names it"
 _TRANSIENT = "the provider had a transient failure"
 _BAD_REQUEST = (
     "the provider rejected the request; the message names the field. If it says the prompt is too long, "

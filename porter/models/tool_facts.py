@@ -14,7 +14,7 @@ import json
 import re
 from dataclasses import InitVar, dataclass, field, replace
 
-from porter.models.base import Message
+from porter.models.base import Message, fields_in
 
 TAG = re.compile(r"\[playbook:([a-z_]+):([a-z_]+)\]")
 
@@ -89,18 +89,12 @@ class StatusFacts:
 
     @classmethod
     def from_dict(cls, data: dict) -> StatusFacts:
-        return cls(
-            phase=data.get("phase"),
-            pending=data.get("pending"),
-            server=data.get("server"),
-            flags=dict(data.get("flags") or {}),
-            flags_changed=data.get("flags_changed"),
-            targets=tuple(
-                Target(row.get("key"), row.get("target") or "", row.get("met"), bool(row.get("open")))
-                for row in data.get("targets") or []
-            ),
-            accepted_checks=frozenset(data.get("accepted_checks") or []),
+        known = fields_in(cls, data)
+        rows = known.get("targets", [])
+        targets = tuple(
+            Target(row.get("key"), row.get("target") or "", row.get("met"), bool(row.get("open"))) for row in rows
         )
+        return cls(**{**known, "targets": targets, "accepted_checks": frozenset(known.get("accepted_checks", []))})
 
     def unmet(self) -> set[str]:
         """The goals of the targets not met yet, or open."""
