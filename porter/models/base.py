@@ -184,11 +184,11 @@ def validate_reply(
     calls: list[ToolCall] = []
     problems: list[str] = []
     for raw in raw_calls:
-        problem = _tool_call_problem(raw, known)
-        if problem:
-            problems.append(problem)
+        arguments = _arguments(raw, known)
+        if isinstance(arguments, str):
+            problems.append(arguments)
         else:
-            calls.append(ToolCall(id=raw.id, name=raw.name, arguments=_as_arguments(raw.arguments)))
+            calls.append(ToolCall(id=raw.id, name=raw.name, arguments=arguments))
     if truncated:
         problems = [
             f"your reply was cut off at the output token limit, so none of its {len(raw_calls)} tool call(s) ran. "
@@ -224,13 +224,14 @@ def written_reply(data: dict, tools: list[ToolSpec], id_prefix: str) -> Reply:
     return validate_reply(str(data.get("text") or ""), raw, tools, Usage.from_dict({"cost_usd": 0.0, **usage}))
 
 
-def _tool_call_problem(raw: RawToolCall, known: list[str]) -> str | None:
+def _arguments(raw: RawToolCall, known: list[str]) -> dict | str:
+    """The call's arguments as an object, or what is wrong with the call."""
     if raw.name not in known:
         return f"unknown tool `{raw.name}` (call {raw.id}); the tools are: {', '.join(known)}."
     arguments = raw.arguments
     if isinstance(arguments, str):
         if not arguments.strip():
-            return None  # an empty string is how some servers spell "no arguments"
+            return {}  # an empty string is how some servers spell "no arguments"
         try:
             arguments = json.loads(arguments)
         except json.JSONDecodeError as error:
@@ -244,10 +245,4 @@ def _tool_call_problem(raw: RawToolCall, known: list[str]) -> str | None:
             f"the arguments of `{raw.name}` (call {raw.id}) must be a JSON object, got {type(arguments).__name__}: "
             f"{str(arguments)[:200]!r}."
         )
-    return None
-
-
-def _as_arguments(arguments: Any) -> dict:
-    if isinstance(arguments, str):
-        return json.loads(arguments) if arguments.strip() else {}
     return dict(arguments or {})
