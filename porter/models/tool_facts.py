@@ -68,11 +68,6 @@ class Target:
     met: bool | None = None
     open: bool = False  # no goal to reach: improved while the budget lasts
 
-    @property
-    def goal(self) -> str:
-        """The check the target belongs to, as the search names goals: its label's first word."""
-        return self.label.split(" ")[0]
-
 
 @dataclass(frozen=True)
 class StatusFacts:
@@ -97,8 +92,8 @@ class StatusFacts:
         return cls(**{**known, "targets": targets, "accepted_checks": frozenset(known.get("accepted_checks", []))})
 
     def unmet(self) -> set[str]:
-        """The goals of the targets not met yet, or open."""
-        return {target.goal for target in self.targets if not target.met or target.open}
+        """The goals of the targets not met yet, or open, as the search names goals: each label's first word."""
+        return {target.label.split(" ")[0] for target in self.targets if not target.met or target.open}
 
     def all_met(self) -> bool:
         return bool(self.targets) and all(target.met and not target.open for target in self.targets)
