@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, Self
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
@@ -27,14 +27,22 @@ def fields_in(cls: type, data: dict) -> dict:
     return {name: data[name] for name in cls.__dataclass_fields__ if data.get(name) is not None}
 
 
-@dataclass
-class ToolCall:
-    id: str
-    name: str
-    arguments: dict
+class Record:
+    """A dataclass the transcript keeps: JSON as its fields, and back by them (fields_in)."""
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Self:
+        return cls(**fields_in(cls, data))
+
+
+@dataclass
+class ToolCall(Record):
+    id: str
+    name: str
+    arguments: dict
 
     @classmethod
     def from_dict(cls, data: dict) -> ToolCall:
@@ -42,21 +50,14 @@ class ToolCall:
 
 
 @dataclass
-class ToolSpec:
+class ToolSpec(Record):
     name: str
-    description: str
-    parameters: dict  # JSON schema of the arguments object
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> ToolSpec:
-        return cls(**{"description": "", "parameters": {}, **fields_in(cls, data)})
+    description: str = ""
+    parameters: dict = field(default_factory=dict)  # JSON schema of the arguments object
 
 
 @dataclass
-class Message:
+class Message(Record):
     role: Role
     content: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
@@ -86,7 +87,7 @@ class Message:
 
 
 @dataclass
-class Usage:
+class Usage(Record):
     """Tokens of one call. `input_tokens` are those billed at the full input rate: cache reads and
     cache writes are counted apart, so the prompt size is the sum of the three."""
 
@@ -96,27 +97,15 @@ class Usage:
     cache_write_tokens: int = 0
     cost_usd: float | None = None  # None: the price of this model is unknown
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Usage:
-        return cls(**fields_in(cls, data))
-
     def __add__(self, other: Usage) -> Usage:
         # Unknown cost is contagious: a total that silently dropped an unpriced call would lie.
         cost = None if self.cost_usd is None or other.cost_usd is None else self.cost_usd + other.cost_usd
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
-            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
-            cost_usd=cost,
-        )
+        tokens = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+        return Usage(**{name: getattr(self, name) + getattr(other, name) for name in tokens}, cost_usd=cost)
 
 
 @dataclass
-class Reply:
+class Reply(Record):
     """One model turn. With `format_error` set, `tool_calls` holds only the well-formed calls and the
     error text is what the loop should tell the model. `thinking` goes into the assistant Message."""
 
