@@ -2,7 +2,10 @@
 
 Covers what the loop sees of any model: `Message`, `ToolCall`, `ToolSpec`, `Usage`, `Reply` (each
 with `to_dict()` / `from_dict()` for the transcript), the `Model` protocol, `ModelError`, the check
-that turns raw tool calls into either valid `ToolCall`s or a format error the model is told about.
+that turns raw tool calls into either valid `ToolCall`s or a format error the model is told about, and the
+facts a tool result carries beside its text as the rule-based models read them, parsed once into records: a
+launch (`ServeFacts`, its triage `Finding`s), the run's status (`StatusFacts`, its `Target` rows). Reading them
+never fails on a key a result lacks and keeps each value as written, so what replay digests is what was recorded.
 Does not cover any provider's wire format (anthropic.py, openai.py), retries
 (retry.py) or prices (prices.py).
 """
@@ -84,6 +87,86 @@ class Message(Record):
     def from_dict(cls, data: dict) -> Message:
         known = fields_in(cls, data)
         return cls(**{**known, "tool_calls": [ToolCall.from_dict(call) for call in known.get("tool_calls", [])]})
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One class triage saw in a launch's log, with the facts its remedies read."""
+
+    category: str = ""
+    facts: dict = field(default_factory=dict)  # the class's own: file, header, macro, parameter, module prefixes...
+    text: str = "{}"  # the whole finding as lower-case JSON, where a rule looks for the flags it names
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Finding:
+        return cls(str(data.get("category") or ""), dict(data.get("facts") or {}), json.dumps(data).lower())
+
+
+@dataclass(frozen=True)
+class ServeFacts:
+    """A launch: healthy, or the crash's class, signature and findings (the primary first), and the log lines
+    that name each tunable."""
+
+    healthy: bool = False
+    crash_class: str | None = None
+    signature: str | None = None
+    findings: tuple[Finding, ...] = ()
+    flag_mentions: dict[str, list[str]] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ServeFacts:
+        findings = tuple(Finding.from_dict(finding) for finding in data.get("findings") or [])
+        mentions = dict(data.get("flag_mentions") or {})
+        return cls(bool(data.get("healthy")), data.get("crash_class"), data.get("signature"), findings, mentions)
+
+    @property
+    def finding(self) -> Finding:
+        """The primary finding, or an empty one."""
+        return self.findings[0] if self.findings else Finding()
+
+    def untuned_shapes(self) -> list[dict]:
+        """The shapes a healthy start's slow-fallback findings name."""
+        return [f.facts.get("shape") or {} for f in self.findings if f.category == "slow_fallback_perf"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """One row of the run's targets (porter/ledger/state.target_report)."""
+
+    key: str | None = None
+    label: str = ""
+    met: bool | None = None
+    open: bool = False  # no goal to reach: improved while the budget lasts
+
+
+@dataclass(frozen=True)
+class StatusFacts:
+    """The run's status a result carries: the phase, a change pending, the flags, the server, the targets and the
+    checks measured on the accepted configuration."""
+
+    phase: str | None = None
+    pending: bool | None = None
+    server: str | None = None
+    flags: dict = field(default_factory=dict)
+    flags_changed: dict | None = None
+    targets: tuple[Target, ...] = ()
+    accepted_checks: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_dict(cls, data: dict) -> StatusFacts:
+        known = fields_in(cls, data)
+        rows = known.get("targets", [])
+        targets = tuple(
+            Target(row.get("key"), row.get("target") or "", row.get("met"), bool(row.get("open"))) for row in rows
+        )
+        return cls(**{**known, "targets": targets, "accepted_checks": frozenset(known.get("accepted_checks", []))})
+
+    def unmet(self) -> set[str]:
+        """The goals of the targets not met yet, or open, as the search names goals: each label's first word."""
+        return {target.label.split(" ")[0] for target in self.targets if not target.met or target.open}
+
+    def all_met(self) -> bool:
+        return bool(self.targets) and all(target.met and not target.open for target in self.targets)
 
 
 @dataclass

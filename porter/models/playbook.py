@@ -1,8 +1,9 @@
 """The playbook: a rule-based Model for the failure classes with known remedies. No network, no key.
 
 It reads the conversation the loop keeps (every tool result carries its facts and the run's status as a
-field of the message) and answers with the next tool call. Rules are keyed by triage class and use the triage's
-facts (file, header, module names, shapes, flags), never an engine's file names or a scenario's text:
+field of the message, read once per call into base.py's records: `Event`) and answers with the next tool call.
+Rules are keyed by triage class and use the triage's facts (file, header, module names, shapes, flags), never an
+engine's file names or a scenario's text:
 - missing CUDA-only header under ROCm -> guard the include with the ROCm macro and the HIP header;
 - weight-load shape mismatch on a module the quantization config meant to keep unquantized, registered
   under another prefix -> add its exclude entries under the engine's prefix (exact names or `re:`);
@@ -21,13 +22,53 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass, field, replace
 from itertools import count
 
 from porter.models import remedies
-from porter.models.base import Message, Model, Reply, ToolCall, ToolSpec, Usage
-from porter.models.tool_facts import Event, Finding, StatusFacts, parse_history
+from porter.models.base import Finding, Message, Model, Reply, ServeFacts, StatusFacts, ToolCall, ToolSpec, Usage
 from porter.task import Task
+
+TAG = re.compile(r"\[playbook:([a-z_]+):([a-z_]+)\]")
+
+
+@dataclass
+class Event:
+    """One tool call of the conversation with its result; the result's facts are read once, into records."""
+
+    name: str
+    arguments: dict
+    tag: tuple[str, str] | None
+    why: str = ""  # the reply text that came with the call (the playbook's reason)
+    ok: bool = False
+    facts: InitVar[dict | None] = None
+    text: str = ""
+    serve: ServeFacts = field(init=False)
+    status: StatusFacts | None = field(init=False)  # None: the result carries no status
+    kept: bool = field(init=False)  # accept kept the change
+    interrupted: bool = field(init=False)  # the run was stopped mid-call and resumed
+
+    def __post_init__(self, facts: dict | None) -> None:
+        facts = facts or {}
+        self.serve = ServeFacts.from_dict(facts)
+        self.status = StatusFacts.from_dict(facts["status"]) if facts.get("status") else None
+        self.kept, self.interrupted = bool(facts.get("kept")), bool(facts.get("interrupted"))
+
+
+def parse_history(messages: list[Message]) -> list[Event]:
+    """The tool calls of the conversation in order, each with its result (a call cut by an interruption has none)."""
+    events: dict[str, Event] = {}
+    for message in messages:
+        if message.role == "assistant":
+            match = TAG.search(message.content or "")
+            why = TAG.sub("", message.content or "").strip()
+            for call in message.tool_calls:
+                events[call.id] = Event(call.name, call.arguments, match.groups() if match else None, why)
+        elif message.role == "tool" and message.tool_call_id in events:
+            facts = dict(message.facts or {})
+            ok, text = bool(facts.get("ok", False)), message.content
+            events[message.tool_call_id] = replace(events[message.tool_call_id], ok=ok, facts=facts, text=text)
+    return list(events.values())
 
 
 @dataclass

@@ -33,8 +33,7 @@ from typing import NamedTuple
 
 from porter.errors import RunDirError
 from porter.ledger.transcript import iter_records
-from porter.models.base import Message, ModelError, Reply, ToolSpec
-from porter.models.tool_facts import StatusFacts
+from porter.models.base import Message, ModelError, Reply, StatusFacts, ToolSpec
 
 NORMALISATIONS: list[tuple[re.Pattern, str]] = [
     (re.compile(r"(?:/private)?/(?:tmp|var/folders|var/tmp)/[^\s'\":,)\]}]*"), "<tmp>"),
