@@ -20,12 +20,9 @@ from porter.models.retry import SdkModel
 
 CACHE = {"type": "ephemeral"}
 THINKING_BLOCKS = ("thinking", "redacted_thinking")  # sent back verbatim, signature intact
-EMPTY_TURN = "(empty)"
+EMPTY_TURN = "(empty)"  # the API rejects empty text blocks; a turn must still say something
 # Stop reasons the loop must act on: a refusal ends the run; a paused long turn is sent back to continue.
-STOPS = {
-    "refusal": "refusal",
-    "pause_turn": "pause",
-}  # the API rejects empty text blocks; a turn must still say something
+STOPS = {"refusal": "refusal", "pause_turn": "pause"}
 
 
 class AnthropicModel(SdkModel):

@@ -257,9 +257,8 @@ class Playbook:
 
     def _crash_finding(self) -> Finding:
         """The primary finding of the latest launch that crashed."""
-        return next(
-            (e.serve.finding for e in reversed(self.history) if e.name == "serve" and not e.serve.healthy), Finding()
-        )
+        crashed = [event for event in self.history if event.name == "serve" and not event.serve.healthy]
+        return crashed[-1].serve.finding if crashed else Finding()
 
     def _guard_edit(self) -> Action:
         facts = self._crash_finding().facts

@@ -256,12 +256,7 @@ class SdkModel:
             timeout=timeout_s,
             http_client=sdk.DefaultHttpxClient(follow_redirects=False),  # the SDK's default follows them
         )
-        self._context = {
-            "provider": provider,
-            "model": model,
-            "key_env": key_env,
-            "base_url": str(self._client.base_url),
-        }
+        self._context = dict(provider=provider, model=model, key_env=key_env, base_url=str(self._client.base_url))
 
     def step(self, messages: list[Message], tools: list[ToolSpec]) -> Reply:
         request = self.request(messages, tools)
