@@ -45,11 +45,7 @@ class Record:
 class ToolCall(Record):
     id: str
     name: str
-    arguments: dict
-
-    @classmethod
-    def from_dict(cls, data: dict) -> ToolCall:
-        return cls(id=str(data["id"]), name=str(data["name"]), arguments=dict(data.get("arguments") or {}))
+    arguments: dict = field(default_factory=dict)
 
 
 @dataclass
