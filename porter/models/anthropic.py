@@ -16,57 +16,21 @@ import anthropic
 
 from porter.models.base import Message, RawToolCall, Reply, ToolSpec, Usage, validate_reply
 from porter.models.prices import cost_usd
-from porter.models.retry import DEFAULT_RETRY, RetryPolicy, call_with_retries
-from porter.task import PriceSpec
+from porter.models.retry import SdkModel
 
 CACHE = {"type": "ephemeral"}
 THINKING_BLOCKS = ("thinking", "redacted_thinking")  # sent back verbatim, signature intact
-EMPTY_TURN = "(empty)"
+EMPTY_TURN = "(empty)"  # the API rejects empty text blocks; a turn must still say something
 # Stop reasons the loop must act on: a refusal ends the run; a paused long turn is sent back to continue.
-STOPS = {
-    "refusal": "refusal",
-    "pause_turn": "pause",
-}  # the API rejects empty text blocks; a turn must still say something
+STOPS = {"refusal": "refusal", "pause_turn": "pause"}
 
 
-class AnthropicModel:
-    def __init__(
-        self,
-        model: str,
-        api_key: str,
-        *,
-        base_url: str | None = None,
-        key_env: str = "ANTHROPIC_API_KEY",
-        temperature: float | None = None,
-        max_output_tokens: int = 4096,
-        price: PriceSpec | None = None,
-        timeout_s: float = 600.0,
-        retry: RetryPolicy = DEFAULT_RETRY,
-    ):
-        self.name = f"anthropic:{model}"
-        self.model = model
-        self.temperature = temperature
-        self.max_output_tokens = max_output_tokens
-        self.price = price
-        self.retry = retry
-        self._client = anthropic.Anthropic(
-            api_key=api_key,
-            base_url=base_url,
-            max_retries=0,
-            timeout=timeout_s,
-            http_client=anthropic.DefaultHttpxClient(follow_redirects=False),  # the SDK's default follows them
-        )
-        self._context = {
-            "provider": "anthropic",
-            "model": model,
-            "key_env": key_env,
-            "base_url": str(self._client.base_url),
-        }
+class AnthropicModel(SdkModel):
+    def __init__(self, model: str, api_key: str, *, key_env: str = "ANTHROPIC_API_KEY", **options: Any):
+        super().__init__(anthropic, anthropic.Anthropic, model, api_key, key_env=key_env, **options)
 
-    def step(self, messages: list[Message], tools: list[ToolSpec]) -> Reply:
-        request = self.request(messages, tools)
-        response = call_with_retries(lambda: self._client.messages.create(**request), self.retry, self._context)
-        return self.reply(response, tools)
+    def _create(self, request: dict[str, Any]) -> Any:
+        return self._client.messages.create(**request)
 
     def request(self, messages: list[Message], tools: list[ToolSpec]) -> dict[str, Any]:
         system = "\n\n".join(message.content for message in messages if message.role == "system" and message.content)
@@ -79,8 +43,6 @@ class AnthropicModel:
             request["system"] = [{"type": "text", "text": system, "cache_control": CACHE}]
         if tools:
             request["tools"] = to_anthropic_tools(tools)
-        if self.temperature is not None:
-            request["temperature"] = self.temperature
         return request
 
     def reply(self, response: Any, tools: list[ToolSpec]) -> Reply:

@@ -2,7 +2,10 @@
 
 Covers what the loop sees of any model: `Message`, `ToolCall`, `ToolSpec`, `Usage`, `Reply` (each
 with `to_dict()` / `from_dict()` for the transcript), the `Model` protocol, `ModelError`, the check
-that turns raw tool calls into either valid `ToolCall`s or a format error the model is told about.
+that turns raw tool calls into either valid `ToolCall`s or a format error the model is told about, and the
+facts a tool result carries beside its text as the rule-based models read them, parsed once into records: a
+launch (`ServeFacts`, its triage `Finding`s), the run's status (`StatusFacts`, its `Target` rows). Reading them
+never fails on a key a result lacks and keeps each value as written, so what replay digests is what was recorded.
 Does not cover any provider's wire format (anthropic.py, openai.py), retries
 (retry.py) or prices (prices.py).
 """
@@ -11,7 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, Self
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
@@ -21,36 +24,39 @@ class ModelError(Exception):
     """A provider error that retrying will not fix; the message says what to change."""
 
 
-@dataclass
-class ToolCall:
-    id: str
-    name: str
-    arguments: dict
-
-    def to_dict(self) -> dict:
-        return {"id": self.id, "name": self.name, "arguments": self.arguments}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> ToolCall:
-        return cls(id=str(data["id"]), name=str(data["name"]), arguments=dict(data.get("arguments") or {}))
+def fields_in(cls: type, data: dict) -> dict:
+    """The fields of `cls` that `data` sets: one it leaves out or null takes its default, a key it does not know
+    (a later porter's) is ignored."""
+    return {name: data[name] for name in cls.__dataclass_fields__ if data.get(name) is not None}
 
 
-@dataclass
-class ToolSpec:
-    name: str
-    description: str
-    parameters: dict  # JSON schema of the arguments object
+class Record:
+    """A dataclass the transcript keeps: JSON as its fields, and back by them (fields_in)."""
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> ToolSpec:
-        return cls(name=data["name"], description=data.get("description", ""), parameters=data.get("parameters") or {})
+    def from_dict(cls, data: dict) -> Self:
+        return cls(**fields_in(cls, data))
 
 
 @dataclass
-class Message:
+class ToolCall(Record):
+    id: str
+    name: str
+    arguments: dict = field(default_factory=dict)
+
+
+@dataclass
+class ToolSpec(Record):
+    name: str
+    description: str = ""
+    parameters: dict = field(default_factory=dict)  # JSON schema of the arguments object
+
+
+@dataclass
+class Message(Record):
     role: Role
     content: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
@@ -69,37 +75,98 @@ class Message:
             raise ValueError(f"message role must be one of {ROLES}, got {self.role!r}")
 
     def to_dict(self) -> dict:
-        data: dict[str, Any] = {"role": self.role, "content": self.content}
-        if self.tool_calls:
-            data["tool_calls"] = [call.to_dict() for call in self.tool_calls]
-        if self.tool_call_id is not None:
-            data["tool_call_id"] = self.tool_call_id
-        if self.name is not None:
-            data["name"] = self.name
-        if self.thinking:
-            data["thinking"] = self.thinking
-        if self.reasoning:
-            data["reasoning"] = self.reasoning
-        if self.facts is not None:
-            data["facts"] = self.facts
-        return data
+        """The role and content, and each other field only when set (a tool result's facts even when empty)."""
+        data = {key: value for key, value in asdict(self).items() if value not in (None, [], "")}
+        return {"role": self.role, "content": self.content, **data}
 
     @classmethod
     def from_dict(cls, data: dict) -> Message:
-        return cls(
-            role=data["role"],
-            content=data.get("content") or "",
-            tool_calls=[ToolCall.from_dict(call) for call in data.get("tool_calls") or []],
-            tool_call_id=data.get("tool_call_id"),
-            name=data.get("name"),
-            thinking=list(data.get("thinking") or []),
-            reasoning=data.get("reasoning") or "",
-            facts=data.get("facts"),
+        known = fields_in(cls, data)
+        return cls(**{**known, "tool_calls": [ToolCall.from_dict(call) for call in known.get("tool_calls", [])]})
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One class triage saw in a launch's log, with the facts its remedies read."""
+
+    category: str = ""
+    facts: dict = field(default_factory=dict)  # the class's own: file, header, macro, parameter, module prefixes...
+    text: str = "{}"  # the whole finding as lower-case JSON, where a rule looks for the flags it names
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Finding:
+        return cls(str(data.get("category") or ""), dict(data.get("facts") or {}), json.dumps(data).lower())
+
+
+@dataclass(frozen=True)
+class ServeFacts:
+    """A launch: healthy, or the crash's class, signature and findings (the primary first), and the log lines
+    that name each tunable."""
+
+    healthy: bool = False
+    crash_class: str | None = None
+    signature: str | None = None
+    findings: tuple[Finding, ...] = ()
+    flag_mentions: dict[str, list[str]] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ServeFacts:
+        findings = tuple(Finding.from_dict(finding) for finding in data.get("findings") or [])
+        mentions = dict(data.get("flag_mentions") or {})
+        return cls(bool(data.get("healthy")), data.get("crash_class"), data.get("signature"), findings, mentions)
+
+    @property
+    def finding(self) -> Finding:
+        """The primary finding, or an empty one."""
+        return self.findings[0] if self.findings else Finding()
+
+    def untuned_shapes(self) -> list[dict]:
+        """The shapes a healthy start's slow-fallback findings name."""
+        return [f.facts.get("shape") or {} for f in self.findings if f.category == "slow_fallback_perf"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """One row of the run's targets (porter/ledger/state.target_report)."""
+
+    key: str | None = None
+    label: str = ""
+    met: bool | None = None
+    open: bool = False  # no goal to reach: improved while the budget lasts
+
+
+@dataclass(frozen=True)
+class StatusFacts:
+    """The run's status a result carries: the phase, a change pending, the flags, the server, the targets and the
+    checks measured on the accepted configuration."""
+
+    phase: str | None = None
+    pending: bool | None = None
+    server: str | None = None
+    flags: dict = field(default_factory=dict)
+    flags_changed: dict | None = None
+    targets: tuple[Target, ...] = ()
+    accepted_checks: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_dict(cls, data: dict) -> StatusFacts:
+        known = fields_in(cls, data)
+        rows = known.get("targets", [])
+        targets = tuple(
+            Target(row.get("key"), row.get("target") or "", row.get("met"), bool(row.get("open"))) for row in rows
         )
+        return cls(**{**known, "targets": targets, "accepted_checks": frozenset(known.get("accepted_checks", []))})
+
+    def unmet(self) -> set[str]:
+        """The goals of the targets not met yet, or open, as the search names goals: each label's first word."""
+        return {target.label.split(" ")[0] for target in self.targets if not target.met or target.open}
+
+    def all_met(self) -> bool:
+        return bool(self.targets) and all(target.met and not target.open for target in self.targets)
 
 
 @dataclass
-class Usage:
+class Usage(Record):
     """Tokens of one call. `input_tokens` are those billed at the full input rate: cache reads and
     cache writes are counted apart, so the prompt size is the sum of the three."""
 
@@ -109,28 +176,15 @@ class Usage:
     cache_write_tokens: int = 0
     cost_usd: float | None = None  # None: the price of this model is unknown
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Usage:
-        known = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
-        return cls(**known)
-
     def __add__(self, other: Usage) -> Usage:
         # Unknown cost is contagious: a total that silently dropped an unpriced call would lie.
         cost = None if self.cost_usd is None or other.cost_usd is None else self.cost_usd + other.cost_usd
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
-            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
-            cost_usd=cost,
-        )
+        tokens = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+        return Usage(**{name: getattr(self, name) + getattr(other, name) for name in tokens}, cost_usd=cost)
 
 
 @dataclass
-class Reply:
+class Reply(Record):
     """One model turn. With `format_error` set, `tool_calls` holds only the well-formed calls and the
     error text is what the loop should tell the model. `thinking` goes into the assistant Message."""
 
@@ -153,27 +207,14 @@ class Reply:
         )
 
     def to_dict(self) -> dict:
-        return {
-            "text": self.text,
-            "tool_calls": [call.to_dict() for call in self.tool_calls],
-            "usage": self.usage.to_dict(),
-            "format_error": self.format_error,
-            "thinking": self.thinking,
-            **({"reasoning": self.reasoning} if self.reasoning else {}),
-            **({"stop": self.stop} if self.stop else {}),
-        }
+        """Every field; `reasoning` and `stop` only when set."""
+        return {key: value for key, value in asdict(self).items() if value or key not in ("reasoning", "stop")}
 
     @classmethod
     def from_dict(cls, data: dict) -> Reply:
-        return cls(
-            text=data.get("text") or "",
-            tool_calls=[ToolCall.from_dict(call) for call in data.get("tool_calls") or []],
-            usage=Usage.from_dict(data.get("usage") or {}),
-            format_error=data.get("format_error"),
-            thinking=list(data.get("thinking") or []),
-            reasoning=data.get("reasoning") or "",
-            stop=data.get("stop"),
-        )
+        known = {"text": "", **fields_in(cls, data)}
+        calls = [ToolCall.from_dict(call) for call in known.get("tool_calls", [])]
+        return cls(**{**known, "tool_calls": calls, "usage": Usage.from_dict(known.get("usage", {}))})
 
 
 class Model(Protocol):
@@ -211,11 +252,11 @@ def validate_reply(
     calls: list[ToolCall] = []
     problems: list[str] = []
     for raw in raw_calls:
-        problem = _tool_call_problem(raw, known)
-        if problem:
-            problems.append(problem)
+        arguments = _arguments(raw, known)
+        if isinstance(arguments, str):
+            problems.append(arguments)
         else:
-            calls.append(ToolCall(id=raw.id, name=raw.name, arguments=_as_arguments(raw.arguments)))
+            calls.append(ToolCall(id=raw.id, name=raw.name, arguments=arguments))
     if truncated:
         problems = [
             f"your reply was cut off at the output token limit, so none of its {len(raw_calls)} tool call(s) ran. "
@@ -239,13 +280,26 @@ def validate_reply(
     )
 
 
-def _tool_call_problem(raw: RawToolCall, known: list[str]) -> str | None:
+def written_reply(data: dict, tools: list[ToolSpec], id_prefix: str) -> Reply:
+    """A reply as a script or a responder writes one, `{"text", "tool_calls": [{"name", "arguments", "id"?}],
+    "usage"?}`, validated as a provider's is; a call without an id is named `{id_prefix}-{index}`."""
+    calls = [call if isinstance(call, dict) else {"arguments": call} for call in data.get("tool_calls") or []]
+    raw = [
+        RawToolCall(str(call.get("id") or f"{id_prefix}-{index}"), str(call.get("name", "")), call.get("arguments", {}))
+        for index, call in enumerate(calls)
+    ]
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    return validate_reply(str(data.get("text") or ""), raw, tools, Usage.from_dict({"cost_usd": 0.0, **usage}))
+
+
+def _arguments(raw: RawToolCall, known: list[str]) -> dict | str:
+    """The call's arguments as an object, or what is wrong with the call."""
     if raw.name not in known:
         return f"unknown tool `{raw.name}` (call {raw.id}); the tools are: {', '.join(known)}."
     arguments = raw.arguments
     if isinstance(arguments, str):
         if not arguments.strip():
-            return None  # an empty string is how some servers spell "no arguments"
+            return {}  # an empty string is how some servers spell "no arguments"
         try:
             arguments = json.loads(arguments)
         except json.JSONDecodeError as error:
@@ -259,10 +313,4 @@ def _tool_call_problem(raw: RawToolCall, known: list[str]) -> str | None:
             f"the arguments of `{raw.name}` (call {raw.id}) must be a JSON object, got {type(arguments).__name__}: "
             f"{str(arguments)[:200]!r}."
         )
-    return None
-
-
-def _as_arguments(arguments: Any) -> dict:
-    if isinstance(arguments, str):
-        return json.loads(arguments) if arguments.strip() else {}
     return dict(arguments or {})

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from porter.models.base import Message, ModelError, RawToolCall, Reply, ToolSpec, Usage, validate_reply
+from porter.models.base import Message, ModelError, RawToolCall, Reply, ToolSpec, Usage, validate_reply, written_reply
 from porter.models.openai import to_openai_message, to_openai_tool
 from porter.models.replay import messages_since_last_reply
 from porter.terminal import printable
@@ -93,13 +93,7 @@ def parse_reply(data: object, number: int, tools: list[ToolSpec]) -> Reply:
     """A reply file's object as a Reply; what is wrong with it becomes a format error for the responder."""
     if not isinstance(data, dict) or not isinstance(data.get("tool_calls") or [], list):
         return Reply("", [], Usage(cost_usd=0.0), format_error=f"the reply must be {REPLY_SHAPE}, got {data!r:.300}")
-    raw = []
-    for index, call in enumerate(data.get("tool_calls") or []):
-        call = call if isinstance(call, dict) else {"arguments": call}
-        call_id = str(call.get("id") or f"file-{number}-{index}")
-        raw.append(RawToolCall(id=call_id, name=str(call.get("name", "")), arguments=call.get("arguments", {})))
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-    return validate_reply(str(data.get("text") or ""), raw, tools, Usage.from_dict({"cost_usd": 0.0, **usage}))
+    return written_reply(data, tools, f"file-{number}")
 
 
 class HumanModel:

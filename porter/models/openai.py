@@ -16,50 +16,19 @@ import openai
 
 from porter.models.base import Message, RawToolCall, Reply, ToolSpec, Usage, validate_reply
 from porter.models.prices import cost_usd
-from porter.models.retry import DEFAULT_RETRY, RetryPolicy, call_with_retries
-from porter.task import PriceSpec
+from porter.models.retry import SdkModel
 
 
-class OpenAIModel:
+class OpenAIModel(SdkModel):
     def __init__(
-        self,
-        model: str,
-        api_key: str,
-        *,
-        base_url: str | None = None,
-        key_env: str = "OPENAI_API_KEY",
-        temperature: float | None = None,
-        max_output_tokens: int = 4096,
-        price: PriceSpec | None = None,
-        timeout_s: float = 600.0,
-        retry: RetryPolicy = DEFAULT_RETRY,
+        self, model: str, api_key: str, *, base_url: str | None = None, key_env: str = "OPENAI_API_KEY", **options: Any
     ):
-        self.name = f"openai:{model}"
-        self.model = model
-        self.temperature = temperature
-        self.max_output_tokens = max_output_tokens
-        self.price = price
-        self.retry = retry
+        super().__init__(openai, openai.OpenAI, model, api_key, base_url=base_url, key_env=key_env, **options)
         # OpenAI's own models reject `max_tokens`; sglang, vLLM and most providers accept only it reliably.
         self._limit_field = "max_tokens" if base_url else "max_completion_tokens"
-        self._client = openai.OpenAI(
-            api_key=api_key,
-            base_url=base_url,
-            max_retries=0,
-            timeout=timeout_s,
-            http_client=openai.DefaultHttpxClient(follow_redirects=False),  # the SDK's default follows them
-        )
-        self._context = {
-            "provider": "openai",
-            "model": model,
-            "key_env": key_env,
-            "base_url": str(self._client.base_url),
-        }
 
-    def step(self, messages: list[Message], tools: list[ToolSpec]) -> Reply:
-        request = self.request(messages, tools)
-        response = call_with_retries(lambda: self._client.chat.completions.create(**request), self.retry, self._context)
-        return self.reply(response, tools)
+    def _create(self, request: dict[str, Any]) -> Any:
+        return self._client.chat.completions.create(**request)
 
     def request(self, messages: list[Message], tools: list[ToolSpec]) -> dict[str, Any]:
         request: dict[str, Any] = {
@@ -69,8 +38,6 @@ class OpenAIModel:
         }
         if tools:
             request["tools"] = [to_openai_tool(tool) for tool in tools]
-        if self.temperature is not None:
-            request["temperature"] = self.temperature
         return request
 
     def reply(self, response: Any, tools: list[ToolSpec]) -> Reply:

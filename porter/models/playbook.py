@@ -1,8 +1,9 @@
 """The playbook: a rule-based Model for the failure classes with known remedies. No network, no key.
 
 It reads the conversation the loop keeps (every tool result carries its facts and the run's status as a
-field of the message) and answers with the next tool call. Rules are keyed by triage class and use the triage's
-facts (file, header, module names, shapes, flags), never an engine's file names or a scenario's text:
+field of the message, read once per call into base.py's records: `Event`) and answers with the next tool call.
+Rules are keyed by triage class and use the triage's facts (file, header, module names, shapes, flags), never an
+engine's file names or a scenario's text:
 - missing CUDA-only header under ROCm -> guard the include with the ROCm macro and the HIP header;
 - weight-load shape mismatch on a module the quantization config meant to keep unquantized, registered
   under another prefix -> add its exclude entries under the engine's prefix (exact names or `re:`);
@@ -21,11 +22,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field, replace
 from itertools import count
 
 from porter.models import remedies
-from porter.models.base import Message, Model, Reply, ToolCall, ToolSpec, Usage
+from porter.models.base import Finding, Message, Model, Reply, ServeFacts, StatusFacts, ToolCall, ToolSpec, Usage
 from porter.task import Task
 
 TAG = re.compile(r"\[playbook:([a-z_]+):([a-z_]+)\]")
@@ -33,33 +34,41 @@ TAG = re.compile(r"\[playbook:([a-z_]+):([a-z_]+)\]")
 
 @dataclass
 class Event:
-    """One tool call of the conversation with its result."""
+    """One tool call of the conversation with its result; the result's facts are read once, into records."""
 
     name: str
     arguments: dict
     tag: tuple[str, str] | None
     why: str = ""  # the reply text that came with the call (the playbook's reason)
     ok: bool = False
-    facts: dict = field(default_factory=dict)
+    facts: InitVar[dict | None] = None
     text: str = ""
+    serve: ServeFacts = field(init=False)
+    status: StatusFacts | None = field(init=False)  # None: the result carries no status
+    kept: bool = field(init=False)  # accept kept the change
+    interrupted: bool = field(init=False)  # the run was stopped mid-call and resumed
+
+    def __post_init__(self, facts: dict | None) -> None:
+        facts = facts or {}
+        self.serve = ServeFacts.from_dict(facts)
+        self.status = StatusFacts.from_dict(facts["status"]) if facts.get("status") else None
+        self.kept, self.interrupted = bool(facts.get("kept")), bool(facts.get("interrupted"))
 
 
 def parse_history(messages: list[Message]) -> list[Event]:
+    """The tool calls of the conversation in order, each with its result (a call cut by an interruption has none)."""
     events: dict[str, Event] = {}
-    order: list[str] = []
     for message in messages:
         if message.role == "assistant":
             match = TAG.search(message.content or "")
             why = TAG.sub("", message.content or "").strip()
             for call in message.tool_calls:
                 events[call.id] = Event(call.name, call.arguments, match.groups() if match else None, why)
-                order.append(call.id)
         elif message.role == "tool" and message.tool_call_id in events:
-            event = events[message.tool_call_id]
-            event.text = message.content
-            event.facts = dict(message.facts or {})
-            event.ok = bool(event.facts.get("ok", False))
-    return [events[call_id] for call_id in order]
+            facts = dict(message.facts or {})
+            ok, text = bool(facts.get("ok", False)), message.content
+            events[message.tool_call_id] = replace(events[message.tool_call_id], ok=ok, facts=facts, text=text)
+    return list(events.values())
 
 
 @dataclass
@@ -84,26 +93,15 @@ class PlaybookModel:
         if self._handed_over:
             return self.handover.step(messages, tools)
         history = parse_history(messages)
-        action = Playbook(self.task, history).decide()
-        if action.tool == "finish" and self.handover is not None and not _all_met(history):
+        playbook = Playbook(self.task, history)
+        action = playbook.decide()
+        if action.tool == "finish" and self.handover is not None and not playbook.status.all_met():
             self._handed_over = True
             note = Message("user", f"The rule-based playbook stopped: {action.why}. You take over from here.")
             return self.handover.step([*messages, note], tools)
         tag = f"[playbook:{action.tag[0]}:{action.tag[1]}] " if action.tag else ""
         call = ToolCall(f"pb-{len(history) + 1}-{next(self._ids)}", action.tool, action.arguments)
         return Reply(text=f"{tag}{action.why}", tool_calls=[call], usage=Usage(cost_usd=0.0))
-
-
-def _all_met(history: list[Event]) -> bool:
-    targets = _status(history).get("targets") or []
-    return bool(targets) and all(row["met"] and not row.get("open") for row in targets)
-
-
-def _status(history: list[Event]) -> dict:
-    for event in reversed(history):
-        if event.facts.get("status"):
-            return event.facts["status"]
-    return {}
 
 
 class Playbook:
@@ -113,7 +111,8 @@ class Playbook:
         self.task = task
         self.history = history
         self.last = history[-1] if history else None
-        self.status = _status(history)
+        # the run's status as the latest result that carries one reported it
+        self.status = next((event.status for event in reversed(history) if event.status), StatusFacts())
 
     def decide(self) -> Action:
         if self.last is None:
@@ -128,27 +127,27 @@ class Playbook:
     # ------------------------------------------------------------ after each tool
 
     def _after_serve(self) -> Action:
-        return self._measure() if self.last.facts.get("healthy") else self._on_crash(self.last.facts)
+        return self._measure() if self.last.serve.healthy else self._on_crash()
 
     def _after_run_check(self) -> Action:
         if not self.last.ok:
             return self._after_failure()
-        if self.status.get("pending"):
+        if self.status.pending:
             return self._accept("the pending change has been measured; porter decides whether it is kept")
         return self._measure()
 
     def _after_accept(self) -> Action:
-        if self.status.get("pending"):
+        if self.status.pending:
             return Action("serve", {}, "the fix was kept; serve again with the flags still pending")
         # a fix that made the server start leaves the checks never measured to do; a crash fix kept as its own commit
         # while its flags were reverted leaves an accepted configuration with no figures for the next move to beat
-        if self.last.facts.get("kept") or self._accepted_unmeasured():
+        if self.last.kept or self._accepted_unmeasured():
             return self._measure()
         return self._next_candidate()
 
     def _after_revert(self) -> Action:
-        if not any(event.name == "serve" and event.facts.get("healthy") for event in self.history):
-            crash = self._crash_finding().get("category") or "a crash"
+        if not any(event.name == "serve" and event.serve.healthy for event in self.history):
+            crash = self._crash_finding().category or "a crash"
             reason = f"the server never started: the fix tried for {crash} was reverted and no other rule covers it"
             return Action("finish", {"reason": reason}, "a flag search needs a server that starts")
         # a crash fix committed before its flags were reverted: a new configuration
@@ -156,10 +155,9 @@ class Playbook:
 
     def _accepted_unmeasured(self) -> bool:
         """A target with no sample on the accepted configuration (measured only on another, or never)."""
-        measured = set(self.status.get("accepted_checks") or [])
-        if self.status.get("phase") == "bring-up":
+        if self.status.phase == "bring-up":
             return False
-        return any(row["key"] not in measured for row in self.status.get("targets") or [])
+        return any(target.key not in self.status.accepted_checks for target in self.status.targets)
 
     def _serve_or_measure(self) -> Action:
         if self.last.name in ("set_flags", "edit_file", "apply_patch", "tune"):
@@ -167,18 +165,18 @@ class Playbook:
         return self._measure()
 
     def _after_failure(self) -> Action:
-        if self.last.facts.get("interrupted"):  # the run was stopped mid-call and resumed, the server with it
+        if self.last.interrupted:  # the run was stopped mid-call and resumed, the server with it
             return Action("serve", {}, "resumed after an interruption: serve again, then measure")
-        if self.status.get("pending"):
+        if self.status.pending:
             return Action("revert", {}, f"{self.last.name} failed; drop the pending change")
         return Action("finish", {"reason": f"{self.last.name} failed and no rule covers it"}, "nothing left to try")
 
     # ------------------------------------------------------------ crashes
 
-    def _on_crash(self, facts: dict) -> Action:
-        crash = facts.get("crash_class") or "other"
-        finding = (facts.get("findings") or [{}])[0]
-        if self._rule_already_tried(facts.get("signature")):
+    def _on_crash(self) -> Action:
+        crash = self.last.serve.crash_class or "other"
+        finding = self.last.serve.finding
+        if self._rule_already_tried(self.last.serve.signature):
             return self._give_up_crash(crash, "its fix did not remove it")
         rule = CRASH_RULES.get(crash)
         action = rule(self, finding) if rule else None
@@ -190,23 +188,22 @@ class Playbook:
         if not serves or signature is None:
             return False
         since = self.history[self.history.index(serves[-1]) + 1 : -1]
-        return serves[-1].facts.get("signature") == signature and any(e.tag for e in since)
+        return serves[-1].serve.signature == signature and any(e.tag for e in since)
 
     def _give_up_crash(self, crash: str, reason: str) -> Action:
-        if self.status.get("pending"):
+        if self.status.pending:
             return Action("revert", {}, f"{crash}: {reason}; revert the change that led here")
         return Action("finish", {"reason": f"the server fails with {crash} and {reason}"}, "stop")
 
-    def _guard_rule(self, finding: dict) -> Action | None:
-        facts = finding.get("facts") or {}
-        header = facts.get("header")
-        path = remedies.repo_path([repo.path for repo in self.task.repos], facts.get("file"))
+    def _guard_rule(self, finding: Finding) -> Action | None:
+        header = finding.facts.get("header")
+        path = remedies.repo_path([repo.path for repo in self.task.repos], finding.facts.get("file"))
         if not header or header not in remedies.HIP_HEADERS or path is None:
             return None
         return Action("read_file", {"path": path}, f"read {path} to guard <{header}> for ROCm", ("guard", "read"))
 
-    def _exclude_rule(self, finding: dict) -> Action | None:
-        names = remedies.renamed_module(finding.get("facts") or {})
+    def _exclude_rule(self, finding: Finding) -> Action | None:
+        names = remedies.renamed_module(finding.facts)
         if names is None or not re.fullmatch(r"[\w.]+", names[3]):
             return None
         checkpoint_prefix = names[3]
@@ -217,27 +214,25 @@ class Playbook:
         why = f"find the quantization config that names {checkpoint_prefix}.* (the checkpoint's prefix)"
         return Action("bash", {"command": command}, why, ("exclude", "find"))
 
-    def _memory_rule(self, finding: dict) -> Action | None:
+    def _memory_rule(self, finding: Finding) -> Action | None:
         """Out of memory: lower the memory tunable the log names, else the task's static-memory fraction
         (a tunable named like mem-fraction-static or gpu-memory-utilization)."""
-        named = self._step_flag(finding, lower=True)
+        named = self._step_flag(finding.text, lower=True)
         if named:
             return named
         memory_flags = [flag for flag in self.task.serve.tunables if "mem" in flag]
-        return self._step_flag({"flags": memory_flags}, lower=True) if memory_flags else None
+        return self._step_flag(json.dumps({"flags": memory_flags}).lower(), lower=True) if memory_flags else None
 
-    def _switch_flag_rule(self, finding: dict) -> Action | None:
-        return self._step_flag(finding, lower=False)
+    def _switch_flag_rule(self, finding: Finding) -> Action | None:
+        return self._step_flag(finding.text, lower=False)
 
-    def _step_flag(self, finding: dict, lower: bool) -> Action | None:
+    def _step_flag(self, finding_text: str, lower: bool) -> Action | None:
         """Move a tunable the failure names, or one the engine reports having chosen itself ("Attention backend:
         triton" with the flag unset), to another allowed value: the next lower one for memory, else the first
         allowed value that is neither set nor in use."""
-        finding_text = json.dumps(finding).lower()
-        flags = self.status.get("flags") or {}
         for flag, values in self.task.serve.tunables.items():
-            current = flags.get(flag)
-            mentions = (self.last.facts.get("flag_mentions") or {}).get(flag, [])
+            current = self.status.flags.get(flag)
+            mentions = self.last.serve.flag_mentions.get(flag, [])
             # what the engine chose itself, not us
             in_use = [v for v in remedies.values_in_use(values, mentions) if v != current]
             if flag not in finding_text and flag.replace("-", "_") not in finding_text and not in_use:
@@ -260,14 +255,13 @@ class Playbook:
             return self._exclude_edit()
         return Action("serve", {}, "apply the change: restart the server")
 
-    def _crash_finding(self) -> dict:
-        for event in reversed(self.history):
-            if event.name == "serve" and not event.facts.get("healthy"):
-                return (event.facts.get("findings") or [{}])[0]
-        return {}
+    def _crash_finding(self) -> Finding:
+        """The primary finding of the latest launch that crashed."""
+        crashed = [event for event in self.history if event.name == "serve" and not event.serve.healthy]
+        return crashed[-1].serve.finding if crashed else Finding()
 
     def _guard_edit(self) -> Action:
-        facts = self._crash_finding().get("facts") or {}
+        facts = self._crash_finding().facts
         header, macro = facts["header"], facts.get("macro") or "USE_ROCM"
         edit = remedies.guarded_include(remedies.file_lines(self.last.text), header, macro)
         if edit is None:
@@ -284,7 +278,7 @@ class Playbook:
 
     def _exclude_edit(self) -> Action:
         engine_name, checkpoint_name, engine_prefix, checkpoint_prefix = remedies.renamed_module(
-            self._crash_finding().get("facts") or {}
+            self._crash_finding().facts
         )
         lines = remedies.file_lines(self.last.text)
         edit = remedies.exclude_alias_edit(lines, checkpoint_prefix, engine_prefix, checkpoint_name)
@@ -302,11 +296,11 @@ class Playbook:
 
     def _measure(self) -> Action:
         """Measure what the current state still lacks; with nothing to measure, pick the next candidate."""
-        if self.status.get("server") != "healthy":
+        if self.status.server != "healthy":
             return Action("serve", {}, "the server is not running; start it")
-        measured = set(self.status.get("accepted_checks") or [])
-        if self.status.get("pending"):
-            if self.status.get("phase") == "bring-up":  # the accepted configuration never served: starting is the gain
+        measured = self.status.accepted_checks
+        if self.status.pending:
+            if self.status.phase == "bring-up":  # the accepted configuration never served: starting is the gain
                 return self._accept("the server starts now; porter checks quality and decides")
             kind = self._candidate_goal()
             return Action("run_check", {"kind": kind}, f"measure the pending change ({kind})")
@@ -322,7 +316,7 @@ class Playbook:
         return self._next_candidate()
 
     def _next_candidate(self) -> Action:
-        unmet = {r["target"].split(" ")[0] for r in self.status.get("targets") or [] if not r["met"] or r.get("open")}
+        unmet = self.status.unmet()
         moves = self._fresh_moves(unmet)
         splits = remedies.topologies(self.task.serve.tunables, self.task.hardware.count, self.task.engine)
         tune = self._tune_candidate()
@@ -346,7 +340,7 @@ class Playbook:
         """(goal, flags) moves not judged for that goal yet (fp8 KV may not move a prefill-bound knee and still speed
         up decode), held by neither the baseline nor the served flags; nothing is pending when a move is picked."""
         tried_for = [(e.tag[1], e.arguments.get("flags")) for e in self.history if e.name == "set_flags" and e.tag]
-        held = (self.task.serve.flags, self.status.get("flags") or {})
+        held = (self.task.serve.flags, self.status.flags)
         return [
             (goal, move)
             for goal, move in remedies.flag_candidates(self.task, unmet)
@@ -360,7 +354,7 @@ class Playbook:
             if event.name == "set_flags" and event.tag and event.tag[0] == "search":
                 candidate = event.arguments.get("flags")
             elif event.name in ("accept", "revert") and candidate is not None:
-                if event.name == "revert" or not event.facts.get("kept"):
+                if event.name == "revert" or not event.kept:
                     reverted.append(candidate)
                 candidate = None
         return reverted
@@ -368,9 +362,9 @@ class Playbook:
     def _tune_candidate(self) -> Action | None:
         """A slow-fallback warning in the last healthy start, and a tuning command not yet run for its shape (a
         command reverted at one configuration runs again when a later one reports another shape: TP4's width)."""
-        serve = next((e for e in reversed(self.history) if e.name == "serve" and e.facts.get("healthy")), None)
+        serve = next((e for e in reversed(self.history) if e.name == "serve" and e.serve.healthy), None)
         tried = self._tuned_shapes()
-        for shape in remedies.untuned_shapes(serve.facts if serve else {}):
+        for shape in serve.serve.untuned_shapes() if serve else []:
             done = {name for name, signature in tried if signature == remedies.shape_signature(shape)}
             spec = remedies.tuning_command_for(self.task, [str(v) for v in shape.values()], exclude=done)
             if spec:
@@ -383,10 +377,10 @@ class Playbook:
         """(tuning command, shape) pairs already run: each tune answered the shapes its last healthy start showed."""
         tried, serve = set(), None
         for event in self.history:
-            if event.name == "serve" and event.facts.get("healthy"):
+            if event.name == "serve" and event.serve.healthy:
                 serve = event
             elif event.name == "tune":
-                shapes = remedies.untuned_shapes(serve.facts if serve else {})
+                shapes = serve.serve.untuned_shapes() if serve else []
                 tried |= {(event.arguments.get("name"), remedies.shape_signature(shape)) for shape in shapes}
         return tried
 

@@ -182,12 +182,6 @@ def next_flag_value(values: list[FlagValue], current: FlagValue, in_use: list[Fl
     return options[0] if options else None
 
 
-def untuned_shapes(serve_facts: dict) -> list[dict]:
-    """The shapes a healthy start's slow-fallback findings name."""
-    findings = serve_facts.get("findings") or []
-    return [(f.get("facts") or {}).get("shape") or {} for f in findings if f.get("category") == "slow_fallback_perf"]
-
-
 def shape_signature(shape: dict) -> tuple:
     """A shape without its size field (aiter's `token`: each forward's M), which every warning line varies."""
     return tuple(sorted((key, str(value)) for key, value in shape.items() if key != "token"))

@@ -29,10 +29,11 @@ import hashlib
 import json
 import re
 from pathlib import Path
+from typing import NamedTuple
 
 from porter.errors import RunDirError
 from porter.ledger.transcript import iter_records
-from porter.models.base import Message, ModelError, Reply, ToolSpec
+from porter.models.base import Message, ModelError, Reply, StatusFacts, ToolSpec
 
 NORMALISATIONS: list[tuple[re.Pattern, str]] = [
     (re.compile(r"(?:/private)?/(?:tmp|var/folders|var/tmp)/[^\s'\":,)\]}]*"), "<tmp>"),
@@ -120,12 +121,9 @@ def behaviour(message: Message) -> str:
 def _status_view(status: dict) -> dict:
     """What the run's status says that is behaviour: a change pending, the flags it changes, the server, each
     target met or not."""
-    return {
-        "pending": status.get("pending"),
-        "flags_changed": status.get("flags_changed"),
-        "server": status.get("server"),
-        "met": [row.get("met") for row in status.get("targets", [])],
-    }
+    facts = StatusFacts.from_dict(status)
+    met = [target.met for target in facts.targets]
+    return {"pending": facts.pending, "flags_changed": facts.flags_changed, "server": facts.server, "met": met}
 
 
 def observation_digest(messages: list[Message]) -> str:
@@ -158,6 +156,15 @@ class ReplayDivergence(ModelError):
         )
 
 
+class RecordedStep(NamedTuple):
+    """One recorded model call: its step, the digest and excerpt of what it had observed, and the reply it gave."""
+
+    step: int
+    digest: str
+    excerpt: str
+    reply: Reply
+
+
 class ReplayModel:
     """Answers with a transcript's recorded replies, checking each observation against the recording."""
 
@@ -176,18 +183,16 @@ class ReplayModel:
             raise ReplayDivergence(self.position + 1, "<none>", actual_digest, ended, actual_excerpt)
         recorded = self.steps[self.position]
         self.position += 1
-        if recorded["digest"] != actual_digest:
-            raise ReplayDivergence(
-                recorded["step"], recorded["digest"], actual_digest, recorded["excerpt"], actual_excerpt
-            )
-        return recorded["reply"]
+        if recorded.digest != actual_digest:
+            raise ReplayDivergence(recorded.step, recorded.digest, actual_digest, recorded.excerpt, actual_excerpt)
+        return recorded.reply
 
 
-def load_recorded_steps(path: Path) -> list[dict]:
-    """[{step, digest, excerpt, reply}] in order, from model_request / model_reply records. A recording is data
-    from whoever wrote it: a record of another shape is a ModelError naming it, raised before anything runs."""
-    steps: list[dict] = []
-    pending: dict | None = None
+def load_recorded_steps(path: Path) -> list[RecordedStep]:
+    """The recorded steps in order, from model_request / model_reply records. A recording is data from whoever
+    wrote it: a record of another shape is a ModelError naming it, raised before anything runs."""
+    steps: list[RecordedStep] = []
+    pending: tuple | None = None  # (step, digest, excerpt) of a request awaiting its reply
     since_reply: list[dict] = []
     number = 0
     try:
@@ -195,13 +200,9 @@ def load_recorded_steps(path: Path) -> list[dict]:
             kind = record.get("kind")
             if kind == "model_request":
                 excerpt = record.get("excerpt") or _excerpt_of_records(since_reply)
-                pending = {
-                    "step": record.get("step", len(steps) + 1),
-                    "digest": str(record["digest"]),
-                    "excerpt": excerpt,
-                }
+                pending = (record.get("step", len(steps) + 1), str(record["digest"]), excerpt)
             elif kind == "model_reply" and pending is not None:
-                steps.append({**pending, "reply": _reply(record["reply"])})
+                steps.append(RecordedStep(*pending, _reply(record["reply"])))
                 pending, since_reply = None, []
             elif kind in ("tool_result", "note"):
                 since_reply.append(record)

@@ -3,9 +3,9 @@
 Covers which errors of the `anthropic` and `openai` SDKs are worth retrying (rate limits, 5xx,
 connection errors, timeouts) and which are not (bad request, auth, permissions, not found, spend
 limits, context too long), what to tell the user about each, the backoff (Retry-After honoured,
-capped) and the ModelError raised when a call cannot succeed. Does not cover building the
-requests: the adapters pass in a zero-argument callable. The SDK clients are created with
-`max_retries=0` so this is the only retry layer.
+capped) and the ModelError raised when a call cannot succeed, and `SdkModel`, what both adapters share: their
+options, the SDK client, created with `max_retries=0` so this is the only retry layer, and the step that sends a
+request through it. Does not cover building the requests or reading the replies (anthropic.py, openai.py).
 
 An error is classified by what it is, not by what it is called: its class hierarchy gives its kind
 (connection, timeout, response validation, HTTP status) and a status error is decided by its HTTP
@@ -21,12 +21,13 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
-from porter.models.base import ModelError
+from porter.models.base import Message, ModelError, Reply, ToolSpec
 from porter.redaction import redact
+from porter.task import PriceSpec
 
 log = logging.getLogger("porter.models")
 T = TypeVar("T")
@@ -49,7 +50,6 @@ def _stop(advice: str) -> ErrorPolicy:
 _AUTH = "the API key in {key_env} was rejected: check the variable holds a valid key for {base_url}"
 _BILLING = "the account cannot pay for more requests: add credit or raise its spend limit in the provider console"
 _TOO_LARGE = "the request is too large for the provider: the conversation outgrew its limit; start a new run"
-_ORG = "the provider refused the request for an account or organisation setting; the message names it"
 _TRANSIENT = "the provider had a transient failure"
 _BAD_REQUEST = (
     "the provider rejected the request; the message names the field. If it says the prompt is too long, "
@@ -221,3 +221,46 @@ def _describe(error: BaseException | None) -> str:
     status = getattr(error, "status_code", None)
     detail = " ".join(str(error).split())[:400]
     return f"{type(error).__name__}{f' (HTTP {status})' if status else ''}: {detail}"
+
+
+class SdkModel:
+    """The Model protocol over a provider's SDK: a subclass builds the request (`request(messages, tools)`), sends
+    it with the SDK's call (`_create(request)`) and reads the response (`reply(response, tools)`)."""
+
+    def __init__(
+        self,
+        sdk: Any,  # the `anthropic` or `openai` module
+        client_class: type,
+        model: str,
+        api_key: str,
+        *,
+        base_url: str | None = None,
+        key_env: str,
+        temperature: float | None = None,
+        max_output_tokens: int = 4096,
+        price: PriceSpec | None = None,
+        timeout_s: float = 600.0,
+        retry: RetryPolicy = DEFAULT_RETRY,
+    ):
+        provider = sdk.__name__
+        self.name = f"{provider}:{model}"
+        self.model = model
+        self.temperature = temperature
+        self.max_output_tokens = max_output_tokens
+        self.price = price
+        self.retry = retry
+        self._client = client_class(
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=0,
+            timeout=timeout_s,
+            http_client=sdk.DefaultHttpxClient(follow_redirects=False),  # the SDK's default follows them
+        )
+        self._context = dict(provider=provider, model=model, key_env=key_env, base_url=str(self._client.base_url))
+
+    def step(self, messages: list[Message], tools: list[ToolSpec]) -> Reply:
+        request = self.request(messages, tools)
+        if self.temperature is not None:  # sent only when the task sets it: recent models reject any but their default
+            request["temperature"] = self.temperature
+        response = call_with_retries(lambda: self._create(request), self.retry, self._context)
+        return self.reply(response, tools)

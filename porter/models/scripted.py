@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from porter.models.base import Message, ModelError, RawToolCall, Reply, ToolCall, ToolSpec, Usage, validate_reply
+from porter.models.base import Message, ModelError, Reply, ToolCall, ToolSpec, Usage, written_reply
 
 FAULTS = ("raise", "malformed", "empty")
 ITEM_KEYS = {"text", "tool_calls", "usage", "sleep_s", "fault", "message"}
@@ -47,18 +47,13 @@ class ScriptedModel:
         fault = item.get("fault")
         if fault == "raise":
             raise ModelError(item.get("message") or f"scripted fault at step {self.position}")
-        usage = Usage.from_dict({"cost_usd": 0.0, **(item.get("usage") or {})})
         if fault == "empty":
-            return validate_reply("", [], tools, usage)
-        raw_calls = [self._raw_call(index, call) for index, call in enumerate(item.get("tool_calls") or [])]
-        if fault == "malformed":
+            item = {"usage": item.get("usage")}
+        elif fault == "malformed":
             name = tools[0].name if tools else "bash"
-            raw_calls = [RawToolCall(id=f"scripted-{self.position}-bad", name=name, arguments='{"command": "ls",')]
-        return validate_reply(item.get("text") or "", raw_calls, tools, usage)
-
-    def _raw_call(self, index: int, call: dict) -> RawToolCall:
-        call_id = call.get("id") or f"scripted-{self.position}-{index}"
-        return RawToolCall(id=call_id, name=call.get("name", ""), arguments=call.get("arguments", {}))
+            bad = {"id": f"scripted-{self.position}-bad", "name": name, "arguments": '{"command": "ls",'}
+            item = {**item, "tool_calls": [bad]}
+        return written_reply(item, tools, f"scripted-{self.position}")
 
 
 def load_script(path: str | Path) -> list[dict]:
