@@ -1,14 +1,10 @@
 """What an engine is to porter: the declaration each engine module (engines/sglang.py, engines/vllm.py) fills in.
 
-An `Engine` names, in that engine's own spelling: how it is launched and on which port by default, the flags that mean
-tensor, data, pipeline and expert parallelism (and sglang's DP attention), speculative decoding (separate flags, or
-one JSON flag), the KV cache dtype, the static-memory share, the attention backend and the served model name; the
-lines its start-up prints stage by stage; its one-batch benchmark; how its launch command is recognised; the upstream
-project's PR conventions and its serving benchmark client, for the PR drafts; the release its names were read in, and
-how later releases respell them (`Respelling`, applied by `spelled_for` to the release installed where it is launched:
-engines/serve.py). Flag rules, the accept rules' move groups, the playbook's searches, serve's identity check,
-preflight, the report, the PR drafts, the prompt and `porter init` ask it instead of naming a flag themselves. A task
-names its engine (`serve.engine`); adding one is a module of its own and one entry in engines/known.py.
+An `Engine` names, in that engine's own spelling and as the release `version` spells them, what the fields below say;
+later releases' spellings are its `respellings`, applied by `spelled_for` for the release a launch finds installed
+(engines/serve.py). Flag rules, the accept rules' move groups, the playbook's searches, serve, preflight, the report,
+the PR drafts, the prompt and `porter init` ask it instead of naming a flag themselves. A task names its engine
+(`serve.engine`); adding one is a module of its own and one entry in engines/known.py.
 """
 
 from __future__ import annotations

@@ -1,13 +1,12 @@
 """Asking the engine's own argument parser, inside the sandbox, whether flag sets would be accepted.
 
 Covers turning the task's serve command (with each flag set, spelled for the engine release installed in the sandbox:
-engines/serve.py) into the argv the engine's launcher gets,
-running args_probe.py in place of that launcher (`python3 -m MODULE` or a console script such as `vllm`),
-and reading back one verdict per flag set (None: accepted; else the parser's own error line) and which flag
-names are an option's full spelling. `porter preflight` asks it about the baseline and every tunable value;
-`set_flags` about a flag or value the task did not declare, before any launch. Environment variables of the
-serve process ($NAME in the flags) are not the parser's: they are left out of the argv. Does not launch the
-server and does not decide what to do with a refusal.
+engines/serve.py) into the argv the engine's launcher gets, running args_probe.py in place of that launcher (`python3
+-m MODULE` or a console script such as `vllm`), and reading back one verdict per flag set (None: accepted; else the
+parser's own error line) and which flag names are an option's full spelling. `porter preflight` asks it about the
+baseline and every tunable value; `set_flags` about a flag or value the task did not declare, before any launch.
+Environment variables of the serve process ($NAME in the flags) are not the parser's: they are left out of the argv.
+Does not launch the server and does not decide what to do with a refusal.
 """
 
 from __future__ import annotations

@@ -1,13 +1,12 @@
 """Launch the task's serve command in the sandbox and wait until it is healthy, dead or too slow.
 
-Covers rendering the command from the task's template and the current flags, spelled as the engine release installed
-in the sandbox spells them (read from the package's metadata at each launch; the declaration's `respellings`),
-refusing to launch onto a port something already listens on, spawning it with its log streamed to `logs/` (its process
-record handed to the caller at once, so a kill of porter never loses track of it), polling health from the host, the
-health identity (the spawned process is alive and the server answering is the one it runs, by served model id),
-killing a server an earlier porter left behind, and turning every way a start can end (healthy, exited, hung) into one
-`Launch` result with the triage of its log. Does not decide what to do about a crash (the agent does) and does not
-measure anything but start-up time.
+Covers rendering the command from the task's template and the current flags, spelled for the engine release installed
+in the sandbox (read from its package's metadata at each launch), refusing to launch onto a port something already
+listens on, spawning it with its log streamed to `logs/` (its process record handed to the caller at once, so a kill
+of porter never loses track of it), polling health from the host, the health identity (the spawned process is alive
+and the server answering is the one it runs, by served model id), killing a server an earlier porter left behind, and
+turning every way a start can end (healthy, exited, hung) into one `Launch` result with the triage of its log. Does
+not decide what to do about a crash (the agent does) and does not measure anything but start-up time.
 """
 
 from __future__ import annotations

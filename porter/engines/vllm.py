@@ -7,7 +7,8 @@ CacheDType), `--gpu-memory-utilization`, `--attention-backend`, `--served-model-
 JSON flag `--speculative-config '{"method": "mtp", "num_speculative_tokens": N}'`; port 8000. Start-up
 lines: default_loader.py "Loading weights took", gpu_model_runner.py "Model loading took", "Graph capturing
 finished", v1/engine/core.py "init engine (profile, create kv cache, warmup model) took", api_server.py
-"Starting vLLM server", uvicorn's "Application startup complete.".
+"Starting vLLM server", uvicorn's "Application startup complete.". vLLM 0.34.0's engine/arg_utils.py spells
+every flag above alike (no respellings).
 What `porter init` plans with: without `--enable-expert-parallel` the MoE layers shard over tp x dp ranks
 (model_executor/layers/fused_moe/config.py, FusedMoEParallelConfig.make: flatten_tp_across_dp_and_pcp), with it each
 of those ranks holds whole experts; `--max-num-batched-tokens` bounds one step; `--gpu-memory-utilization` defaults to

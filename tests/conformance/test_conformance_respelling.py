@@ -13,17 +13,14 @@ from __future__ import annotations
 
 import ast
 import json
-import shlex
 
 import pytest
 import upstream_runtime
 import upstream_wheels
-from test_conformance_recipe import GLM52_SHAPE, TASK
+from test_conformance_recipe import GLM52_SHAPE, porter_argv
 
 from porter.engines.engine import FlagRefused
 from porter.engines.known import ENGINES
-from porter.engines.serve import render_command
-from porter.task import load_task
 
 ENGINE = ENGINES["sglang"]
 GROUPS = 8
@@ -35,20 +32,12 @@ def version_under_test() -> str:
     return upstream_wheels.pinned()["sglang"][0]
 
 
-def rendered_argv(flags: dict, model: str) -> list[str]:
-    """The task's serve command with these flags as porter launches it on the release under test, after the launcher."""
-    task = load_task(TASK, environ={})
-    words = shlex.split(render_command(task, {**task.serve.flags, **flags}, version_under_test()))
-    words = words[words.index("sglang.launch_server") + 1 :]
-    return [model if word == task.model.container_path else word for word in words]
-
-
 @pytest.fixture(scope="module")
 def dp_attention(wheels, tmp_path_factory) -> tuple[list[str], dict, dict]:
     """(porter's argv with DP attention, the fields sglang resolves from it, the parser's options)."""
     scratch = tmp_path_factory.mktemp("respelling")
     (scratch / "config.json").write_text(json.dumps(GLM52_SHAPE))
-    argv = rendered_argv(DP_ATTENTION, str(scratch))
+    argv = porter_argv(DP_ATTENTION, str(scratch))  # rendered for the release under test
     [resolved] = upstream_runtime.resolve_sglang(wheels, [argv], FIELDS, scratch)
     options = upstream_runtime.sglang_options(wheels, [], scratch)["options"]
     return argv, resolved, options
