@@ -1,12 +1,10 @@
 """Asking the engine's own argument parser, inside the sandbox, whether flag sets would be accepted.
 
-Covers turning the task's serve command (with each flag set, spelled for the engine release installed in the sandbox:
-engines/serve.py) into the argv the engine's launcher gets, running args_probe.py in place of that launcher (`python3
--m MODULE` or a console script such as `vllm`), and reading back one verdict per flag set (None: accepted; else the
-parser's own error line) and which flag names are an option's full spelling. `porter preflight` asks it about the
-baseline and every tunable value; `set_flags` about a flag or value the task did not declare, before any launch.
-Environment variables of the serve process ($NAME in the flags) are not the parser's: they are left out of the argv.
-Does not launch the server and does not decide what to do with a refusal.
+Covers turning the task's serve command with each flag set, spelled for the engine release installed in the sandbox
+(a flag it lacks is refused here), into the argv args_probe.py parses in place of the launcher, and reading back one
+verdict per set (None: accepted; else the parser's error line) and which names are an option's full spelling, for
+`porter preflight` (the baseline, every tunable value) and `set_flags` (an undeclared flag or value). $NAME entries
+are the serve process's environment, not the parser's. Does not launch the server nor decide about a refusal.
 """
 
 from __future__ import annotations

@@ -122,10 +122,7 @@ ENGINE = Engine(
         ("MoE backend", r"\bMoE runner backend\b|\bmoe_runner_backend[=`']"),
     ),
     respellings=(Respelling("0.5.23", "enable-dp-attention", "attn-dp-size", value_of=DATA_PARALLEL),),
-    dp_attention_architectures=(
-        "DeepseekV2ForCausalLM",
-        "DeepseekV3ForCausalLM",
-        "Qwen2MoeForCausalLM",
-        "Qwen3MoeForCausalLM",
+    dp_attention_architectures=tuple(
+        "DeepseekV2ForCausalLM DeepseekV3ForCausalLM Qwen2MoeForCausalLM Qwen3MoeForCausalLM".split()
     ),
 )

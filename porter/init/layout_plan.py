@@ -260,14 +260,12 @@ def _dp_attention(result: Plan, facts: CheckpointFacts, engine: Engine) -> None:
     else:
         result.flags[switch], result.tunables[switch] = None, [None, True]
         result.tunables[size] = list(dict.fromkeys([*result.tunables[size], tp]))
-        later = {
-            change.since: engine.spelled_for(change.since, {switch: True, size: tp}) for change in engine.respellings
-        }
-        result.comments[switch] = f"{engine.name} {engine.version}'s help names {facts.architecture}; with it --{size} "
-        result.comments[switch] += f"{tp} splits TP{tp}'s attention, the FFN stays TP" + "".join(
-            f"; {since} on: {engine.describe_flags(flags)} (serve spells it for the image)"
-            for since, flags in later.items()
+        later = "".join(
+            f"; {change.since} on: {engine.describe_flags(engine.spelled_for(change.since, {switch: True, size: tp}))}"
+            for change in engine.respellings
         )
+        result.comments[switch] = f"{engine.name} {engine.version}'s help names {facts.architecture}; with it --{size} "
+        result.comments[switch] += f"{tp} splits TP{tp}'s attention, the FFN stays TP{later} (serve spells the image's)"
 
 
 def _why_not(layout: Layout, facts: CheckpointFacts, result: Plan) -> str:
