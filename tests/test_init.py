@@ -17,6 +17,7 @@ import yaml
 from click.testing import CliRunner
 
 from porter.commands.cli import main
+from porter.engines import flag_rules
 from porter.engines.known import ENGINES
 from porter.init import layout_plan
 from porter.init.hardware import GIB, parse_hardware
@@ -221,3 +222,34 @@ def test_the_twin_tasks_are_what_init_writes_on_the_twins_checkpoint(tmp_path, e
         return data
 
     assert resolved(out) == resolved(committed)
+
+
+# file -> what init does with sglang's DP attention: offered (an architecture sglang 0.5.20's --enable-dp-attention
+# help names: "DeepSeek-V2 and Qwen 2/3 MoE models"), off with the recipe's reason (DSA hangs on ROCm: InferenceX
+# glm5.2_fp4_mi355x_sglang_mtp.sh at a3b8982c), off for want of a one-replica layout, or undecided (not named).
+DP_ATTENTION = {
+    "deepseek__DeepSeek-V3.json": "offered",
+    "deepseek__DeepSeek-V3.2.json": "hangs on ROCm",
+    "glm__GLM-5.2-FP8.json": "hangs on ROCm",
+    "qwen3_moe__Qwen3-235B-A22B-FP8.json": "no one-replica layout fits",
+    "kimi__Kimi-K2.5.json": "DP attention: sglang 0.5.20's help names",
+}
+
+
+@needs_shared
+@pytest.mark.parametrize("name", sorted(DP_ATTENTION))
+def test_dp_attention_is_offered_only_where_upstream_runs_it(tmp_path, name):
+    task, report = run_init(tmp_path, name, "sglang")
+    flags, tunables = task["serve"]["flags"], task["serve"]["tunables"]
+    switch = ENGINES["sglang"].dp_attention
+    if DP_ATTENTION[name] != "offered":
+        assert switch not in tunables and DP_ATTENTION[name] in report
+        undecided = report.split("Could not decide:")[1]
+        assert (DP_ATTENTION[name] in undecided) == DP_ATTENTION[name].startswith("DP attention")
+        return
+    assert tunables[switch] == [None, True] and flags[switch] is None and 8 in tunables["dp-size"]
+    with_it = {"tp-size": 8, "dp-size": 8, switch: True}
+    assert flag_rules.problem(load_task(tmp_path / "sglang.yaml", environ={}), with_it) is None
+    assert "0.5.23 on: --attn-dp-size 8" in (tmp_path / "sglang.yaml").read_text()
+    (tmp_path / "vllm").mkdir()
+    assert switch not in run_init(tmp_path / "vllm", name, "vllm")[0]["serve"]["tunables"]

@@ -1,13 +1,10 @@
 """What an engine is to porter: the declaration each engine module (engines/sglang.py, engines/vllm.py) fills in.
 
-An `Engine` names, in that engine's own spelling: how it is launched and on which port by default, the
-flags that mean tensor, data, pipeline and expert parallelism (and sglang's DP attention), speculative
-decoding (separate flags, or one JSON flag), the KV cache dtype, the static-memory share, the attention
-backend and the served model name; the lines its start-up prints stage by stage; its one-batch
-benchmark; how its launch command is recognised; the upstream project's PR conventions and its serving benchmark
-client, for the PR drafts. Flag rules, the accept rules' move groups, the playbook's searches, serve's identity check,
-preflight, the report, the PR drafts, the prompt and `porter init` ask it instead of naming a flag themselves. A task
-names its engine (`serve.engine`); adding one is a module of its own and one entry in engines/known.py.
+An `Engine` names, in that engine's own spelling and as the release `version` spells them, what the fields below say;
+later releases' spellings are its `respellings`, applied by `spelled_for` for the release a launch finds installed
+(engines/serve.py). Flag rules, the accept rules' move groups, the playbook's searches, serve, preflight, the report,
+the PR drafts, the prompt and `porter init` ask it instead of naming a flag themselves. A task names its engine
+(`serve.engine`); adding one is a module of its own and one entry in engines/known.py.
 """
 
 from __future__ import annotations
@@ -50,6 +47,27 @@ class BenchLoad:
 
 
 @dataclass(frozen=True)
+class Respelling:
+    """From release `since` on, `old` is written `new` with its value (or the size `value_of`, one flag's spellings,
+    when `old` switches that size); before `since`, `new` is refused."""
+
+    since: str
+    old: str
+    new: str
+    value_of: tuple[str, ...] = ()
+
+
+class FlagRefused(ValueError):
+    """A flag the engine release in the image does not have: one line naming the spelling it has."""
+
+
+def release(version: str) -> tuple[int, ...]:
+    """A release as numbers ("0.5.23" -> (0, 5, 23)): what the respellings compare; a suffix (rc1, +rocm) drops."""
+    match = re.match(r"\d+(?:\.\d+)*", version.strip())
+    return tuple(int(part) for part in match[0].split(".")) if match else ()
+
+
+@dataclass(frozen=True)
 class Engine:
     name: str
     launch: str  # the serve command template: {model_path}, {host}, {port}, {flags}
@@ -60,10 +78,7 @@ class Engine:
     pipeline_parallel: tuple[str, ...]
     expert_parallel: tuple[str, ...]  # a size (sglang --ep-size) or a switch (vLLM --enable-expert-parallel)
     dp_attention: str | None  # sglang's --enable-dp-attention: DP groups split the TP ranks instead of multiplying
-    kv_cache_dtype: str
     memory_fraction: str  # the share of device memory the engine takes statically
-    attention_backend: str
-    served_name: str
     model_flags: tuple[str, ...]  # the flag naming the checkpoint; empty: a positional word after the launcher
     speculative_flags: tuple[str, ...]  # every flag that configures speculative decoding
     draft_flags: Callable[[Draft], dict[str, FlagValue]]  # a Draft in this engine's flags
@@ -75,18 +90,45 @@ class Engine:
     moe_over_data_parallel: bool  # without expert parallelism, MoE layers shard over tp x dp ranks, not tp
     memory_share: float  # the static-memory share init writes for memory_fraction, and why (in the module)
     max_batched_tokens: str  # the flag bounding the tokens of one forward step (the largest MoE batch)
-    remote_code: str  # the flag that lets the engine run the checkpoint's own code (auto_map)
     mtp_method: str  # the draft method that runs a checkpoint's own MTP layers
-    kv_cache_fp8: str  # the kv_cache_dtype value of an fp8 e4m3 cache
     rocm_environment: tuple[tuple[str, str], ...]  # (variable, value) the engine's ROCm image serves with
     pr_style: PrStyle  # what a PR to the engine's project reads like
     bench_client: Callable[[int, str, BenchLoad], list[str]]  # port, model path, load -> its client's command, notes
     kernel_lines: tuple[tuple[str, str], ...] = ()  # (choice, regex): the lines where it logs a kernel choice
+    version: str = ""  # the release the names above were read in (the real task's image)
+    respellings: tuple[Respelling, ...] = ()  # later releases' spellings of the flags above, oldest first
+    dp_attention_architectures: tuple[str, ...] = ()  # the architectures upstream names as running DP attention
+    # Spelled alike by both engines (sglang fields/model.py, memory.py, serving.py; vLLM engine/arg_utils.py):
+    kv_cache_dtype: str = "kv-cache-dtype"
+    kv_cache_fp8: str = "fp8_e4m3"  # the kv_cache_dtype value of an fp8 e4m3 cache
+    attention_backend: str = "attention-backend"
+    served_name: str = "served-model-name"
+    remote_code: str = "trust-remote-code"  # the flag that lets the engine run the checkpoint's own code (auto_map)
 
     def topology_flags(self) -> set[str]:
         return {*self.tensor_parallel, *self.data_parallel, *self.pipeline_parallel, *self.expert_parallel} | (
             {self.dp_attention} if self.dp_attention else set()
         )
+
+    def spelled_for(self, version: str | None, flags: dict[str, FlagValue]) -> dict[str, FlagValue]:
+        """The flags as release `version` spells them (None: unknown, as declared); FlagRefused: one it lacks."""
+        spelled = dict(flags)
+        for change in self.respellings if version else ():
+            value, new = spelled.get(change.old), spelled.get(change.new)
+            if release(version) < release(change.since):
+                if new not in (None, False):
+                    size = f" --{change.value_of[0]} N" if change.value_of else ""
+                    raise FlagRefused(
+                        f"{self.name} {version} has no --{change.new} ({change.since} on): --{change.old}{size}"
+                    )
+                continue
+            spelled.pop(change.old, None)
+            if value not in (None, False) and new in (None, False):  # as upstream's hook: a value of `new` stands
+                sizes = [spelled.pop(name) for name in change.value_of if name in spelled]
+                spelled[change.new] = (
+                    next((size for size in sizes if size is not None), 1) if change.value_of else value
+                )
+        return spelled
 
     def group_of(self, flag: str) -> str:
         """The move a flag belongs to: topology, speculative, or the flag itself."""

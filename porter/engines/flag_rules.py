@@ -11,49 +11,43 @@ engine-specific limits beyond this (heads divisible by tp and the like): the cra
 
 from __future__ import annotations
 
-from porter.engines.engine import Engine
 from porter.task import FlagValue, Task
 
-
-def _size(flags: dict[str, FlagValue], names: tuple[str, ...]) -> tuple[str | None, int]:
-    for name in names:
-        if name in flags:
-            value = flags[name]
-            return name, value if isinstance(value, int) and not isinstance(value, bool) else 1
-    return None, 1
+RULE = "tensor x data x pipeline parallel size must equal {count} (the GPUs of a node); null counts as 1"
+DP_RULE = "with {switch}: tensor x pipeline parallel size must equal {count} and dp must divide tp"
 
 
-def _sizes(engine: Engine) -> tuple[tuple[str, ...], ...]:
-    return engine.tensor_parallel, engine.data_parallel, engine.pipeline_parallel
+def _sizes(task: Task, flags: dict[str, FlagValue]) -> list[tuple[str | None, int]]:
+    """(the spelling set, its size) of tensor, data and pipeline parallelism."""
+    engine, found = task.engine, []
+    for names in (engine.tensor_parallel, engine.data_parallel, engine.pipeline_parallel):
+        name = next((name for name in names if name in flags), None)
+        value = flags.get(name) if name else None
+        found.append((name, value if isinstance(value, int) and not isinstance(value, bool) else 1))
+    return found
 
 
 def applies(task: Task) -> bool:
     """True when the task lets the agent change a parallel size."""
-    return any(name in task.serve.tunables for names in _sizes(task.engine) for name in names)
+    return any(name for name, _ in _sizes(task, task.serve.tunables))
 
 
 def describe(task: Task) -> list[str]:
     """The rules in words, for the prompt."""
-    if not applies(task):
-        return []
-    count, dp_attention = task.hardware.count, task.engine.dp_attention
-    rules = [f"tensor x data x pipeline parallel size must equal {count} (the GPUs of a node); null counts as 1"]
-    if dp_attention:
-        rules.append(f"with {dp_attention}: tensor x pipeline parallel size must equal {count} and dp must divide tp")
-    return rules
+    count, switch = task.hardware.count, task.engine.dp_attention
+    rules = [RULE.format(count=count)] + ([DP_RULE.format(switch=switch, count=count)] if switch else [])
+    return rules if applies(task) else []
 
 
 def problem(task: Task, flags: dict[str, FlagValue]) -> str | None:
     """Why `flags` break a rule (None when they do not)."""
+    count, switch = task.hardware.count, task.engine.dp_attention
+    (_, tp), (_, dp), (_, pp) = sizes = _sizes(task, flags)
+    shown = ", ".join(f"{name}={size}" for name, size in sizes if name)
     if not applies(task):
         return None
-    count, dp_attention = task.hardware.count, task.engine.dp_attention
-    (tp_name, tp), (dp_name, dp), (pp_name, pp) = (_size(flags, names) for names in _sizes(task.engine))
-    shown = ", ".join(f"{name}={size}" for name, size in ((tp_name, tp), (dp_name, dp), (pp_name, pp)) if name)
-    if dp_attention and flags.get(dp_attention):
-        if tp * pp != count or tp % dp:
-            return f"{shown} with {dp_attention}: tp x pp must equal {count} and dp must divide tp"
-        return None
+    if switch and flags.get(switch):
+        return None if tp * pp == count and tp % dp == 0 else f"{shown} {DP_RULE.format(switch=switch, count=count)}"
     if tp * dp * pp != count:
         return f"{shown} use {tp * dp * pp} GPUs; this node has {count}: tp x dp x pp must equal {count}"
     return None

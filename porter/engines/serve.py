@@ -1,12 +1,12 @@
 """Launch the task's serve command in the sandbox and wait until it is healthy, dead or too slow.
 
-Covers rendering the command from the task's template and the current flags, refusing to launch
-onto a port something already listens on, spawning it with its log streamed to `logs/` (its process
-record handed to the caller at once, so a kill of porter never loses track of it), polling health
-from the host, the health identity (the spawned process is alive and the server answering is the one
-it runs, by served model id), killing a server an earlier porter left behind, and turning every way
-a start can end (healthy, exited, hung) into one `Launch` result with the triage of its log. Does not
-decide what to do about a crash (the agent does) and does not measure anything but start-up time.
+Covers rendering the command from the task's template and the current flags, spelled for the engine release installed
+in the sandbox (read from its package's metadata at each launch), refusing to launch onto a port something already
+listens on, spawning it with its log streamed to `logs/` (its process record handed to the caller at once, so a kill
+of porter never loses track of it), polling health from the host, the health identity (the spawned process is alive
+and the server answering is the one it runs, by served model id), killing a server an earlier porter left behind, and
+turning every way a start can end (healthy, exited, hung) into one `Launch` result with the triage of its log. Does
+not decide what to do about a crash (the agent does) and does not measure anything but start-up time.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from porter.engines.engine import Engine
+from porter.engines.engine import Engine, FlagRefused, release
 from porter.sandbox import Process, Sandbox, SandboxError
 from porter.schema import serve_env
 from porter.task import FlagValue, Task, render_flags
@@ -32,6 +32,7 @@ from porter.triage import Triage, triage_file
 POLL_INTERVAL_S = 0.5
 PROBE_TIMEOUT_S = 2.0  # connect + answer deadline of one health or identity probe
 PROBE_MAX_BYTES = 1 << 20  # a /v1/models answer larger than this is not a model listing
+VERSION_TIMEOUT_S = 30
 PORT_FREE_WAIT_S = 10.0  # how long a killed leftover may take to let go of the port
 
 
@@ -54,18 +55,52 @@ class Launch:
         return None if self.healthy else (self.triage.category if self.triage else "other")
 
 
-def render_command(task: Task, flags: dict[str, FlagValue]) -> str:
-    """The serve command for these flags; the template's {placeholders} are the task's own values."""
+def render_command(task: Task, flags: dict[str, FlagValue], version: str | None = None) -> str:
+    """The serve command for these flags, spelled as engine release `version` spells them (None: as the task writes
+    them); the template's {placeholders} are the task's own values. FlagRefused: a flag that release does not have."""
     values = {
         "model_path": shlex.quote(task.model.container_path),
         "host": task.serve.host,
         "port": str(task.serve.port),
-        "flags": shlex.join(render_flags(flags)),
+        "flags": shlex.join(render_flags(task.engine.spelled_for(version, flags))),
     }
     try:
         return task.serve.command.format(**values).strip()
     except (KeyError, IndexError) as exc:
         raise ValueError(f"serve.command uses an unknown placeholder {exc}; known: {sorted(values)}") from None
+
+
+def command_words(task: Task, flags: dict[str, FlagValue], version: str | None = None) -> list[str]:
+    """The serve command's words without a leading `exec` or VAR=value (the shell's business, not the engine's)."""
+    words = shlex.split(render_command(task, flags, version))
+    while words and (words[0] == "exec" or ("=" in words[0] and not words[0].startswith("-"))):
+        words.pop(0)
+    return words
+
+
+def launcher(words: list[str]) -> tuple[str | None, list[str]]:
+    """A shell template running Python code ({code}, argument {data}) with the interpreter of the serve command's
+    launcher (`python3 -m MODULE`, or a console script's #! line), and the launcher's words."""
+    if len(words) >= 3 and Path(words[0]).name.startswith("python") and words[1] == "-m":
+        return f"{shlex.quote(words[0])} -c {{code}} {{data}} -m {shlex.quote(words[2])}", words[:3]
+    if words and "/" not in words[0]:
+        script = f'"$(command -v {shlex.quote(words[0])})"'
+        interpreter = f"$(sed -n '1s/^#! *//p' {script})"
+        return f"{interpreter} -c {{code}} {{data}} --script {script}", words[:1]
+    return None, words[:1]
+
+
+def installed_version(sandbox: Sandbox, task: Task) -> str | None:
+    """The release of the package the serve command launches (`sglang` of sglang.launch_server, the `vllm` script),
+    read from its metadata by the launcher's interpreter, nothing imported; None when that package is not the task's
+    engine (the twin's `twin`) or has no metadata."""
+    template, words = launcher(command_words(task, {}))
+    package = Path(words[2].split(".")[0] if len(words) == 3 else words[0]).name
+    if template is None or package != task.engine.name:
+        return None
+    read = "import importlib.metadata as m, sys\ntry: print(m.version(sys.argv[1]))\nexcept Exception: pass"
+    found = sandbox.exec(template.format(code=shlex.quote(read), data=package), VERSION_TIMEOUT_S).output.split()
+    return found[-1] if found and release(found[-1]) else None
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
@@ -174,7 +209,10 @@ def launch(
     `on_spawn` gets the process the moment it exists, before the (long) wait for health.
     Raises ServerConflict when the port is taken before the launch or a foreign server answers there.
     """
-    command = render_command(task, flags)
+    try:
+        command = render_command(task, flags, installed_version(sandbox, task))
+    except FlagRefused as exc:
+        raise SandboxError(f"{exc}. Nothing was launched.") from None
     log_path.parent.mkdir(parents=True, exist_ok=True)
     base_url = sandbox.endpoint(task.serve.port)
     wait_port_free(base_url)

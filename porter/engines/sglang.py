@@ -1,14 +1,19 @@
 """sglang, declared once: its launch, flags and start-up lines as sglang 0.5.20 spells them.
 
-Read in the sglang 0.5.20 wheel (the version of lmsysorg/sglang-rocm:v0.5.20-rocm720-mi35x, the real task's
-image): flags are dataclass fields of sglang/srt/arg_groups/fields/*.py turned into argparse options
-(`--tp-size` alias `--tensor-parallel-size` and `--dp-size` alias `--data-parallel-size` in parallel.py,
-`--ep-size` alias `--expert-parallel-size`, `--enable-dp-attention`; speculative-* in spec.py, EAGLE being
-also the MTP/NEXTN head's algorithm; `--kv-cache-dtype` and `--attention-backend` in model.py/choices.py;
-`--mem-fraction-static`; `--served-model-name`), the port's default 30000 (fields/serving.py). `--tp` and
-`--dp` are argparse abbreviations sglang's own recipes use (`--pp` is ambiguous). Start-up lines (checked per
-release by tests/conformance): bootstrap.py "Init torch distributed ends" (0.5.23: "Init parallel ends"),
-model_runner.py "Load weight end", cuda_graph_setup.py "Capture {target|draft} ... CUDA graph end".
+Read in the sglang 0.5.20 wheel (the version of lmsysorg/sglang-rocm:v0.5.20-rocm720-mi35x, the real task's image):
+flags are dataclass fields of sglang/srt/arg_groups/fields/*.py turned into argparse options (`--tp-size` alias
+`--tensor-parallel-size` and `--dp-size` alias `--data-parallel-size` in parallel.py, `--ep-size` alias
+`--expert-parallel-size`, `--enable-dp-attention`; speculative-* in spec.py, EAGLE being also the MTP/NEXTN head's
+algorithm; `--kv-cache-dtype` and `--attention-backend` in model.py/choices.py; `--mem-fraction-static`;
+`--served-model-name`), the port's default 30000 (fields/serving.py). `--tp` and `--dp` are argparse abbreviations
+sglang's own recipes use (`--pp` is ambiguous). DP attention at 0.5.20 is `--enable-dp-attention --dp-size N` (N
+attention groups within the TP ranks; its help names "DeepSeek-V2 and Qwen 2/3 MoE models" as supported,
+`dp_attention_architectures`: their model classes in models/deepseek_v2.py, qwen2_moe.py, qwen3_moe.py); 0.5.23 adds
+`--attn-dp-size` and keeps `--enable-dp-attention` as a deprecated DeprecatedStoreTrueAction (server_args.py, "TODO:
+remove ... after 2026-12-31") that arg_groups/parallel_hook.py handle_deprecated_dp_attention turns into attn_dp_size
+= dp_size, dp_size = 1: `respellings`. Start-up lines (checked per release by tests/conformance): bootstrap.py "Init
+torch distributed ends" (0.5.23: "Init parallel ends"), model_runner.py "Load weight end", cuda_graph_setup.py
+"Capture {target|draft} ... CUDA graph end".
 What `porter init` plans with: `--ep-size` is a group size within the TP ranks; without DP attention each
 `--dp-size` replica holds its own copy of the model, MoE split over its own TP ranks; `--chunked-prefill-size`
 bounds the tokens of a prefill step (fields/schedule.py); `--trust-remote-code`. `--mem-fraction-static` is
@@ -28,9 +33,10 @@ client, `python3 -m sglang.bench_serving` (a shim of sglang/benchmark/serving.py
 
 from __future__ import annotations
 
-from porter.engines.engine import BenchLoad, Draft, Engine, PrStyle
+from porter.engines.engine import BenchLoad, Draft, Engine, PrStyle, Respelling
 from porter.schema import FlagValue
 
+DATA_PARALLEL = ("dp-size", "data-parallel-size", "dp")
 ALGORITHM, STEPS, TOPK, DRAFT_TOKENS = (
     "speculative-algorithm",
     "speculative-num-steps",
@@ -74,15 +80,13 @@ ENGINE = Engine(
     launch="python3 -m sglang.launch_server --model-path {model_path} --host {host} --port {port} {flags}",
     launched_by=r"\bsglang\.launch_server\b",
     default_port=30000,
+    version="0.5.20",
     tensor_parallel=("tp-size", "tensor-parallel-size", "tp"),
-    data_parallel=("dp-size", "data-parallel-size", "dp"),
+    data_parallel=DATA_PARALLEL,
     pipeline_parallel=("pp-size", "pipeline-parallel-size"),
     expert_parallel=("ep-size", "expert-parallel-size"),
     dp_attention="enable-dp-attention",
-    kv_cache_dtype="kv-cache-dtype",
     memory_fraction="mem-fraction-static",
-    attention_backend="attention-backend",
-    served_name="served-model-name",
     model_flags=("model-path",),
     speculative_flags=(ALGORITHM, STEPS, TOPK, DRAFT_TOKENS),
     draft_flags=draft_flags,
@@ -100,9 +104,7 @@ ENGINE = Engine(
     moe_over_data_parallel=False,
     memory_share=0.85,
     max_batched_tokens="chunked-prefill-size",
-    remote_code="trust-remote-code",
     mtp_method="EAGLE",
-    kv_cache_fp8="fp8_e4m3",
     rocm_environment=(("SGLANG_USE_AITER", "1"),),
     pr_style=PrStyle(
         "[AMD] ",
@@ -118,5 +120,9 @@ ENGINE = Engine(
     kernel_lines=(  # arg_groups/model_hook.py, model_overrides/*.py, moe_hook.py; the arguments dump (server_args=)
         ("attention backend", r"\battention backends?\b|\bDSA backends\b|\battention_backend='"),
         ("MoE backend", r"\bMoE runner backend\b|\bmoe_runner_backend[=`']"),
+    ),
+    respellings=(Respelling("0.5.23", "enable-dp-attention", "attn-dp-size", value_of=DATA_PARALLEL),),
+    dp_attention_architectures=tuple(
+        "DeepseekV2ForCausalLM DeepseekV3ForCausalLM Qwen2MoeForCausalLM Qwen3MoeForCausalLM".split()
     ),
 )

@@ -7,7 +7,8 @@ CacheDType), `--gpu-memory-utilization`, `--attention-backend`, `--served-model-
 JSON flag `--speculative-config '{"method": "mtp", "num_speculative_tokens": N}'`; port 8000. Start-up
 lines: default_loader.py "Loading weights took", gpu_model_runner.py "Model loading took", "Graph capturing
 finished", v1/engine/core.py "init engine (profile, create kv cache, warmup model) took", api_server.py
-"Starting vLLM server", uvicorn's "Application startup complete.".
+"Starting vLLM server", uvicorn's "Application startup complete.". vLLM 0.34.0's engine/arg_utils.py spells
+every flag above alike (no respellings).
 What `porter init` plans with: without `--enable-expert-parallel` the MoE layers shard over tp x dp ranks
 (model_executor/layers/fused_moe/config.py, FusedMoEParallelConfig.make: flatten_tp_across_dp_and_pcp), with it each
 of those ranks holds whole experts; `--max-num-batched-tokens` bounds one step; `--gpu-memory-utilization` defaults to
@@ -43,15 +44,13 @@ ENGINE = Engine(
     launch="vllm serve {model_path} --host {host} --port {port} {flags}",
     launched_by=r"(^|[\s/])vllm(\s|$)|vllm\.entrypoints",
     default_port=8000,
+    version="0.25.1",
     tensor_parallel=("tensor-parallel-size",),
     data_parallel=("data-parallel-size",),
     pipeline_parallel=("pipeline-parallel-size",),
     expert_parallel=("enable-expert-parallel",),
     dp_attention=None,
-    kv_cache_dtype="kv-cache-dtype",
     memory_fraction="gpu-memory-utilization",
-    attention_backend="attention-backend",
-    served_name="served-model-name",
     model_flags=("model",),
     speculative_flags=(SPECULATIVE_CONFIG,),
     draft_flags=draft_flags,
@@ -68,9 +67,7 @@ ENGINE = Engine(
     moe_over_data_parallel=True,
     memory_share=0.92,
     max_batched_tokens="max-num-batched-tokens",
-    remote_code="trust-remote-code",
     mtp_method="mtp",
-    kv_cache_fp8="fp8_e4m3",
     rocm_environment=(("VLLM_ROCM_USE_AITER", "1"),),
     pr_style=PrStyle(
         "[ROCm] ",

@@ -197,6 +197,7 @@ def plan(facts: CheckpointFacts, engine: Engine, gpu: Gpu, count: int, preset: d
     refused = [tp_refusal(facts, tp) for tp in range(1, count + 1) if count % tp == 0]
     result.inferred += [f"not {reason}" for reason in refused if reason]
     _topology(result, facts, engine)
+    _dp_attention(result, facts, engine)
     _memory_and_cache(result, facts, engine)
     _speculative(result, facts, engine)
     _tuning(result, facts, gpu)
@@ -237,6 +238,34 @@ def _topology(result: Plan, facts: CheckpointFacts, engine: Engine) -> None:
         result.flags[ep_flag], result.tunables[ep_flag] = None, [None, on]
         result.comments[ep_flag] = "whole experts per rank (an all-to-all instead of the expert all-reduce)"
         result.reachable += ep_fits
+
+
+def _dp_attention(result: Plan, facts: CheckpointFacts, engine: Engine) -> None:
+    """DP attention (attention data parallel within one replica's TP ranks) where upstream says it runs: never with
+    DSA on ROCm (SemiAnalysisAI/InferenceX benchmarks/single_node/agentic/glm5.2_fp4_mi355x_sglang_mtp.sh at a3b8982c:
+    "DSA + dp-attention hangs a collective under long-context prefill on ROCm"), else for the architectures its help
+    names."""
+    switch, size = engine.dp_attention, engine.data_parallel[0]
+    tp = next((layout.tp for layout in result.reachable if layout.dp == 1 and layout.tp > 1), 0)
+    if not switch:
+        return
+    if facts.attention.index_topk or not tp:
+        hangs = f"with {facts.attention.kind} it hangs on ROCm (InferenceX glm5.2_fp4_mi355x_sglang_mtp.sh, a3b8982c)"
+        result.inferred.append(f"no --{switch}: " + (hangs if tp else "no one-replica layout fits to split"))
+    elif facts.architecture not in engine.dp_attention_architectures:
+        result.undecided.append(
+            f"DP attention: {engine.name} {engine.version}'s help names {', '.join(engine.dp_attention_architectures)}"
+            f", not {facts.architecture}: not offered (--{switch} by hand if its model code runs under it)"
+        )
+    else:
+        result.flags[switch], result.tunables[switch] = None, [None, True]
+        result.tunables[size] = list(dict.fromkeys([*result.tunables[size], tp]))
+        later = "".join(
+            f"; {change.since} on: {engine.describe_flags(engine.spelled_for(change.since, {switch: True, size: tp}))}"
+            for change in engine.respellings
+        )
+        result.comments[switch] = f"{engine.name} {engine.version}'s help names {facts.architecture}; with it --{size} "
+        result.comments[switch] += f"{tp} splits TP{tp}'s attention, the FFN stays TP{later} (serve spells the image's)"
 
 
 def _why_not(layout: Layout, facts: CheckpointFacts, result: Plan) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import upstream_runtime
+import upstream_wheels
 
 from porter.engines.serve import render_command
 from porter.task import load_task
@@ -97,7 +98,8 @@ def porter_argv(moves: dict, model: str) -> list[str]:
     """The task's serve command with these moves, as porter renders it, after the launcher and with the model
     directory of this test in place of the container path."""
     task = load_task(TASK, environ={})
-    words = shlex.split(render_command(task, {**task.serve.flags, **moves}))
+    release = upstream_wheels.pinned()["sglang"][0]  # spelled as porter spells it for the release under test
+    words = shlex.split(render_command(task, {**task.serve.flags, **moves}, release))
     words = words[words.index("sglang.launch_server") + 1 :]
     return [model if word == task.model.container_path else word for word in words]
 
