@@ -13,6 +13,7 @@ import ast
 import zipfile
 from pathlib import Path
 
+import pytest
 import upstream_wheels
 
 from porter.init.task_draft import ARCHITECTURES, registered_architectures
@@ -50,7 +51,19 @@ def upstream() -> dict[str, tuple[str, set[str]]]:
 
 
 def test_the_architecture_list_is_what_the_pinned_wheels_register():
-    assert registered_architectures() == upstream()
+    listed, wheels = registered_architectures(), upstream()
+    moved = {
+        engine: (listed[engine][0], version) for engine, (version, _) in wheels.items() if listed[engine][0] != version
+    }
+    if moved and upstream_wheels.LOCK_FILE != upstream_wheels.REPO_LOCK:
+        # `scripts/conformance.sh newest`: the list speaks for the lock's pins; say what moving them would change
+        changes = []
+        for engine, (old, new) in moved.items():
+            gone = sorted(listed[engine][1] - wheels[engine][1])
+            added = len(wheels[engine][1] - listed[engine][1])
+            changes.append(f"{engine} {old} -> {new}: {added} added, {len(gone)} gone ({', '.join(gone[:5])})")
+        pytest.skip("the list is the pinned releases'; on these: " + "; ".join(changes))
+    assert listed == wheels
 
 
 if __name__ == "__main__":
