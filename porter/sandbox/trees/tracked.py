@@ -246,18 +246,6 @@ def _mib(size: int) -> str:
     return f"{size / 2**30:.1f} GiB" if size >= 1 << 30 else f"{size / 2**20:.1f} MiB"
 
 
-def export_series(repo: git.Repo, state: RepoState, out_dir: Path) -> list[Path]:
-    """`git format-patch` of the run's accepted commits, numbered 0001-..., appliable with `git am` on the base."""
-    out_dir = out_dir.resolve()  # git runs in the repo: a relative -o would land inside the tree
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for old in out_dir.glob("*.patch"):
-        old.unlink()
-    if not state.accepted:
-        return []
-    names = repo.git.format_patch(f"{state.base_commit}..{state.branch}", o=str(out_dir)).splitlines()
-    return [Path(name) for name in names]
-
-
 def commit_message(summary: str, failed: str, why: str, changed: str, evidence: str) -> str:
     """What a reviewer needs: what failed, why, what changed, and the numbers before -> after."""
     subject = re.sub(r"\s+", " ", summary).strip()
