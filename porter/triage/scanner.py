@@ -205,13 +205,6 @@ class Scanner:
             end = min((found for found in ends if found >= 0), default=min(len(chunk), at + LINE_LIMIT))
             self._handle(line_no, [chunk[start:end]], 0, True)
 
-    def _remember_template(self, template: bytes) -> None:
-        if len(template) > MAX_TEMPLATE_BYTES:  # a giant line is cheaper to re-check than to keep
-            return
-        if len(self.harmless) >= MAX_TEMPLATES:
-            self.harmless.clear()
-        self.harmless.add(template)
-
     def _keep_edges(self, raw_lines: list[bytes]) -> None:
         base = self.line_count
         if len(self.head) < 6:
@@ -324,7 +317,12 @@ class Scanner:
 
     def _remember_harmless(self, raw: bytes) -> None:
         """A line that triggered but meant nothing: its template skips the slow path from now on."""
-        self._remember_template(raw.translate(None, DIGITS))
+        template = raw.translate(None, DIGITS)
+        if len(template) > MAX_TEMPLATE_BYTES:  # a giant line is cheaper to re-check than to keep
+            return
+        if len(self.harmless) >= MAX_TEMPLATES:
+            self.harmless.clear()
+        self.harmless.add(template)
 
     def _observe(self, line_no: int, channel: str, body: str, raw_lines: list[bytes], index: int) -> bool:
         """Record what a triggered line says; False when it said nothing worth its template being looked at again."""
