@@ -1,9 +1,9 @@
 """Git discipline for the trees the agent patches (gitpython, on the host copies of the repos).
 
 Covers: the run branch `porter/<run-id>` with the user's uncommitted work committed first (never lost),
-the pending diff, one commit per accepted change, reverting a rejected change so the tree is never
-left half-applied, and exporting the accepted commits as a `git am`-able patch series.
-Does not decide what to accept (the loop does) and does not talk to the sandbox.
+the pending diff, one commit per accepted change, and reverting a rejected change so the tree is never
+left half-applied. Does not decide what to accept (the loop does), export the patch series
+(report/pr_series.py) or talk to the sandbox.
 """
 
 from __future__ import annotations
