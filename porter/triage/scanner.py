@@ -29,12 +29,10 @@ MAX_FRAMES = 48
 CONTEXT_LINES = 12  # lines kept before a new event: the kernel logged before a fault, the compiler command
 CONTINUATION_LINES = 4
 STALE_TRACEBACK_LINES = 60  # a traceback whose writer said nothing for this long was cut off
-LINE_LIMIT = 2_000
+LINE_LIMIT = 2_000  # characters of one line that are kept
 LONG_LINE_BYTES = 16_384  # longer lines are read redraw by redraw (\r), around each trigger word
 MAX_VARIANTS = 16  # distinct texts kept per folded event (the shapes of an untuned-config warning)
-FOLD_CACHE_AFTER = (
-    32  # copies of a message looked at in full before the rest are only counted  # characters of one line that are kept
-)
+FOLD_CACHE_AFTER = 32  # copies of a message looked at in full before the rest are only counted
 LIBRARY_FRAME = re.compile(
     r"/(?:torch|triton|functools|threading|multiprocessing|concurrent|asyncio|runpy|importlib|contextlib|click"
     r"|uvloop|uvicorn|starlette|fastapi|ray|typing|tqdm|safetensors)/|<frozen"
