@@ -10,8 +10,10 @@ import time
 import git
 import pytest
 
+from porter.report.pr_series import export
 from porter.sandbox.trees import safe_git
-from porter.sandbox.trees.tracked import TrackedRepo, commit_message, export_series
+from porter.sandbox.trees.tracked import TrackedRepo, commit_message
+from porter.task import OutputsSpec
 
 
 @pytest.fixture
@@ -82,7 +84,8 @@ def test_patch_series_applies_with_git_am_on_a_fresh_copy(upstream, tmp_path):
     for index, text in enumerate(["a", "b"]):
         (upstream / f"fix{index}.txt").write_text(text + "\n")
         tracked.accept(state, f"Fix {index}\n\nbody")
-    patches = export_series(tracked.repo, state, tmp_path / "patches")
+    changes, _ = export(tracked.repo, state, OutputsSpec(), tmp_path / "patches")
+    patches = [patch for change in changes for patch in change.patches]
     assert [p.name[:4] for p in patches] == ["0001", "0002"]
     subprocess.run(["git", "checkout", "-q", base], cwd=fresh, check=True)
     env = {

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from porter.triage import triage_text
-from porter.triage.lines import split_prefix, triggered
+from porter.triage.lines import split_prefix, trigger_positions
 from porter.triage.rules import (
     GENERIC_RULES,
     GRAMMAR_RULES,
@@ -131,7 +131,7 @@ MECHANISM_LINES = [
 
 @pytest.mark.parametrize(("rule", "category", "line"), MECHANISM_LINES)
 def test_each_mechanism_is_read_by_its_rule_whoever_prints_it(rule, category, line):
-    assert triggered(line.encode()), "the prefilter must show the line to the rules"
+    assert trigger_positions(line.encode()), "the prefilter must show the line to the rules"
     found = classify(split_prefix(line)[1])
     assert (found.rule, found.category) == (rule, category)
     result = triage_text(f"INFO 07-14 10:00:00 [api_server.py:1] starting\n{line}\n")

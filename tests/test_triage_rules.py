@@ -3,7 +3,7 @@
 import pytest
 
 from porter.triage import triage_text
-from porter.triage.lines import split_prefix, triggered
+from porter.triage.lines import split_prefix, trigger_positions
 from porter.triage.rules import classify
 
 CLASS_LINES = [
@@ -158,7 +158,7 @@ CLASS_LINES = [
 @pytest.mark.parametrize(("category", "line"), CLASS_LINES)
 def test_each_class_is_recognised_and_passes_the_prefilter(category, line):
     body = split_prefix(line)[1]
-    assert triggered(line.encode()), "a rule that the prefilter never shows a line to cannot fire"
+    assert trigger_positions(line.encode()), "a rule that the prefilter never shows a line to cannot fire"
     assert classify(body).category == category
     result = triage_text(f"[2026-07-14 10:00:00 TP0] Load weight begin.\n{line}\n")
     assert result.category == category

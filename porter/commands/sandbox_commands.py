@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -137,10 +136,9 @@ def prune_reason(labels: dict[str, str], status: str, age_s: float) -> str | Non
 
 
 def _age_s(container) -> float:
-    created = container.attrs.get("Created", "")
     try:
-        # docker writes nanoseconds ("...:48.123456789Z"); Python parses microseconds
-        stamp = dt.datetime.fromisoformat(re.sub(r"(\.\d{6})\d*", r"\1", created).replace("Z", "+00:00"))
+        # docker writes nanoseconds ("...:48.123456789Z"): Python 3.11's fromisoformat keeps the microseconds
+        stamp = dt.datetime.fromisoformat(container.attrs.get("Created", ""))
     except ValueError:
         return float("inf")
     return (dt.datetime.now(dt.UTC) - stamp).total_seconds()

@@ -71,10 +71,6 @@ class Cell:
     def label(self) -> str:
         return f"{self.name} x {self.agent}"
 
-    @property
-    def is_replay(self) -> bool:
-        return self.agent == REPLAY
-
 
 def plan(
     corpus: str | Path, models: list[str] | None, resources: dict[str, float], trusted: bool = False
@@ -106,7 +102,7 @@ def run_cell(cell: Cell) -> dict:
         source.mkdir()
         for name, data in cell.files.items():
             (source / name).write_bytes(data)
-        if cell.is_replay:
+        if cell.agent == REPLAY:
             entry = replay_one(source, work / "runs", trusted=True)  # plan refused an untrusted host side
         else:
             entry = run_one(source / "task.yaml", cell.agent, None, work / "runs")
@@ -258,7 +254,8 @@ class Matrix:
 
     def _report(self, cell: Cell, entry: Entry) -> None:
         done = sum(entry is not None for entry in self.entries)
-        self.echo(f"[{done}/{len(self.cells)}] {cell.label}: {self._verdict(entry)} | {self._progress()}")
+        verdict = entry.note if not entry.run_dir and not entry.solved else entry.outcome
+        self.echo(f"[{done}/{len(self.cells)}] {cell.label}: {verdict} | {self._progress()}")
 
     def _received(self, index: int, result: dict) -> Entry:
         entry = Entry(**result["entry"])
@@ -274,12 +271,6 @@ class Matrix:
     def _failed(self, index: int, note: str) -> Entry:
         cell = self.cells[index]
         return Entry(cell.name, cell.agent, False, 0, 0, 0, None, 0.0, "", note)
-
-    @staticmethod
-    def _verdict(entry: Entry) -> str:
-        if not entry.run_dir and not entry.solved:
-            return entry.note
-        return entry.outcome
 
     def _progress(self, with_running: bool = False) -> str:
         finished = ", ".join(f"{node} {count}" for node, count in sorted(self.finished_on.items())) or "none yet"

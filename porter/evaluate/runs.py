@@ -120,12 +120,9 @@ def prepare_local_root(task: Task, root: Path) -> None:
 
 
 def docker_answers(task: Task) -> bool:
+    host = task.sandbox.docker_host
     try:
-        client = (
-            docker.DockerClient(base_url=task.sandbox.docker_host)
-            if task.sandbox.docker_host
-            else (docker.from_env(timeout=10))
-        )
+        client = docker.DockerClient(base_url=host) if host else docker.from_env(timeout=10)
         client.ping()
     except docker.errors.DockerException:
         return False

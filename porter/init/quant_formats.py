@@ -12,6 +12,7 @@ bytes undecided. Does not price the weights (weight_estimate.py).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 # ModelOpt's algorithms by the bits and group they store a weight in (modelopt's QuantizationFormat names, as
@@ -146,9 +147,7 @@ def _modelopt_mixed(quant: dict, kv_text: str | None, undecided: list) -> Quanti
             per_module.setdefault(str(name), (int(weights.get("num_bits") or 0), weights.get("group_size")))
     if not per_module or any(bits == 0 for bits, _ in per_module.values()):
         undecided.append("expert dtype and weight bytes: a mixed-precision module format init does not read")
-    counts: dict[tuple, int] = {}
-    for spec in per_module.values():
-        counts[spec] = counts.get(spec, 0) + 1
+    counts = Counter(per_module.values())
     kinds = ", ".join(f"{n} modules {bits}-bit{f' group {g}' if g else ''}" for (bits, g), n in counts.items())
     return Quantization("modelopt", f"ModelOpt MIXED_PRECISION: {kinds}", kv_cache=kv_text, per_module=per_module)
 

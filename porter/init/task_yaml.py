@@ -7,6 +7,8 @@ comment after any key. Output parses back to the same values (yaml.safe_load). D
 
 from __future__ import annotations
 
+import textwrap
+
 import yaml
 
 
@@ -44,14 +46,7 @@ def _emit(value: dict, path: tuple, indent: int, comments: dict, lines: list[str
 
 def _folded(text: str, pad: str, width: int = 110) -> list[str]:
     """A long command as a folded scalar: broken at single spaces (folding joins them back with one space)."""
-    words, lines, line = text.split(" "), [], ""
-    for word in words:
-        if line and len(line) + 1 + len(word) > width:
-            lines.append(pad + line)
-            line = word
-        else:
-            line = f"{line} {word}" if line else word
-    return [*lines, pad + line]
+    return [pad + line for line in textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)]
 
 
 def _foldable(text: str) -> bool:

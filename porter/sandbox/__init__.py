@@ -10,7 +10,7 @@ from pathlib import Path
 
 from porter.sandbox.docker import DockerSandbox
 from porter.sandbox.docker_options import container_options
-from porter.sandbox.interface import ExecResult, Process, Sandbox, SandboxDied, SandboxError
+from porter.sandbox.interface import Process, Sandbox, SandboxDied, SandboxError
 from porter.sandbox.local import LocalSandbox
 from porter.task import Task
 
@@ -28,7 +28,6 @@ def make_sandbox(task: Task, run_dir: Path, run_id: str) -> Sandbox:
 __all__ = [
     "SANDBOXES",
     "DockerSandbox",
-    "ExecResult",
     "LocalSandbox",
     "Process",
     "Sandbox",

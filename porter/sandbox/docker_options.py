@@ -64,13 +64,19 @@ def owner_labels() -> dict[str, str]:
     return {OWNER_HOST: os.uname().nodename, OWNER_PID: str(os.getpid()), OWNER_START: process_start(os.getpid())}
 
 
+def proc_stat(pid: int) -> list[str]:
+    """/proc/PID/stat fields from the state on (field 3 onward: the command name before may hold spaces); empty
+    when there is no such process."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return []
+
+
 def process_start(pid: int) -> str:
     """The process's start time in clock ticks since boot (/proc/PID/stat field 22), "" when it does not exist."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return stat.rsplit(")", 1)[1].split()[19]  # fields after the command name, which may hold spaces
+    fields = proc_stat(pid)
+    return fields[19] if fields else ""
 
 
 def owner_alive(container_labels: dict[str, str]) -> bool | None:

@@ -28,7 +28,7 @@ import threading
 import time
 from pathlib import Path
 
-from porter.sandbox.docker_options import process_start
+from porter.sandbox.docker_options import proc_stat, process_start
 from porter.sandbox.guard import PathGuard
 from porter.sandbox.interface import (
     DEFAULT_OUTPUT_LIMIT,
@@ -227,14 +227,6 @@ def _signal_group(pgid: int, signal_number: int) -> None:
         pass  # the group already exited
 
 
-def _stat(pid: int) -> list[str]:
-    """/proc/PID/stat fields from the state on (field 3 onward); empty when there is no such process."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return []
-
-
 def kill_group_record(record: dict, wait_s: float = 10.0) -> bool:
     """SIGKILL the recorded group and wait for it to go. A leader whose start time differs is a reused pid: left alone.
 
@@ -264,7 +256,7 @@ def _group_alive(pgid: int) -> bool:
     except PermissionError:
         return True
     # Zombies still answer signal 0; a dead leader only waits for its reaper and holds no port.
-    return _stat(pgid)[:1] != ["Z"]
+    return proc_stat(pgid)[:1] != ["Z"]
 
 
 class LocalProcess:

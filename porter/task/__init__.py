@@ -3,13 +3,10 @@
 The names most callers need, in one place.
 """
 
-from porter.schema import OVERLAY_REPO, FlagValue, PositiveFloat, Spec, normal_sandbox_path, render_flags
+from porter.schema import OVERLAY_REPO, FlagValue, render_flags
 from porter.task.loader import MAX_PROBLEMS, TaskError, load_task
 from porter.task.spec import (
     AgentSpec,
-    HardwareSpec,
-    LimitsSpec,
-    ModelSpec,
     Mount,
     OutputsSpec,
     PriceSpec,
@@ -26,22 +23,16 @@ __all__ = [
     "OVERLAY_REPO",
     "AgentSpec",
     "FlagValue",
-    "HardwareSpec",
-    "LimitsSpec",
-    "ModelSpec",
     "Mount",
     "OutputsSpec",
-    "PositiveFloat",
     "PriceSpec",
     "RepoSpec",
     "SandboxSpec",
     "ServeSpec",
     "ServiceSpec",
-    "Spec",
     "Task",
     "TaskError",
     "TuneSpec",
     "load_task",
-    "normal_sandbox_path",
     "render_flags",
 ]

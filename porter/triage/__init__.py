@@ -20,11 +20,10 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from porter.terminal import printable
-from porter.triage.rules import CATEGORIES
 from porter.triage.scanner import CHUNK_BYTES, Scanner
-from porter.triage.summary import Finding, Triage, build_triage
+from porter.triage.summary import Triage, build_triage
 
-__all__ = ["CATEGORIES", "Finding", "Triage", "triage_file", "triage_lines", "triage_main", "triage_text"]
+__all__ = ["Triage", "triage_file", "triage_lines", "triage_main", "triage_text"]
 
 
 def _scan(chunks: Iterable[tuple[bytes, bool]], token_budget: int) -> Triage:

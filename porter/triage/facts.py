@@ -39,7 +39,6 @@ KEY_VALUE = re.compile(r"(?:^|[\s,(\[{])([A-Za-z_]\w{0,15})\s*[=:]\s*(\.\.\.|-?\
 TEXT_VALUED_KEYS = {"dtype", "q_dtype_a", "q_dtype_w", "q_type", "act_type", "device_name", "arch", "otype"}
 CONFIG_PATH = re.compile(r"(/[^\s'\"\]]+?\.(?:csv|json|yaml|yml))\b|\b(\w[\w./-]*/configs?/[^\s'\",\]]+)")
 SOURCE_LOCATION = re.compile(r"([\w/.-]+\.(?:py|h|hpp|cpp|cc|cu|cuh|hip|c)):(\d+)")
-MEMORY_AMOUNT = re.compile(r"(\d+(?:\.\d+)?)\s*(KiB|MiB|GiB|TiB|KB|MB|GB|TB|B)\b")
 FLAG = re.compile(
     r"(?i)\b(mem[-_]fraction[-_]static|gpu[-_]memory[-_]utilization|max[-_]model[-_]len|context[-_]length"
     r"|max[-_]total[-_]tokens|chunked[-_]prefill[-_]size|cuda[-_]graph[-_]max[-_]bs|max[-_]num[-_]seqs"

@@ -86,11 +86,6 @@ def trigger_positions(chunk: bytes) -> list[int]:
     return [start for _, start, _ in _AUTOMATON.find_matches_as_indexes(chunk.lower())]
 
 
-def triggered(line: bytes) -> bool:
-    """Whether the prefilter shows this line to the rules."""
-    return bool(_AUTOMATON.find_matches_as_indexes(line.lower()))
-
-
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 # Each alternative is one kind of prefix; they are stripped repeatedly because collectors nest them

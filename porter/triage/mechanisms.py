@@ -29,8 +29,8 @@ class Rule:
     name: str
     category: str
     score: int
-    pattern: re.Pattern[str]
     needs: tuple[str, ...]  # lower-case words one of which a matching line must contain: skips the regex cheaply
+    pattern: re.Pattern[str]  # written as a string; compiled when the rule is made
     # searched in the match's `message` group (a pattern, or a function returning what it found or None)
     message_must_match: re.Pattern[str] | Callable[[str], object] | None = None
     confidence: float = 0.8  # how far a match alone decides the class (the finding reports it)
@@ -43,6 +43,9 @@ class Rule:
     # it, and a Python exception re-raising it outranks nothing (the earliest report names the failing call).
     claims_line: bool = False
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pattern", re.compile(self.pattern))
+
     def matches(self, text: str, present: set[str]) -> bool:
         """`present`: the gate words the line holds (`gate_words`)."""
         if present.isdisjoint(self.needs):
@@ -53,20 +56,6 @@ class Rule:
         message = match.groupdict().get("message") or text
         check = self.message_must_match
         return (check.search(message) if isinstance(check, re.Pattern) else check(message)) is not None
-
-
-def make_rule(
-    name,
-    category,
-    score,
-    needs: tuple[str, ...],
-    pattern: str,
-    message_must_match=None,
-    confidence=0.8,
-    layer="",
-    claims_line=False,
-) -> Rule:
-    return Rule(name, category, score, re.compile(pattern), needs, message_must_match, confidence, layer, claims_line)
 
 
 # Ordered by score, except that a rule which claims its line (Rule.claims_line) sits before the rules whose words
@@ -82,7 +71,7 @@ RULES: tuple[Rule, ...] = (
     # "NCCL error in: ..." and its watchdog's "Process group watchdog thread terminated with exception: <error>"):
     # the failing call it quotes (out of memory, an illegal access) is what the library saw, the failure is the
     # communicator's. It claims its line so that a memory word on it does not make it a memory failure.
-    make_rule(
+    Rule(
         "collective_library_report",
         "comm_error",
         85,
@@ -95,7 +84,7 @@ RULES: tuple[Rule, ...] = (
         "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp ('NCCL error in:', the watchdog's termination)",
         claims_line=True,
     ),
-    make_rule(
+    Rule(
         "torch_shape_mismatch",
         "shape_mismatch",
         92,
@@ -106,7 +95,7 @@ RULES: tuple[Rule, ...] = (
         layer="PyTorch: torch/nn/modules/module.py load_state_dict ('size mismatch for ...: copying a param with "
         "shape'), aten/src/ATen/ExpandUtils.cpp ('The size of tensor a (..) must match the size of tensor b')",
     ),
-    make_rule(
+    Rule(
         "weight_loader_shape",
         "shape_mismatch",
         92,
@@ -124,7 +113,7 @@ RULES: tuple[Rule, ...] = (
     # cache memory: -0.3 GiB" and "Free memory on device (...) on startup is less than desired GPU memory
     # utilization", v1/core/kv_cache_utils.py "No available memory for the cache blocks", "... KV cache is
     # needed, which is larger than the available KV cache memory", "GPU KV cache size: 0 tokens".
-    make_rule(
+    Rule(
         "memory_budget_exhausted",
         "out_of_memory",
         92,
@@ -134,7 +123,7 @@ RULES: tuple[Rule, ...] = (
         r"|insufficient (?:gpu |device )?memory|free memory on device .{0,80} is less than desired"
         r"|larger than the maximum number of tokens that can be stored in kv cache",
     ),
-    make_rule(
+    Rule(
         "triton_out_of_resources",
         "compile_error",
         91,
@@ -163,7 +152,7 @@ RULES: tuple[Rule, ...] = (
     # (compressed-tensors and Quark weight_scale/input_scale, GPTQ/AWQ qweight/qzeros/scales/g_idx, FP8 block
     # scales); vLLM's and sglang's loaders both fail this way (vllm/model_executor/models/*.py and
     # python/sglang/srt/models/*.py: `param = params_dict[name]`).
-    make_rule(
+    Rule(
         "quantized_param_unplaced",
         "quant_config_mismatch",
         91,
@@ -176,7 +165,7 @@ RULES: tuple[Rule, ...] = (
         layer="CPython's KeyError/AttributeError on a checkpoint format's tensor name (the loaders' "
         "`params_dict[name]`), PyTorch torch/nn/modules/module.py load_state_dict ('Missing/Unexpected key(s)')",
     ),
-    make_rule(
+    Rule(
         "quant_loader_wording",  # the engines' words: vLLM and sglang "Parameter X not found in params_dict"
         "quant_config_mismatch",
         91,
@@ -192,7 +181,7 @@ RULES: tuple[Rule, ...] = (
     # TORCH_CHECK(device_gemm.IsSupportedArgument(argument), "This GEMM is not supported!")
     # (csrc/ck_gemm_a8w8*/include/*_common.cuh). vLLM surfaces both through aiter (vllm-project/vllm#22245,
     # #35637, #39485; ROCm/aiter#915, #4634 show vLLM call paths).
-    make_rule(
+    Rule(
         "ck_rejects_problem",
         "unsupported_arch_or_kernel",
         91,  # the library's verdict on this exact problem: a dtype named beside it is context, not the cause
@@ -204,14 +193,14 @@ RULES: tuple[Rule, ...] = (
         "and aiter's CK wrappers (csrc/ck_gemm_moe_2stages_codegen/gemm_moe_ck2stages_common.cuh, "
         "csrc/ck_gemm_a8w8*/include/*_common.cuh) word it",
     ),
-    make_rule(
+    Rule(
         "dtype_unsupported",
         "dtype_unsupported",
         90,
         ("support", "implemented", "should be one of", "not available"),
         r"^(?=.*" + DTYPE.pattern + r")(?=.*(?:" + UNSUPPORTED.pattern + "))",
     ),
-    make_rule(
+    Rule(
         "hip_out_of_memory",
         "out_of_memory",
         90,
@@ -222,7 +211,7 @@ RULES: tuple[Rule, ...] = (
         layer="PyTorch c10/cuda/CUDACachingAllocator.cpp ('HIP out of memory. Tried to allocate'), HIP status "
         "names, libc's ENOMEM text, the Linux OOM killer, CPython's MemoryError",
     ),
-    make_rule(
+    Rule(
         "cuda_only_import",
         "missing_rocm_guard",
         89,
@@ -235,7 +224,7 @@ RULES: tuple[Rule, ...] = (
         layer="CPython's import errors (Python/ceval.c 'cannot import name', importlib 'No module named') naming "
         "CUDA-only packages (flash-attn, FlashInfer, DeepGEMM, CUTLASS, xFormers, CuPy, NVIDIA's wheels)",
     ),
-    make_rule(
+    Rule(
         "memory_access_fault",
         "gpu_memory_fault",
         88,
@@ -246,7 +235,7 @@ RULES: tuple[Rule, ...] = (
         layer="ROCR-Runtime core/runtime/runtime.cpp ('Memory access fault by GPU node-%u ... Reason'), the amdgpu "
         "kernel driver's VM fault lines (gmc_v9_0.c '[gfxhub] page fault', 'VM_L2_PROTECTION_FAULT_STATUS')",
     ),
-    make_rule(
+    Rule(
         "no_code_object",
         "unsupported_arch_or_kernel",
         86,
@@ -258,7 +247,7 @@ RULES: tuple[Rule, ...] = (
         layer="HIP (clr hipamd/src/hip_fatbin.cpp 'No compatible code objects found for: gfx..', "
         "hipErrorNoBinaryForGpu and hipErrorInvalidDeviceFunction names and texts, hipModuleLoad)",
     ),
-    make_rule(
+    Rule(
         "gpu_hang",
         "other",  # the labelled logs call a hang unexplained: the queue died, no class names why
         86,
@@ -276,7 +265,7 @@ RULES: tuple[Rule, ...] = (
     # error ...: Connection reset by peer"), a collective named beside a timeout or a failure, an engine's
     # scheduler watchdog, and libibverbs' work-completion statuses. A reset with no process group around it (an
     # HTTP client hanging up) is not one.
-    make_rule(
+    Rule(
         "collective_failure",
         "comm_error",
         85,
@@ -305,7 +294,7 @@ RULES: tuple[Rule, ...] = (
     ),
     # Any other refusal of the problem a kernel, a library or a platform was handed: PyTorch's SDPA dispatcher
     # ("No available kernel"), rocBLAS/hipBLASLt solutions, platform refusals ("only supported on CUDA").
-    make_rule(
+    Rule(
         "kernel_rejects_problem",
         "unsupported_arch_or_kernel",
         84,
@@ -317,7 +306,7 @@ RULES: tuple[Rule, ...] = (
         r"|no (?:available|suitable|valid|matching) kernel|no (?:kernel )?instance found",
         confidence=0.7,
     ),
-    make_rule(
+    Rule(
         "kernel_tuning_unsupported",  # aiter's tuners' wording: "Fmoe tuning not support for", "No support" cells
         "unsupported_arch_or_kernel",
         84,
@@ -325,7 +314,7 @@ RULES: tuple[Rule, ...] = (
         r"(?i)\btun\w+\b.{0,60}(?:not supports?\b|unsupported)|\bno support\b",
         confidence=0.6,
     ),
-    make_rule(
+    Rule(
         "other_memory_fault",
         "gpu_memory_fault",
         84,
@@ -343,7 +332,7 @@ RULES: tuple[Rule, ...] = (
     # "Server failed to start in time", sglang srt/entrypoints/http_server_engine.py and test/test_utils.py
     # "Server failed to start within the timeout period", aiter jit/utils/file_baton.py (PyTorch's FileBaton)
     # "waiting for baton release at <lock>", porter serve.py "startup timeout: ... did not answer 200".
-    make_rule(
+    Rule(
         "startup_stalled",
         "startup_timeout",
         72,
@@ -363,7 +352,7 @@ RULES: tuple[Rule, ...] = (
         r"|server failed to start",
         confidence=0.7,
     ),
-    make_rule(
+    Rule(
         "prebuilt_kernel_module_missing",
         "unsupported_arch_or_kernel",
         71,  # a kernel library that ships per-arch modules has none for this GPU: it JIT-builds or fails
@@ -375,7 +364,7 @@ RULES: tuple[Rule, ...] = (
     # failed"), subprocess.CalledProcessError on a compiler, PyTorch cpp_extension ("Error compiling objects for
     # extension"), pip and uv ("Failed to build <pkg>", "Failed building wheel for <pkg>") and the JIT builders
     # that wrap them (aiter jit/core.py "failed jit build [<module>]", "build [<module>] under <dir> failed").
-    make_rule(
+    Rule(
         "build_failed",
         "compile_error",
         60,  # the build tool's summary or a wrapper around a build: the first compiler error beats it

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from ahocorasick_rs import AhoCorasick
 
 from porter.triage.mechanisms import RULES as CLASS_RULES
-from porter.triage.mechanisms import make_rule
+from porter.triage.mechanisms import Rule
 from porter.triage.status import status_class
 from porter.triage.toolchain import TOOLCHAIN_RULES
 
@@ -58,7 +58,7 @@ GENERIC_EXCEPTION_SCORE = 55
 WEAK_SCORE = 60  # lines scoring below this that were logged before a healthy start are not failures
 
 
-SLOW_FALLBACK = make_rule(
+SLOW_FALLBACK = Rule(
     "untuned_shape",
     "slow_fallback_perf",
     15,
@@ -76,7 +76,7 @@ EXPECTED_ON_ROCM = re.compile(
 )
 # A warning that says it falls back is a performance finding, even when it gives "unsupported" as the reason.
 WARNING_LINE = re.compile(r"\b\w*Warning\b|\bWARN(?:ING)?\b|\bwarn(?:ing)?:")
-DISPATCH_TRACE = make_rule(
+DISPATCH_TRACE = Rule(
     "last_dispatched_kernel",
     "gpu_memory_fault",
     20,
@@ -117,24 +117,24 @@ EXPECTED_NEEDS = ("platform", "nvml", "libtpu", "intel_extension", "habana")
 NOT_AN_ERROR_NEEDS = ("serverargs(", "non-default args", "namespace(", "error")
 # When no class rule matched: lines that still say something went wrong, strongest first (all class `other`).
 GENERIC_RULES = (
-    make_rule("cpp_exception_message", "other", 52, ("what():",), r"^what\(\):", confidence=0.3),
-    make_rule("missing_module", "other", 50, ("no module named", "cannot import name"), MISSING_MODULE.pattern),
-    make_rule(
+    Rule("cpp_exception_message", "other", 52, ("what():",), r"^what\(\):", confidence=0.3),
+    Rule("missing_module", "other", 50, ("no module named", "cannot import name"), MISSING_MODULE.pattern),
+    Rule(
         "plain_failure",
         "other",
         46,
         ("terminate called", "not responding", "such file", "unreachable", "refused", "denied", "segmentation"),
         PLAIN_FAILURE.pattern,
     ),
-    make_rule("hip_runtime_error", "other", 45, ("hip error", "hiperror", "hsa_status"), HIP_ERROR.pattern),
-    make_rule("error_line", "other", 40, ("error", "failed", "fatal", "exception"), ERROR_WORD.pattern),
-    make_rule("process_died", "other", 30, ("exit", "killed", "aborted", "core dumped", "sig", "died"), DEATH.pattern),
+    Rule("hip_runtime_error", "other", 45, ("hip error", "hiperror", "hsa_status"), HIP_ERROR.pattern),
+    Rule("error_line", "other", 40, ("error", "failed", "fatal", "exception"), ERROR_WORD.pattern),
+    Rule("process_died", "other", 30, ("exit", "killed", "aborted", "core dumped", "sig", "died"), DEATH.pattern),
 )
 # A line stating a comparison that did not hold (two values set against each other, one "larger than" the other,
 # "expected ... got", a negative amount): the grammar of an assertion's message in any program. It is no class and
 # never a finding (report.build_triage), only a line the excerpt keeps, so that the line naming a cause in words
 # no rule reads still survives when the log is buried in noise.
-STATED_COMPARISON = make_rule(
+STATED_COMPARISON = Rule(
     "stated_comparison",
     "other",
     22,
@@ -148,7 +148,7 @@ COMPILER_RULES = frozenset(
     {"cuda_only_in_rocm_build", "compiler_error", "compiler_driver_error", "linker_error", "cmake_error"}
 )
 # The failing statement a traceback quotes names a CUDA-only Python API (read only there, never in log prose).
-CUDA_ONLY_STATEMENT = make_rule(
+CUDA_ONLY_STATEMENT = Rule(
     "cuda_only_python_api",
     "missing_rocm_guard",
     89,

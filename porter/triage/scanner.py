@@ -29,12 +29,10 @@ MAX_FRAMES = 48
 CONTEXT_LINES = 12  # lines kept before a new event: the kernel logged before a fault, the compiler command
 CONTINUATION_LINES = 4
 STALE_TRACEBACK_LINES = 60  # a traceback whose writer said nothing for this long was cut off
-LINE_LIMIT = 2_000
+LINE_LIMIT = 2_000  # characters of one line that are kept
 LONG_LINE_BYTES = 16_384  # longer lines are read redraw by redraw (\r), around each trigger word
 MAX_VARIANTS = 16  # distinct texts kept per folded event (the shapes of an untuned-config warning)
-FOLD_CACHE_AFTER = (
-    32  # copies of a message looked at in full before the rest are only counted  # characters of one line that are kept
-)
+FOLD_CACHE_AFTER = 32  # copies of a message looked at in full before the rest are only counted
 LIBRARY_FRAME = re.compile(
     r"/(?:torch|triton|functools|threading|multiprocessing|concurrent|asyncio|runpy|importlib|contextlib|click"
     r"|uvloop|uvicorn|starlette|fastapi|ray|typing|tqdm|safetensors)/|<frozen"
@@ -205,13 +203,6 @@ class Scanner:
             end = min((found for found in ends if found >= 0), default=min(len(chunk), at + LINE_LIMIT))
             self._handle(line_no, [chunk[start:end]], 0, True)
 
-    def _remember_template(self, template: bytes) -> None:
-        if len(template) > MAX_TEMPLATE_BYTES:  # a giant line is cheaper to re-check than to keep
-            return
-        if len(self.harmless) >= MAX_TEMPLATES:
-            self.harmless.clear()
-        self.harmless.add(template)
-
     def _keep_edges(self, raw_lines: list[bytes]) -> None:
         base = self.line_count
         if len(self.head) < 6:
@@ -324,7 +315,12 @@ class Scanner:
 
     def _remember_harmless(self, raw: bytes) -> None:
         """A line that triggered but meant nothing: its template skips the slow path from now on."""
-        self._remember_template(raw.translate(None, DIGITS))
+        template = raw.translate(None, DIGITS)
+        if len(template) > MAX_TEMPLATE_BYTES:  # a giant line is cheaper to re-check than to keep
+            return
+        if len(self.harmless) >= MAX_TEMPLATES:
+            self.harmless.clear()
+        self.harmless.add(template)
 
     def _observe(self, line_no: int, channel: str, body: str, raw_lines: list[bytes], index: int) -> bool:
         """Record what a triggered line says; False when it said nothing worth its template being looked at again."""

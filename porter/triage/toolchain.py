@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from porter.triage.mechanisms import Rule, make_rule
+from porter.triage.mechanisms import Rule
 
 SOURCE_EXTENSIONS = (
     r"c|cc|cpp|cxx|c\+\+|cu|cuh|h|hh|hpp|hxx|h\+\+|hip|inc|inl|ipp|tpp|tcc|txx|cl|cppm|ixx|def|py|mlir|ll|s|S"
@@ -166,7 +166,7 @@ def origin_of(text: str, context: list[str]) -> str | None:
 # The toolchain's class rules, highest precedence first (rules.RULES puts them before mechanisms.RULES): the CUDA
 # toolkit or CUDA-only code reaching a ROCm build, then the first diagnostic of a compiler, linker or CMake.
 TOOLCHAIN_RULES: tuple[Rule, ...] = (
-    make_rule(
+    Rule(
         "cuda_only_in_rocm_build",
         "missing_rocm_guard",
         100,
@@ -176,7 +176,7 @@ TOOLCHAIN_RULES: tuple[Rule, ...] = (
         layer="clang/hipcc diagnostics (clang/lib/Frontend/TextDiagnostic.cpp: file:line:col: error:), gcc's and "
         "nvcc's, naming CUDA-only APIs, headers, PTX or the platform macros a guard tests (toolchain.py)",
     ),
-    make_rule(
+    Rule(
         "cuda_symbol_in_rocm_binary",
         "missing_rocm_guard",
         99,
@@ -189,7 +189,7 @@ TOOLCHAIN_RULES: tuple[Rule, ...] = (
     # found", CPython's FileNotFoundError on nvcc, glibc's dlopen "libcudart.so.12: cannot open shared object file",
     # PyTorch utils/cpp_extension.py "CUDA_HOME environment variable is not set", GNU ld "cannot find -lcudart",
     # CMake's FindCUDAToolkit, and nvcc or ptxas running at all.
-    make_rule(
+    Rule(
         "cuda_toolkit_missing",
         "missing_rocm_guard",
         98,
@@ -202,9 +202,9 @@ TOOLCHAIN_RULES: tuple[Rule, ...] = (
         "(FileNotFoundError), PyTorch utils/cpp_extension.py ('CUDA_HOME environment variable is not set'), GNU ld "
         "('cannot find -l'), CMake Modules/FindCUDAToolkit.cmake, nvcc and ptxas",
     ),
-    make_rule("compiler_error", "compile_error", 95, ("error:",), COMPILER_DIAGNOSTIC.pattern, confidence=0.9),
-    make_rule("compiler_driver_error", "compile_error", 95, ("error:", "error in backend"), COMPILER_DRIVER.pattern),
-    make_rule(
+    Rule("compiler_error", "compile_error", 95, ("error:",), COMPILER_DIAGNOSTIC.pattern, confidence=0.9),
+    Rule("compiler_driver_error", "compile_error", 95, ("error:", "error in backend"), COMPILER_DRIVER.pattern),
+    Rule(
         "linker_error",
         "compile_error",
         95,
@@ -215,5 +215,5 @@ TOOLCHAIN_RULES: tuple[Rule, ...] = (
         LINKER.pattern,
         confidence=0.9,
     ),
-    make_rule("cmake_error", "compile_error", 95, ("cmake error",), CMAKE_ERROR.pattern, confidence=0.8),
+    Rule("cmake_error", "compile_error", 95, ("cmake error",), CMAKE_ERROR.pattern, confidence=0.8),
 )

@@ -1,9 +1,9 @@
 """Git discipline for the trees the agent patches (gitpython, on the host copies of the repos).
 
 Covers: the run branch `porter/<run-id>` with the user's uncommitted work committed first (never lost),
-the pending diff, one commit per accepted change, reverting a rejected change so the tree is never
-left half-applied, and exporting the accepted commits as a `git am`-able patch series.
-Does not decide what to accept (the loop does) and does not talk to the sandbox.
+the pending diff, one commit per accepted change, and reverting a rejected change so the tree is never
+left half-applied. Does not decide what to accept (the loop does), export the patch series
+(report/pr_series.py) or talk to the sandbox.
 """
 
 from __future__ import annotations
@@ -244,18 +244,6 @@ class TrackedRepo:
 
 def _mib(size: int) -> str:
     return f"{size / 2**30:.1f} GiB" if size >= 1 << 30 else f"{size / 2**20:.1f} MiB"
-
-
-def export_series(repo: git.Repo, state: RepoState, out_dir: Path) -> list[Path]:
-    """`git format-patch` of the run's accepted commits, numbered 0001-..., appliable with `git am` on the base."""
-    out_dir = out_dir.resolve()  # git runs in the repo: a relative -o would land inside the tree
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for old in out_dir.glob("*.patch"):
-        old.unlink()
-    if not state.accepted:
-        return []
-    names = repo.git.format_patch(f"{state.base_commit}..{state.branch}", o=str(out_dir)).splitlines()
-    return [Path(name) for name in names]
 
 
 def commit_message(summary: str, failed: str, why: str, changed: str, evidence: str) -> str:
