@@ -13,6 +13,7 @@ around its key line, as the engine printed them. Reads only; writes nothing; run
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import math
 import re
@@ -280,19 +281,14 @@ def read_metrics(run_dir: Path) -> list[Measurement]:
     return measurements
 
 
-_TREES: dict[tuple[str, tuple[str, ...]], list[str]] = {}
-
-
+@functools.cache
 def _commit_trees(path: str, shas: tuple[str, ...]) -> list[str]:
     """The tree of each commit (cached: a report asks for every configuration)."""
-    key = (path, shas)
-    if key not in _TREES:
-        try:
-            repo = safe_git.open_repo(path)
-            _TREES[key] = [repo.commit(sha).tree.hexsha for sha in shas]
-        except (safe_git.UntrustedRepo, git.GitError, ValueError):
-            _TREES[key] = []
-    return _TREES[key]
+    try:
+        repo = safe_git.open_repo(path)
+        return [repo.commit(sha).tree.hexsha for sha in shas]
+    except (safe_git.UntrustedRepo, git.GitError, ValueError):
+        return []
 
 
 def _commit_files(path: str, sha: str) -> list[str]:
