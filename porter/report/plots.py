@@ -94,17 +94,10 @@ def _sweep_plot(record: RunRecord, plots_dir: Path, sweeps: list[Measurement]) -
         _limit_line(left, target, f"target {target:g} tok/s")
     _limit_line(right, slo.ttft_s, f"SLO p{slo.percentile:g} TTFT {slo.ttft_s:g} s")
     metric = spec.metric.removesuffix("_throughput")
-    left.set(
-        xlabel="offered load (requests/s)",
-        ylabel=f"{metric} throughput per node (tok/s)",
-        title="Throughput against offered load (knee dotted)",
-    )
-    right.set(
-        xlabel="offered load (requests/s)",
-        ylabel=f"p{slo.percentile:g} time to first token (s)",
-        title="Time to first token against offered load",
-    )
+    left.set(ylabel=f"{metric} throughput per node (tok/s)", title="Throughput against offered load (knee dotted)")
+    right.set(ylabel=f"p{slo.percentile:g} time to first token (s)", title="Time to first token against offered load")
     for axis in (left, right):
+        axis.set(xlabel="offered load (requests/s)")
         axis.grid(alpha=0.3)
     _legend(figure, record, order)
     return _save(figure, plots_dir / SWEEP_PLOT)
