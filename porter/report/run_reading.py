@@ -1,7 +1,6 @@
 """A finished or running run directory, read for people: what the report, the plots, the HTML page and the PRs share.
 
-Covers loading a run (task, state, environment.json; metrics.jsonl and the transcript parsed once into typed
-records: measurements, tool outcomes, start-ups, the agent's turns, which the readers read by attribute), the
+Covers loading a run (task, state, environment.json; metrics.jsonl and the transcript as typed records), the
 baseline configuration (the first one measured), configurations named by what changed from the baseline in
 the engine's CLI form plus the commits their trees hold (`--tp 4 --dp 2 + twin 50d0a05`), one colour per
 configuration (its order of first measurement), which attempt a measurement belongs to, the start-ups the
@@ -76,8 +75,7 @@ class ToolOutcome:
     def parse(cls, record: dict) -> ToolOutcome:
         facts, step, tool = record["facts"], record.get("step"), record.get("name")
         said = str(record.get("content") or "").split("\n", 1)[0][:400]
-        served = tool == "serve" and "log" in facts
-        startup = StartUpAt.from_dict({**facts, "step": step}) if served else None
+        startup = StartUpAt.from_dict({**facts, "step": step}) if tool == "serve" and "log" in facts else None
         return cls(step, tool, said, facts.get("ok"), facts.get("changed") or {}, facts, startup)
 
 
@@ -104,9 +102,7 @@ class RunRecord:
     def baseline(self) -> str | None:
         """The configuration the run started from: the first one measured while nothing was pending."""
         first = next((m for m in self.metrics if not m.pending), None)
-        if first is not None:
-            return first.config
-        return self.state.samples[0].config if self.state.samples else None
+        return first.config if first else self.state.samples[0].config if self.state.samples else None
 
     def configurations(self) -> list[str]:
         """Every measured configuration, in the order of its first measurement."""
@@ -116,12 +112,6 @@ class RunRecord:
     def colour(self, fingerprint: str) -> str:
         order = self.configurations()
         return PALETTE[order.index(fingerprint) % len(PALETTE)] if fingerprint in order else PALETTE[-1]
-
-    def attempt_of(self, step: int, pending: bool) -> Attempt | None:
-        """The attempt a measurement was evidence for: a pending one belongs to the next decision."""
-        if not pending:
-            return None
-        return next((attempt for attempt in self.state.attempts if attempt.step >= step), None)
 
     def reverted(self, fingerprint: str) -> bool:
         """Measured only while pending, and never the configuration a later keep or the baseline is."""
@@ -197,7 +187,7 @@ class RunRecord:
     def _edit_label(self, fingerprint: str) -> str:
         """An edit that never became a commit, by the files the change that measured it named."""
         first = next((m.step for m in self.metrics if m.config == fingerprint), 0)
-        attempt = self.attempt_of(first, pending=True)
+        attempt = next((a for a in self.state.attempts if a.step >= first), None)  # the decision it was evidence for
         files = self.files_of(attempt) if attempt else {}
         named = [f"{repo} edit ({', '.join(Path(name).name for name in names)})" for repo, names in files.items()]
         return " + ".join(named) or "uncommitted edit"
@@ -213,8 +203,7 @@ class RunRecord:
 
     def _arguments(self, step: int, names: tuple[str, ...]) -> dict:
         """The arguments of the agent's first call at a step of one of these tools ({}: none)."""
-        calls = (call for turn in self.turns if turn.step == step for call in turn.calls if call.name in names)
-        return next((call.arguments for call in calls), {})
+        return next((c.arguments for t in self.turns if t.step == step for c in t.calls if c.name in names), {})
 
     def summary(self, step: int) -> str | None:
         """The agent's own summary of the change it asked to keep at a step (a commit's subject is cut at 72)."""
