@@ -46,13 +46,13 @@ class Entry:
 
     name: str
     agent: str
-    solved: bool
-    steps: int
-    relaunches: int
-    tokens: int
-    cost_usd: float | None
-    wall_s: float
-    run_dir: str
+    solved: bool = False
+    steps: int = 0
+    relaunches: int = 0
+    tokens: int = 0
+    cost_usd: float | None = None
+    wall_s: float = 0.0
+    run_dir: str = ""  # "": the run did not start, or did not come back
     note: str = ""
     recorded_by: str = ""
     reproduced: bool | None = None  # None: a live run
@@ -127,7 +127,7 @@ def run_one(source: Path, provider: str, engine: str | None, runs_dir: Path, tru
 
 def _entry(name: str, provider: str, ctx, wall_s: float, note: str) -> Entry:
     if ctx is None:
-        return Entry(name, provider, False, 0, 0, 0, None, round(wall_s, 1), "", note)
+        return Entry(name, provider, wall_s=round(wall_s, 1), note=note)
     state = ctx.state
     return Entry(
         name,
@@ -150,7 +150,7 @@ def replay_one(recording: Path, runs_dir: Path, trusted: bool = False) -> Entry:
         report = replay(recording, runs_dir=str(runs_dir), local_task=recording / "task.yaml" if trusted else None)
     except Exception as exc:  # noqa: BLE001 - as in run_one: a replay that cannot start is a failed row
         wall_s = round(time.monotonic() - started, 1)
-        return Entry(recording.name, REPLAY, False, 0, 0, 0, None, wall_s, "", f"error: {type(exc).__name__}: {exc}")
+        return Entry(recording.name, REPLAY, wall_s=wall_s, note=f"error: {type(exc).__name__}: {exc}")
     replayed = recorded_entry(recording.name, report.replay_dir / "transcript.jsonl")
     note = f"replayed in {time.monotonic() - started:.0f} s"
     if not report.reproduced:
@@ -181,7 +181,6 @@ def recorded_entry(name: str, transcript: Path) -> Entry:
         tokens=reported or estimate,
         cost_usd=None if None in costs else round(sum(costs), 4),
         wall_s=round(float(end.get("t") or 0) - float(start.get("t") or 0), 1) if end and start else 0.0,
-        run_dir="",
         recorded_by=agent.get("model") or str(agent.get("provider") or "?").partition(":")[0],
         tokens_estimated=not reported and bool(estimate),
     )

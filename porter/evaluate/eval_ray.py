@@ -272,8 +272,7 @@ class Matrix:
         return entry
 
     def _failed(self, index: int, note: str) -> Entry:
-        cell = self.cells[index]
-        return Entry(cell.name, cell.agent, False, 0, 0, 0, None, 0.0, "", note)
+        return Entry(self.cells[index].name, self.cells[index].agent, note=note)
 
     @staticmethod
     def _verdict(entry: Entry) -> str:
