@@ -122,24 +122,18 @@ def run_one(source: Path, provider: str, engine: str | None, runs_dir: Path, tru
         if ctx is not None:
             runs.finish_outputs(ctx)
             ctx.sandbox.stop(remove=True)
-    return _entry(task.name, provider, ctx, time.monotonic() - started, note)
-
-
-def _entry(name: str, provider: str, ctx, wall_s: float, note: str) -> Entry:
+    entry = Entry(task.name, provider, wall_s=round(time.monotonic() - started, 1), note=note)
     if ctx is None:
-        return Entry(name, provider, wall_s=round(wall_s, 1), note=note)
+        return entry
     state = ctx.state
-    return Entry(
-        name,
-        provider,
-        state.solved,
-        state.step,
-        state.relaunches,
-        state.tokens["input"] + state.tokens["output"],
-        state.cost_usd if state.cost_known else None,
-        round(wall_s, 1),
-        str(ctx.run_dir),
-        note,
+    return replace(
+        entry,
+        solved=state.solved,
+        steps=state.step,
+        relaunches=state.relaunches,
+        tokens=state.tokens["input"] + state.tokens["output"],
+        cost_usd=state.cost_usd if state.cost_known else None,
+        run_dir=str(ctx.run_dir),
     )
 
 
