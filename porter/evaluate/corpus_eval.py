@@ -19,7 +19,7 @@ import datetime as dt
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from itertools import cycle
 from pathlib import Path
 
@@ -30,6 +30,7 @@ from porter.evaluate import runs
 from porter.evaluate.replay_run import recorded_task, replay
 from porter.ledger.transcript import read_transcript
 from porter.loop import agent
+from porter.models.base import Usage
 from porter.redaction import redact
 from porter.report.run_reading import markdown_text
 from porter.task import Task, TaskError, load_task
@@ -45,13 +46,13 @@ class Entry:
 
     name: str
     agent: str
-    solved: bool
-    steps: int
-    relaunches: int
-    tokens: int
-    cost_usd: float | None
-    wall_s: float
-    run_dir: str
+    solved: bool = False
+    steps: int = 0
+    relaunches: int = 0
+    tokens: int = 0
+    cost_usd: float | None = None
+    wall_s: float = 0.0
+    run_dir: str = ""  # "": the run did not start, or did not come back
     note: str = ""
     recorded_by: str = ""
     reproduced: bool | None = None  # None: a live run
@@ -121,79 +122,62 @@ def run_one(source: Path, provider: str, engine: str | None, runs_dir: Path, tru
         if ctx is not None:
             runs.finish_outputs(ctx)
             ctx.sandbox.stop(remove=True)
-    return _entry(task.name, provider, ctx, time.monotonic() - started, note)
-
-
-def _entry(name: str, provider: str, ctx, wall_s: float, note: str) -> Entry:
+    entry = Entry(task.name, provider, wall_s=round(time.monotonic() - started, 1), note=note)
     if ctx is None:
-        return Entry(name, provider, False, 0, 0, 0, None, round(wall_s, 1), "", note)
+        return entry
     state = ctx.state
-    return Entry(
-        name,
-        provider,
-        state.solved,
-        state.step,
-        state.relaunches,
-        state.tokens["input"] + state.tokens["output"],
-        state.cost_usd if state.cost_known else None,
-        round(wall_s, 1),
-        str(ctx.run_dir),
-        note,
+    return replace(
+        entry,
+        solved=state.solved,
+        steps=state.step,
+        relaunches=state.relaunches,
+        tokens=state.tokens["input"] + state.tokens["output"],
+        cost_usd=state.cost_usd if state.cost_known else None,
+        run_dir=str(ctx.run_dir),
     )
 
 
 def replay_one(recording: Path, runs_dir: Path, trusted: bool = False) -> Entry:
     started = time.monotonic()
     try:
-        recorded = recording_summary(read_transcript(recording / "transcript.jsonl"))
+        recorded = recorded_entry(recording.name, recording / "transcript.jsonl")
         report = replay(recording, runs_dir=str(runs_dir), local_task=recording / "task.yaml" if trusted else None)
     except Exception as exc:  # noqa: BLE001 - as in run_one: a replay that cannot start is a failed row
         wall_s = round(time.monotonic() - started, 1)
-        return Entry(recording.name, REPLAY, False, 0, 0, 0, None, wall_s, "", f"error: {type(exc).__name__}: {exc}")
-    replayed = recording_summary(read_transcript(report.replay_dir / "transcript.jsonl"))
+        return Entry(recording.name, REPLAY, wall_s=wall_s, note=f"error: {type(exc).__name__}: {exc}")
+    replayed = recorded_entry(recording.name, report.replay_dir / "transcript.jsonl")
     note = f"replayed in {time.monotonic() - started:.0f} s"
     if not report.reproduced:
         note += "; " + "; ".join(report.divergences[:2])
-    return Entry(
-        recording.name,
-        REPLAY,
-        bool(replayed["solved"]) and report.reproduced,
-        recorded["steps"],
-        recorded["launches"],
-        recorded["tokens"],
-        recorded["cost_usd"],
-        recorded["wall_s"],
-        str(report.replay_dir),
-        note,
-        recorded_by=recorded["model"],
-        reproduced=report.reproduced,
-        tokens_estimated=recorded["tokens_estimated"],
-    )
+    solved = replayed.solved and report.reproduced
+    return replace(recorded, solved=solved, run_dir=str(report.replay_dir), note=note, reproduced=report.reproduced)
 
 
-def recording_summary(records: list[dict]) -> dict:
+def recorded_entry(name: str, transcript: Path) -> Entry:
     """What a transcript says of the run that made it: its model, outcome, turns, launches (serve calls),
     tokens (the provider's count, else porter's estimate of the requests), cost and wall time."""
+    records = read_transcript(transcript)
     start = next((record for record in records if record.get("kind") == "run_start"), {})
     end = next((record for record in reversed(records) if record.get("kind") == "run_end"), {})
     agent = (start.get("environment") or {}).get("agent") or {}
-    usage = [
-        (record.get("reply") or {}).get("usage") or {} for record in records if record.get("kind") == "model_reply"
-    ]
-    reported = sum((item.get("input_tokens") or 0) + (item.get("output_tokens") or 0) for item in usage)
+    replies = [record.get("reply") or {} for record in records if record.get("kind") == "model_reply"]
+    usage = [Usage.from_dict(reply.get("usage") or {}) for reply in replies]
+    launches = sum(1 for record in records if record.get("kind") == "tool_call" and record.get("name") == "serve")
+    reported = sum(item.input_tokens + item.output_tokens for item in usage)
     estimate = sum(record.get("tokens_estimate") or 0 for record in records if record.get("kind") == "model_request")
-    costs = [item.get("cost_usd") for item in usage]
-    return {
-        "model": agent.get("model") or str(agent.get("provider") or "?").partition(":")[0],
-        "solved": bool(end.get("solved")),
-        "finished": end.get("finished") or "",
-        "steps": int(end.get("step") or len(usage)),
-        "launches": sum(1 for record in records if record.get("kind") == "tool_call" and record.get("name") == "serve"),
-        "tokens": reported or estimate,
-        "tokens_estimated": not reported and bool(estimate),
-        "cost_usd": None if None in costs else round(sum(costs), 4),
-        "wall_s": round(float(end.get("t") or 0) - float(start.get("t") or 0), 1) if end and start else 0.0,
-    }
+    costs = [item.cost_usd for item in usage]
+    return Entry(
+        name,
+        REPLAY,
+        solved=bool(end.get("solved")),
+        steps=int(end.get("step") or len(usage)),
+        relaunches=launches,
+        tokens=reported or estimate,
+        cost_usd=None if None in costs else round(sum(costs), 4),
+        wall_s=round(float(end.get("t") or 0) - float(start.get("t") or 0), 1) if end and start else 0.0,
+        recorded_by=agent.get("model") or str(agent.get("provider") or "?").partition(":")[0],
+        tokens_estimated=not reported and bool(estimate),
+    )
 
 
 def evaluate(

@@ -269,8 +269,7 @@ class Matrix:
         return entry
 
     def _failed(self, index: int, note: str) -> Entry:
-        cell = self.cells[index]
-        return Entry(cell.name, cell.agent, False, 0, 0, 0, None, 0.0, "", note)
+        return Entry(self.cells[index].name, self.cells[index].agent, note=note)
 
     def _progress(self, with_running: bool = False) -> str:
         finished = ", ".join(f"{node} {count}" for node, count in sorted(self.finished_on.items())) or "none yet"

@@ -24,7 +24,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 
 from porter.checks import registry  # noqa: E402
 from porter.checks.throughput import absolute
-from porter.report.run_reading import RunRecord  # noqa: E402
+from porter.report.run_reading import Measurement, RunRecord  # noqa: E402
 
 LEGEND_WIDTH = 70  # characters of a legend label before it wraps
 
@@ -41,17 +41,13 @@ def write_plots(record: RunRecord) -> list[Path]:
     plots_dir = record.run_dir / "plots"
     plots_dir.mkdir(exist_ok=True)
     written = []
-    sweeps = [m for m in record.metrics if m["check"] == "throughput" and m["result"].get("levels")]
+    sweeps = [m for m in record.metrics if m.check == "throughput" and m.result.get("levels")]
     if sweeps and record.task.checks.throughput:
         written.append(_sweep_plot(record, plots_dir, sweeps))
     performance = {item.key for item in registry.declared(record.task) if item.kind.performance}
-    if any(m["check"] in performance for m in record.metrics):
+    if any(m.check in performance for m in record.metrics):
         written.append(_objective_plot(record, plots_dir))
     return written
-
-
-def _config(measurement: dict) -> str:
-    return measurement.get("config") or measurement["result"].get("fingerprint")
 
 
 def _style(record: RunRecord, fingerprint: str) -> dict:
@@ -64,7 +60,7 @@ def _style(record: RunRecord, fingerprint: str) -> dict:
 
 def legend_label(record: RunRecord, fingerprint: str) -> str:
     """`step N: <what it changed on the configuration it was tried on>`, `(reverted)` when it was not kept."""
-    first = next(m["step"] for m in record.metrics if _config(m) == fingerprint)
+    first = next(m.step for m in record.metrics if m.config == fingerprint)
     if fingerprint == record.baseline:
         return f"step {first}: baseline"
     text = f"step {first}: + {record.label(fingerprint, since=record.tried_on(fingerprint))}"
@@ -73,21 +69,21 @@ def legend_label(record: RunRecord, fingerprint: str) -> str:
     return textwrap.fill(text, LEGEND_WIDTH, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False)
 
 
-def _sweep_plot(record: RunRecord, plots_dir: Path, sweeps: list[dict]) -> Path:
+def _sweep_plot(record: RunRecord, plots_dir: Path, sweeps: list[Measurement]) -> Path:
     spec = record.task.checks.throughput
     slo, nodes = spec.slo, record.task.hardware.nodes
     ttft_key = f"p{slo.percentile:g}_ttft_ms"
     figure, (left, right) = plt.subplots(1, 2, figsize=(13, 5))
-    order = [c for c in record.configurations() if any(_config(m) == c for m in sweeps)]
+    order = [c for c in record.configurations() if any(m.config == c for m in sweeps)]
     for fingerprint in order:
         style = _style(record, fingerprint)
-        mine = [m for m in sweeps if _config(m) == fingerprint]
+        mine = [m for m in sweeps if m.config == fingerprint]
         for axis, value in (
             (left, lambda lv: (lv.get(spec.metric) or 0) / nodes),
             (right, lambda lv: (lv.get(ttft_key) or 0) / 1000),
         ):
             _rate_line(axis, mine, value, style)
-        knees = [m["result"]["knee_rps"] for m in mine if m["result"].get("knee_rps")]
+        knees = [m.result["knee_rps"] for m in mine if m.result.get("knee_rps")]
         if knees:
             for axis in (left, right):
                 axis.axvline(statistics.median(knees), color=style["color"], linestyle=":", linewidth=1.5)
@@ -98,17 +94,10 @@ def _sweep_plot(record: RunRecord, plots_dir: Path, sweeps: list[dict]) -> Path:
         _limit_line(left, target, f"target {target:g} tok/s")
     _limit_line(right, slo.ttft_s, f"SLO p{slo.percentile:g} TTFT {slo.ttft_s:g} s")
     metric = spec.metric.removesuffix("_throughput")
-    left.set(
-        xlabel="offered load (requests/s)",
-        ylabel=f"{metric} throughput per node (tok/s)",
-        title="Throughput against offered load (knee dotted)",
-    )
-    right.set(
-        xlabel="offered load (requests/s)",
-        ylabel=f"p{slo.percentile:g} time to first token (s)",
-        title="Time to first token against offered load",
-    )
+    left.set(ylabel=f"{metric} throughput per node (tok/s)", title="Throughput against offered load (knee dotted)")
+    right.set(ylabel=f"p{slo.percentile:g} time to first token (s)", title="Time to first token against offered load")
     for axis in (left, right):
+        axis.set(xlabel="offered load (requests/s)")
         axis.grid(alpha=0.3)
     _legend(figure, record, order)
     return _save(figure, plots_dir / SWEEP_PLOT)
@@ -120,12 +109,12 @@ def _limit_line(axis, value: float, text: str) -> None:
     axis.annotate(text, (0.01, value), xycoords=("axes fraction", "data"), va="bottom", fontsize=8)
 
 
-def _rate_line(axis, sweeps: list[dict], value, style: dict) -> None:
+def _rate_line(axis, sweeps: list[Measurement], value, style: dict) -> None:
     """Every level of a configuration's sweeps as a point, and one line through the median at each rate, in rate
     order (bisection measures rates out of order, and two sweeps of one configuration bisect at different rates)."""
     by_rate: dict[float, list[float]] = {}
     for measurement in sweeps:
-        for level in measurement["result"]["levels"]:
+        for level in measurement.result["levels"]:
             by_rate.setdefault(level["rps"], []).append(value(level))
     rates = sorted(by_rate)
     axis.plot(rates, [statistics.median(by_rate[r]) for r in rates], marker="o", markersize=5, **style)
@@ -136,12 +125,12 @@ def _rate_line(axis, sweeps: list[dict], value, style: dict) -> None:
 def _objective_plot(record: RunRecord, plots_dir: Path) -> Path:
     """Each performance target's figure at every measurement, one panel each (their scales differ)."""
     declared = [item for item in registry.declared(record.task) if item.kind.performance]
-    panels = [item for item in declared if any(m["check"] == item.key for m in record.metrics)]
+    panels = [item for item in declared if any(m.check == item.key for m in record.metrics)]
     figure, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.5), squeeze=False)
     shown: list[str] = []
     for axis, item in zip(axes[0], panels, strict=True):
         field = item.kind.headline(item.spec)
-        points = [(m["step"], m["result"].get(field), _config(m)) for m in record.metrics if m["check"] == item.key]
+        points = [(m.step, m.result.get(field), m.config) for m in record.metrics if m.check == item.key]
         points = [(step, value, config) for step, value, config in points if value is not None]
         for step, value, config in points:
             style = _style(record, config)
@@ -167,7 +156,7 @@ def _accepted_line(record: RunRecord, key: str, field: str) -> list[tuple[int, f
     configuration's median (a configuration not yet measured for this figure keeps the line where it was)."""
     line: list[tuple[int, float]] = []
     for step, fingerprint in record.accepted_events():
-        values = [m["result"].get(field) for m in record.metrics if m["check"] == key and _config(m) == fingerprint]
+        values = [m.result.get(field) for m in record.metrics if m.check == key and m.config == fingerprint]
         values = [v for v in values if v is not None]
         if values:
             line.append((step, statistics.median(values)))

@@ -30,7 +30,7 @@ from porter.report.pr_series import ChangeSet
 from porter.report.run_reading import RunRecord, cli_change, log_excerpt, percent, read_run, significant
 from porter.sandbox.trees import safe_git
 from porter.sandbox.trees.tracked import PORTER_AUTHOR, RepoState
-from porter.task import OVERLAY_REPO
+from porter.task import OVERLAY_REPO, TuneSpec
 
 CRASH_RULES = ("crash_fix", "crash_gone", "crash_progress")
 WORDS = {"rocm": "ROCm", "cuda": "CUDA", "gpu": "GPU", "perf": "performance", "moe": "MoE", "kv": "KV"}
@@ -141,7 +141,7 @@ def pr_title(draft: Draft) -> str:
     crash = _crash_startup(draft)
     if crash:
         where = f"loading {model} with {task.engine.name}" if draft.style.prefix == "" else named
-        return f"{draft.style.prefix}Fix {phrase(crash['crash_class'])} in {where}" + (
+        return f"{draft.style.prefix}Fix {phrase(crash.crash_class)} in {where}" + (
             f" ({named})" if draft.style.prefix == "" else ""
         )
     gains = [c for a in draft.attempts for c in a.comparisons if c.get("better")]
@@ -159,17 +159,16 @@ def _short_label(draft: Draft, key: str) -> str:
     return item.kind.label(item.spec).split(" (")[0]
 
 
-def _tune_of(draft: Draft) -> dict | None:
+def _tune_of(draft: Draft) -> tuple[run_reading.ToolOutcome, TuneSpec | None] | None:
     """The tune call whose changed files are this change set's (the tuner wrote them), with its task entry."""
-    for fact in draft.record.facts:
-        changed = (fact.get("changed") or {}).get(draft.repo_state.name) or []
-        if fact.get("tool") == "tune" and changed and set(changed) <= set(draft.change.files):
-            spec = next((t for t in draft.record.task.tune if t.name == fact.get("name")), None)
-            return {"fact": fact, "spec": spec}
+    for outcome in draft.record.outcomes:
+        changed = outcome.changed.get(draft.repo_state.name) or []
+        if outcome.tool == "tune" and changed and set(changed) <= set(draft.change.files):
+            return outcome, next((t for t in draft.record.task.tune if t.name == outcome.facts.get("name")), None)
     return None
 
 
-def _crash_startup(draft: Draft) -> dict | None:
+def _crash_startup(draft: Draft) -> run_reading.StartUpAt | None:
     """The failed start-up this change set cleared: the last one before the first edit of its files (one bring-up
     that clears two crashes holds two repos' fixes, each PR names its own), else the attempt's first crash."""
     crash = draft.crash
@@ -177,13 +176,16 @@ def _crash_startup(draft: Draft) -> dict | None:
         return None
     record = draft.record
     edits = [
-        c["step"] for c in record.calls if c["step"] <= crash.step and record.edits(c["step"], c, draft.change.files)
+        turn.step
+        for turn in record.turns
+        for call in turn.calls
+        if turn.step <= crash.step and record.edits(turn.step, call, draft.change.files)
     ]
-    failed = [s for s in record.startups() if s["step"] <= crash.step and s.get("crash_class")]
+    failed = [s for s in record.startups() if s.step <= crash.step and s.crash_class]
     if edits:
-        before = [s for s in failed if s["step"] < min(edits)]
+        before = [s for s in failed if s.step < min(edits)]
         return before[-1] if before else None
-    same = [s for s in failed if s["crash_class"] == crash.crash_class]
+    same = [s for s in failed if s.crash_class == crash.crash_class]
     return same[-1] if same else None
 
 
@@ -192,9 +194,9 @@ def _problem(draft: Draft) -> list[str]:
     serving = f"Serving {task.model.id} on {task.hardware.count}x {task.hardware.gpu} with {task.engine.name}"
     startup = _crash_startup(draft)
     if startup is not None:
-        flags = cli_change(task, task.serve.flags, record.flags_of(startup.get("fingerprint")))
-        lines = [f"{serving}{f' and `{flags}`' if flags else ''}, the server fails to start (`{startup['log']}`):"]
-        return [*lines, "", "```", *log_excerpt(record.run_dir, startup["log"], startup.get("key_line")), "```"]
+        flags = cli_change(task, task.serve.flags, record.flags_of(startup.fingerprint))
+        lines = [f"{serving}{f' and `{flags}`' if flags else ''}, the server fails to start (`{startup.log}`):"]
+        return [*lines, "", "```", *log_excerpt(record.run_dir, startup.log, startup.key_line), "```"]
     lines = []
     for attempt in draft.attempts:
         for comparison in attempt.comparisons:
@@ -205,26 +207,26 @@ def _problem(draft: Draft) -> list[str]:
             )
     warning = _warning_before(draft)
     if warning:
-        lines += ["", f"The engine's log warns at start-up (`{warning['log']}`):", "", "```"]
-        lines += [*log_excerpt(record.run_dir, warning["log"], warning["key_line"], before=2, after=0), "```"]
+        lines += ["", f"The engine's log warns at start-up (`{warning.log}`):", "", "```"]
+        lines += [*log_excerpt(record.run_dir, warning.log, warning.key_line, before=2, after=0), "```"]
     return lines or [f"{serving}: see the evidence below."]
 
 
-def _warning_before(draft: Draft) -> dict | None:
+def _warning_before(draft: Draft) -> run_reading.StartUpAt | None:
     """The last healthy start-up before the change set that logged a finding (a slow fallback, say)."""
     first = min((a.step for a in draft.attempts), default=0)
-    warned = [s for s in draft.record.startups() if s.get("healthy") and s.get("key_line") and s["step"] < first]
+    warned = [s for s in draft.record.startups() if s.healthy and s.key_line and s.step < first]
     return warned[-1] if warned else None
 
 
 def _cause(draft: Draft) -> list[str]:
     startup = _crash_startup(draft)
-    found = next((f for f in (startup or {}).get("findings") or [] if f.get("implicated")), None)
+    found = next((f for f in (startup.findings if startup else []) if f.get("implicated")), None)
     why = _sentences(draft.record.explanation(draft.attempts[0], draft.change.files)) if draft.attempts else ""
     why = f"{why[0].upper()}{why[1:]}" if why else ""
     if found is None:
         return [f"**Root cause:** {why}"] if why else []
-    key_line = found.get("key_line") or startup.get("key_line") or ""
+    key_line = found.get("key_line") or startup.key_line or ""
     where = "" if found["implicated"].split(" ")[0] in key_line else f" (in `{found['implicated']}`)"
     lines = [f"**Root cause:** `{key_line}`{where}"]
     return [*lines, "", f"**Fix:** {why}"] if why else lines
@@ -247,9 +249,9 @@ def _fix(draft: Draft) -> list[str]:
         stats = commit.stats.files
         for path in sorted(stats):
             lines.append(f"- `{path}` (+{stats[path]['insertions']} -{stats[path]['deletions']}): {said}")
-    tune = _tune_of(draft)
-    if tune and tune["spec"] is not None:
-        lines += ["", "Written by the tuner, run in the image:", "", "```bash", tune["spec"].command, "```"]
+    _, spec = _tune_of(draft) or (None, None)
+    if spec is not None:
+        lines += ["", "Written by the tuner, run in the image:", "", "```bash", spec.command, "```"]
     return lines
 
 
@@ -257,10 +259,10 @@ def _speed(draft: Draft) -> list[str]:
     """Before -> after for this change set's commits only."""
     startup, crash = _crash_startup(draft), draft.crash
     if crash is not None and startup is not None:
-        after = next((s for s in draft.record.startups() if s.get("fingerprint") == crash.fingerprint), {})
-        healthy = f"starts, healthy in {after['seconds']:.0f} s" if after.get("healthy") else "starts healthy"
-        stage = f" at stage {startup.get('stage')}" if startup.get("stage") is not None else ""
-        row = [f"`{startup['log']}`", f"fails: {startup['crash_class']}{stage}", healthy]
+        after = next((s for s in draft.record.startups() if s.fingerprint == crash.fingerprint), None)
+        healthy = f"starts, healthy in {after.seconds:.0f} s" if after and after.healthy else "starts healthy"
+        stage = f" at stage {startup.stage}" if startup.stage is not None else ""
+        row = [f"`{startup.log}`", f"fails: {startup.crash_class}{stage}", healthy]
         return run_reading.markdown_table("start-up, same image and flags | before | after", [row])
     rows, notes = [], []
     for attempt in draft.attempts:
@@ -327,7 +329,7 @@ def _reproduce(draft: Draft) -> list[str]:
     spec = task.repo(draft.repo_state.name)
     patches = [f"patches/{draft.repo_state.name}/{p.name}" for p in draft.change.patches]
     startup = _crash_startup(draft)
-    config = startup.get("fingerprint") if startup else (draft.attempts[-1].fingerprint if draft.attempts else None)
+    config = startup.fingerprint if startup else (draft.attempts[-1].fingerprint if draft.attempts else None)
     lines = []
     needs = {name: shas for name, shas in record.commits_in(config or "").items() if name != draft.repo_state.name}
     for name, shas in needs.items():
@@ -337,7 +339,7 @@ def _reproduce(draft: Draft) -> list[str]:
     lines += _apply(draft, spec.path, patches)
     lines += [pr_reproduce.serve_command(task, record.flags_of(config))]
     if startup is not None:
-        lines += [f"# without the patches: {startup.get('key_line')}", "# with them: the server starts"]
+        lines += [f"# without the patches: {startup.key_line}", "# with them: the server starts"]
     else:
         keys = {c["key"] for a in draft.attempts for c in a.comparisons}
         results = record.state.checks_on(config)

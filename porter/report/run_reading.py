@@ -1,6 +1,6 @@
 """A finished or running run directory, read for people: what the report, the plots, the HTML page and the PRs share.
 
-Covers loading a run (task, state, metrics.jsonl, environment.json, the transcript's structured facts), the
+Covers loading a run (task, state, environment.json; metrics.jsonl and the transcript as typed records), the
 baseline configuration (the first one measured), configurations named by what changed from the baseline in
 the engine's CLI form plus the commits their trees hold (`--tp 4 --dp 2 + twin 50d0a05`), one colour per
 configuration (its order of first measurement), which attempt a measurement belongs to, the start-ups the
@@ -12,6 +12,7 @@ around its key line, as the engine printed them. Reads only; writes nothing; run
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import math
 import re
@@ -23,9 +24,10 @@ from pathlib import Path
 import git
 
 from porter.errors import RunDirError
-from porter.ledger.records import Attempt
+from porter.ledger.records import Attempt, StartUp
 from porter.ledger.state import RunState
 from porter.ledger.transcript import iter_records
+from porter.models.base import Reply, ToolCall
 from porter.sandbox.trees import safe_git
 from porter.schema import FlagValue, is_env, render_flags, serve_env
 from porter.task import Task, load_task
@@ -38,55 +40,91 @@ EXCERPT_BEFORE, EXCERPT_AFTER = 8, 4  # lines of a log shown around its key line
 EXCERPT_WIDTH, KEY_LINE_WIDTH = 240, 2000
 
 
+@dataclass(frozen=True)
+class Measurement:
+    """One line of metrics.jsonl: a check's result at a step, on the configuration it was measured on."""
+
+    step: int
+    check: str  # the check's key: "throughput", "single_stream", "quality:<name>"
+    result: dict  # the check's own result document (only its check kind reads inside it)
+    config: str | None  # the configuration's fingerprint (a line of an older porter names it in its result only)
+    pending: bool  # evidence for a change not decided yet
+    flags: dict[str, FlagValue] | None  # the serve flags it was measured with
+
+
+@dataclass
+class StartUpAt(StartUp):
+    """A start-up as the serve tool reported it, at the step of the call."""
+
+    step: int = 0
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """A tool's result as the transcript recorded it: the first line the agent read and the facts for programs."""
+
+    step: int
+    tool: str
+    said: str  # the first line of what the agent read (400 characters at most)
+    ok: bool | None  # False: the tool refused or failed
+    changed: dict  # what the call changed: files per repo (tune), flags (set_flags)
+    facts: dict  # everything the tool returned for programs
+    startup: StartUpAt | None = None  # the serve tool's start-up (log, fingerprint, healthy, crash_class, ...)
+
+    @classmethod
+    def parse(cls, record: dict) -> ToolOutcome:
+        facts, step, tool = record["facts"], record.get("step"), record.get("name")
+        said = str(record.get("content") or "").split("\n", 1)[0][:400]
+        startup = StartUpAt.from_dict({**facts, "step": step}) if tool == "serve" and "log" in facts else None
+        return cls(step, tool, said, facts.get("ok"), facts.get("changed") or {}, facts, startup)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One reply of the agent: its words and the tool calls it made, at a step."""
+
+    step: int
+    text: str
+    calls: list[ToolCall]
+
+
 @dataclass
 class RunRecord:
     run_dir: Path
     task: Task
     state: RunState
-    metrics: list[dict]
+    metrics: list[Measurement]
     environment: dict
-    facts: list[dict] = field(default_factory=list)  # the transcript's tool results' facts, with step and tool
-    calls: list[dict] = field(default_factory=list)  # the transcript's tool calls (name, arguments, step)
-    replies: list[dict] = field(default_factory=list)  # the agent's replies: step, text, calls (name, arguments)
+    outcomes: list[ToolOutcome] = field(default_factory=list)  # the transcript's tool results, in order
+    turns: list[Turn] = field(default_factory=list)  # the agent's replies, in order
 
     @property
     def baseline(self) -> str | None:
         """The configuration the run started from: the first one measured while nothing was pending."""
-        first = next((m for m in self.metrics if not m.get("pending")), None)
-        if first is not None:
-            return first.get("config") or first["result"].get("fingerprint")
-        return self.state.samples[0].config if self.state.samples else None
+        first = next((m for m in self.metrics if not m.pending), None)
+        return first.config if first else self.state.samples[0].config if self.state.samples else None
 
     def configurations(self) -> list[str]:
         """Every measured configuration, in the order of its first measurement."""
-        seen: dict[str, None] = {}
-        for record in self.metrics:
-            seen.setdefault(record.get("config") or record["result"].get("fingerprint"), None)
+        seen = dict.fromkeys(m.config for m in self.metrics)
         return [fingerprint for fingerprint in seen if fingerprint]
 
     def colour(self, fingerprint: str) -> str:
         order = self.configurations()
         return PALETTE[order.index(fingerprint) % len(PALETTE)] if fingerprint in order else PALETTE[-1]
 
-    def attempt_of(self, step: int, pending: bool) -> Attempt | None:
-        """The attempt a measurement was evidence for: a pending one belongs to the next decision."""
-        if not pending:
-            return None
-        return next((attempt for attempt in self.state.attempts if attempt.step >= step), None)
-
     def reverted(self, fingerprint: str) -> bool:
         """Measured only while pending, and never the configuration a later keep or the baseline is."""
         # a crash fix's attempt names the configuration it was served in, with flags that were not kept with it
         kept = {a.fingerprint for a in self.state.kept_attempts() if a.rule != "crash_fix"}
         kept |= {self.baseline, self.state.accepted_config}
-        mine = [m for m in self.metrics if (m.get("config") or m["result"].get("fingerprint")) == fingerprint]
-        return fingerprint not in kept and all(m.get("pending") for m in mine)
+        return fingerprint not in kept and all(m.pending for m in self.metrics if m.config == fingerprint)
 
     def flags_of(self, fingerprint: str | None) -> dict[str, FlagValue]:
         """A configuration's serve flags, in the task's order (a configuration keeps them sorted)."""
         config = self.state.configs.get(fingerprint or "")
-        measured = next((m for m in self.metrics if m.get("config") == fingerprint and "flags" in m), None)
-        flags = dict(config.flags) if config else dict(measured["flags"]) if measured else dict(self.task.serve.flags)
+        measured = [m.flags for m in self.metrics if m.config == fingerprint and m.flags is not None]
+        flags = dict(config.flags if config else measured[0] if measured else self.task.serve.flags)
         order = list(self.task.serve.flags)
         return dict(sorted(flags.items(), key=lambda item: order.index(item[0]) if item[0] in order else len(order)))
 
@@ -112,14 +150,14 @@ class RunRecord:
     def tried_on(self, fingerprint: str) -> str | None:
         """The accepted configuration when this one was first measured (what it changed): the baseline, then each
         keep, and whatever was measured as the accepted configuration."""
-        first = next((m["step"] for m in self.metrics if _config_of(m) == fingerprint), 0)
+        first = next((m.step for m in self.metrics if m.config == fingerprint), 0)
         earlier = [config for step, config in self.accepted_events() if step < first and config != fingerprint]
         return earlier[-1] if earlier else self.baseline
 
     def accepted_events(self) -> list[tuple[int, str]]:
         """(step, configuration) whenever the accepted configuration is known: each measurement made while nothing
         was pending, and each keep that kept its flags (a crash fix names the configuration it was served in)."""
-        events = [(m["step"], _config_of(m)) for m in self.metrics if not m.get("pending")]
+        events = [(m.step, m.config) for m in self.metrics if not m.pending]
         kept = [a for a in self.state.kept_attempts() if a.rule != "crash_fix" and a.fingerprint]
         return sorted([*events, *((a.step, a.fingerprint) for a in kept)], key=lambda event: event[0])
 
@@ -148,8 +186,8 @@ class RunRecord:
 
     def _edit_label(self, fingerprint: str) -> str:
         """An edit that never became a commit, by the files the change that measured it named."""
-        first = next((m["step"] for m in self.metrics if _config_of(m) == fingerprint), 0)
-        attempt = self.attempt_of(first, pending=True)
+        first = next((m.step for m in self.metrics if m.config == fingerprint), 0)
+        attempt = next((a for a in self.state.attempts if a.step >= first), None)  # the decision it was evidence for
         files = self.files_of(attempt) if attempt else {}
         named = [f"{repo} edit ({', '.join(Path(name).name for name in names)})" for repo, names in files.items()]
         return " + ".join(named) or "uncommitted edit"
@@ -159,20 +197,22 @@ class RunRecord:
         config = self.state.configs[fingerprint]
         return baseline is not None and any(config.repos.get(n) != t for n, t in baseline.repos.items())
 
-    def startups(self) -> list[dict]:
-        """The serve tool's start-up facts (log, fingerprint, healthy, crash_class, key_line, findings) in order."""
-        return [f for f in self.facts if f.get("tool") == "serve" and "log" in f]
+    def startups(self) -> list[StartUpAt]:
+        """The serve tool's start-ups, in order."""
+        return [outcome.startup for outcome in self.outcomes if outcome.startup is not None]
+
+    def _arguments(self, step: int, names: tuple[str, ...]) -> dict:
+        """The arguments of the agent's first call at a step of one of these tools ({}: none)."""
+        return next((c.arguments for t in self.turns if t.step == step for c in t.calls if c.name in names), {})
 
     def summary(self, step: int) -> str | None:
         """The agent's own summary of the change it asked to keep at a step (a commit's subject is cut at 72)."""
-        call = next((c for c in self.calls if c["step"] == step and c["name"] == "accept"), None)
-        summary = ((call or {}).get("arguments") or {}).get("summary")
+        summary = self._arguments(step, ("accept",)).get("summary")
         return self.readable(str(summary)) if summary else None
 
     def why(self, step: int) -> str:
         """What the agent said it was doing in the accept or revert call that ended an attempt."""
-        call = next((c for c in self.calls if c["step"] == step and c["name"] in ("accept", "revert")), None)
-        arguments = (call or {}).get("arguments") or {}
+        arguments = self._arguments(step, ("accept", "revert"))
         return self.readable(str(arguments.get("why") or arguments.get("reason") or ""))
 
     def explanation(self, attempt: Attempt, files: list[str] | None = None) -> str:
@@ -181,32 +221,26 @@ class RunRecord:
         flags; else the accept's why."""
         if files is None:
             files = [name for names in self.files_of(attempt).values() for name in names]
-        for reply in reversed([r for r in self.replies if r["step"] <= attempt.step]):
-            for call in reply["calls"]:
-                arguments = call.get("arguments") or {}
-                flags = arguments.get("flags") if call.get("name") == "set_flags" else None
-                if (files and self.edits(reply["step"], call, files)) or (
+        for turn in reversed([t for t in self.turns if t.step <= attempt.step]):
+            for call in turn.calls:
+                flags = call.arguments.get("flags") if call.name == "set_flags" else None
+                if (files and self.edits(turn.step, call, files)) or (
                     isinstance(flags, dict) and attempt.flags and flags.keys() & attempt.flags.keys()
                 ):
-                    return self.readable(re.sub(r"^\[[\w:.-]+\]\s*", "", reply["text"]))  # a playbook's rule tag
+                    return self.readable(re.sub(r"^\[[\w:.-]+\]\s*", "", turn.text))  # a playbook's rule tag
         return self.why(attempt.step)
 
-    def edits(self, step: int, call: dict, files: list[str]) -> bool:
+    def edits(self, step: int, call: ToolCall, files: list[str]) -> bool:
         """Whether a tool call wrote one of `files` (an edit, a patch, a write, or a tune that changed it)."""
-        arguments = call.get("arguments") or {}
-        if call.get("name") == "tune":
-            tuned = [fact.get("changed") or {} for fact in self.facts if fact["step"] == step]
+        if call.name == "tune":
+            tuned = [outcome.changed for outcome in self.outcomes if outcome.step == step]
             return any(set(names) & set(files) for changed in tuned for names in changed.values())
-        text = str(arguments.get("path") or arguments.get("patch") or "")
-        return call.get("name") in ("edit_file", "apply_patch", "write_file") and any(f in text for f in files)
+        text = str(call.arguments.get("path") or call.arguments.get("patch") or "")
+        return call.name in ("edit_file", "apply_patch", "write_file") and any(f in text for f in files)
 
     def readable(self, text: str) -> str:
         """The agent's words for a person, as Markdown of one line (readable)."""
         return readable(self.task, text)
-
-
-def _config_of(measurement: dict) -> str | None:
-    return measurement.get("config") or measurement["result"].get("fingerprint")
 
 
 def read_run(run_dir: str | Path) -> RunRecord:
@@ -215,47 +249,38 @@ def read_run(run_dir: str | Path) -> RunRecord:
     task = load_task(run_dir / "task.yaml")
     environment_path = run_dir / "environment.json"
     environment = json.loads(environment_path.read_text()) if environment_path.exists() else {}
-    facts, calls, replies = [], [], []
+    outcomes, turns = [], []
     transcript = run_dir / "transcript.jsonl"
     for record in iter_records(transcript) if transcript.exists() else ():
         if record.get("kind") == "tool_result" and isinstance(record.get("facts"), dict):
-            said = str(record.get("content") or "").split("\n", 1)[0][:400]
-            facts.append({**record["facts"], "step": record.get("step"), "tool": record.get("name"), "said": said})
-        elif record.get("kind") == "tool_call":
-            calls.append({"step": record.get("step"), "name": record.get("name"), "arguments": record.get("arguments")})
+            outcomes.append(ToolOutcome.parse(record))
         elif record.get("kind") == "model_reply" and isinstance(record.get("reply"), dict):
-            reply = record["reply"]
-            said = [c for c in reply.get("tool_calls") or [] if isinstance(c, dict)]
-            replies.append({"step": record.get("step"), "text": str(reply.get("text") or ""), "calls": said})
-    return RunRecord(run_dir, task, state, read_metrics(run_dir), environment, facts, calls, replies)
+            reply = Reply.from_dict(record["reply"])
+            turns.append(Turn(record.get("step"), reply.text, reply.tool_calls))
+    return RunRecord(run_dir, task, state, read_metrics(run_dir), environment, outcomes, turns)
 
 
-def read_metrics(run_dir: Path) -> list[dict]:
+def read_metrics(run_dir: Path) -> list[Measurement]:
     """metrics.jsonl (torn last line skipped); a record without its step, check or result is a RunDirError."""
     path = run_dir / "metrics.jsonl"
-    if not path.exists():
-        return []
-    records = list(iter_records(path))
-    for number, record in enumerate(records, start=1):
-        shape = (record.get("step"), record.get("check"), record.get("result"))
-        if not (isinstance(shape[0], int) and isinstance(shape[1], str) and isinstance(shape[2], dict)):
+    measurements = []
+    for number, record in enumerate(iter_records(path) if path.exists() else (), start=1):
+        step, check, result = record.get("step"), record.get("check"), record.get("result")
+        if not (isinstance(step, int) and isinstance(check, str) and isinstance(result, dict)):
             raise RunDirError(f"{path}: record {number} lacks its step, check or result; not a porter measurement")
-    return records
+        config = record.get("config") or result.get("fingerprint")
+        measurements.append(Measurement(step, check, result, config, bool(record.get("pending")), record.get("flags")))
+    return measurements
 
 
-_TREES: dict[tuple[str, tuple[str, ...]], list[str]] = {}
-
-
+@functools.cache
 def _commit_trees(path: str, shas: tuple[str, ...]) -> list[str]:
     """The tree of each commit (cached: a report asks for every configuration)."""
-    key = (path, shas)
-    if key not in _TREES:
-        try:
-            repo = safe_git.open_repo(path)
-            _TREES[key] = [repo.commit(sha).tree.hexsha for sha in shas]
-        except (safe_git.UntrustedRepo, git.GitError, ValueError):
-            _TREES[key] = []
-    return _TREES[key]
+    try:
+        repo = safe_git.open_repo(path)
+        return [repo.commit(sha).tree.hexsha for sha in shas]
+    except (safe_git.UntrustedRepo, git.GitError, ValueError):
+        return []
 
 
 def _commit_files(path: str, sha: str) -> list[str]:

@@ -175,8 +175,8 @@ def reverted_reason(record: RunRecord, attempt: Attempt) -> str:
     if attempt.rule == "asked":  # the agent reverts after a refused accept: the refusal is the reason
         earlier = [a.step for a in record.state.attempts if a.step < attempt.step]
         since = max(earlier, default=0)
-        refused = [f for f in record.facts if f["tool"] == "accept" and since < f["step"] <= attempt.step]
-        refused = [f["said"].removeprefix("accept failed: ") for f in refused if f.get("ok") is False and f.get("said")]
+        refused = [o for o in record.outcomes if o.tool == "accept" and since < o.step <= attempt.step]
+        refused = [o.said.removeprefix("accept failed: ") for o in refused if o.ok is False and o.said]
         # the refusal, not the advice after it
         reason += f" after accept refused: {refused[-1].split(': ')[0]}" if refused else ""
     reason = reason if len(reason) <= REASON_WIDTH else reason[:REASON_WIDTH] + "..."
