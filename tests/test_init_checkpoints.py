@@ -121,6 +121,14 @@ def test_the_facts_of_each_checkpoint(name):
 
 
 @needs_shared
+@pytest.mark.parametrize("name", ["deepseek__DeepSeek-V3.1-NVFP4", "kimi__Kimi-K2.7-Code-NVFP4"])
+def test_an_mla_head_is_as_wide_as_its_query_and_key(name):
+    # deepseek_v3 MLA: qk_nope_head_dim 128 + qk_rope_head_dim 64 (sglang deepseek_v2.py: qk_head_dim), where
+    # hidden_size / num_attention_heads (7168 / 128 = 56, 7168 / 64 = 112) names no head of the model
+    assert read(CHECKPOINTS / name).attention.head_dim == 192
+
+
+@needs_shared
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_each_checkpoint_gives_a_valid_task_with_layouts_the_engine_accepts(tmp_path, name, engine):

@@ -401,6 +401,11 @@ def read_attention(text: dict, kinds: list[tuple[str, str]], why: dict, undecide
         topk = text.get("index_topk")
         per_layer = rank + rope + (int(text.get("index_head_dim") or 0) if topk else 0)
         kind = "MLA + DSA sparse" if topk else "MLA"
+        nope = text.get("qk_nope_head_dim")
+        if isinstance(nope, int):  # a query/key head is nope + rope wide (sglang's deepseek_v2.py: qk_head_dim)
+            head_dim = nope + rope
+        else:
+            undecided.append("the MLA head dim: no qk_nope_head_dim (a query/key head is qk_nope + qk_rope wide)")
         why["attention"] = f"kv_lora_rank = {rank}, qk_rope_head_dim = {rope}: one latent of {rank + rope} per layer"
         if topk:
             why["attention"] += (
