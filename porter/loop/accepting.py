@@ -368,10 +368,9 @@ def _what_failed(ctx: RunContext) -> str:
     crash = state.pending.first_crash or (state.accepted.serve if state.accepted.crash_class else None)
     if crash:
         return f"The server failed to start: {crash.crash_class}.\n    {crash.key_line}\n(log: {crash.log})"
-    rows = [row for row in target_report(ctx.task, state) if not row["met"] or row["open"]]
+    rows = [row for row in target_report(ctx.task, state) if not row.met or row.open]
     return "Below target: " + "; ".join(
-        f"{row['target']} {_number(row['value'])}" + (f" < {row['goal']}" if not row["open"] else f" ({row['goal']})")
-        for row in rows
+        f"{row.target} {_number(row.value)}" + (f" < {row.goal}" if not row.open else f" ({row.goal})") for row in rows
     )
 
 
@@ -425,7 +424,7 @@ def _keep_reverted_diff(ctx: RunContext, name: str, repo) -> str | None:
 
 def _attempt(ctx, summary, outcome, proof, commits, flags, crash=None, fingerprint=None, **facts) -> None:
     state = ctx.state
-    metrics = {row["key"]: row["value"] for row in target_report(ctx.task, state) if not row["stale"]}
+    metrics = {row.key: row.value for row in target_report(ctx.task, state) if not row.stale}
     state.attempts.append(
         Attempt(
             step=state.step,
