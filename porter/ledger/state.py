@@ -100,11 +100,8 @@ class RunState:
         latest: dict[str, dict] = {}
         for sample in self.samples_on(config):
             values = [s.value for s in self.samples_on(config, sample.key) if s.value is not None]
-            latest[sample.key] = {
-                **sample.result,
-                "median": statistics.median(values) if values else None,
-                "samples": len(values),
-            }
+            median = statistics.median(values) if values else None
+            latest[sample.key] = {**sample.result, "median": median, "samples": len(values)}
         return latest
 
     def kept_attempts(self) -> list[Attempt]:
@@ -128,7 +125,7 @@ class TargetRow:
     goal: Any
     value: Any = None  # a speed's median, a score's latest
     met: bool = False
-    stale: bool = False
+    stale: bool = False  # the figure is from another configuration (a target never measured is not stale)
     measured_on: str | None = None  # the configuration the figure is from
     samples: list = field(default_factory=list)
     cached: int = 0  # how many of the samples came from the measurement cache
@@ -149,17 +146,11 @@ def target_report(task: Task, state: RunState | None, pending: str | None = None
     where the change has no figure for that target)."""
     rows = []
     for item in registry.declared(task):
-        relative = item.kind.relative(item.spec)
-        row = TargetRow(
-            item.kind.label(item.spec),
-            item.key,
-            item.kind.headline(item.spec),
-            item.kind.goal(item.spec),
-            relative=relative,
-            open=relative and item.kind.performance,
-        )
+        row = TargetRow(item.kind.label(item.spec), item.key, item.kind.headline(item.spec), item.kind.goal(item.spec))
+        row.relative = item.kind.relative(item.spec)
+        row.open = row.relative and item.kind.performance
         if isinstance(state, RunState):
-            reference = state.references.get(item.key) if relative else None
+            reference = state.references.get(item.key) if row.relative else None
             if reference:
                 row.goal = item.kind.goal(item.kind.anchored(item.spec, reference["value"]))
             _fill(row, item, state)
@@ -199,9 +190,7 @@ def _judge(row: TargetRow, item: registry.Declared, measured: list[Sample]) -> t
 def all_targets_met(task: Task, state: RunState, allow_stale: bool = False) -> bool:
     """Every target met on the accepted configuration (with allow_stale: met by the latest figure anywhere)."""
     rows = target_report(task, state)
-    if allow_stale:
-        return bool(rows) and all(_met_ignoring_staleness(task, row, state) for row in rows)
-    return bool(rows) and all(row.met for row in rows)
+    return bool(rows) and all(_met_ignoring_staleness(task, row, state) if allow_stale else row.met for row in rows)
 
 
 def _met_ignoring_staleness(task: Task, row: TargetRow, state: RunState) -> bool:
@@ -212,11 +201,6 @@ def _met_ignoring_staleness(task: Task, row: TargetRow, state: RunState) -> bool
     item = registry.by_key(task, row.key)
     latest = [s for s in state.samples if s.key == row.key][-1]
     return item.kind.met(latest.result, item.spec)
-
-
-def open_targets(rows: list[TargetRow]) -> list[TargetRow]:
-    """Targets with no goal to reach (as high as the budget allows): they keep a run going until its end."""
-    return [row for row in rows if row.open]
 
 
 def anchor_references(task: Task, state: RunState) -> list[str]:
@@ -234,8 +218,3 @@ def anchor_references(task: Task, state: RunState) -> list[str]:
             state.references[item.key] = {"value": samples[0].value, "config": state.accepted_config}
             anchored.append(item.key)
     return anchored
-
-
-def stale_targets(task: Task, state: RunState) -> list[str]:
-    """Keys of the targets measured only on other configurations (never-measured ones are not stale)."""
-    return [row.key for row in target_report(task, state) if row.stale]

@@ -14,7 +14,6 @@ records (run_reading.py) and never reruns anything; figures from the twin engine
 from __future__ import annotations
 
 import json
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from porter.checks import registry
 from porter.checks.quality_kind import score_text
 from porter.engines.serve import render_command
 from porter.ledger.records import RULES, Attempt
-from porter.ledger.state import TargetRow, target_report
+from porter.ledger.state import TargetRow, median_of, target_report
 from porter.report import plots, report_page, run_reading
 from porter.report.run_reading import RunRecord, cli_change, env_prefix, percent, read_run, significant
 from porter.schema import render_flags
@@ -70,14 +69,12 @@ def baseline_rows(record: RunRecord) -> list[BaselineRow]:
     """One row per target: its figure on the baseline and on the accepted configuration, the change, goal, met."""
     rows = []
     for row in target_report(record.task, record.state):
-        item = registry.by_key(record.task, row.key)
+        performance = registry.by_key(record.task, row.key).kind.performance
         before = record.state.samples_on(record.baseline, row.key)
-        before_values = [s.value for s in before if s.value is not None]
-        baseline = statistics.median(before_values) if before_values else None
+        baseline = median_of(before)
         change = row.value / baseline - 1 if row.value is not None and baseline else None
         latest = record.state.checks_on(row.measured_on).get(row.key, {})
         first = before[-1].result if before else {}
-        performance = item.kind.performance
         rows.append(
             BaselineRow(
                 **vars(row),
