@@ -175,9 +175,9 @@ def test_an_improvement_beyond_noise_with_quality_held_is_committed(ctx):
     head = ctx.repos["engine"].repo.head.commit
     assert head.summary == "Exclude the decoder" and "Evidence:" in head.message and "n=2" in head.message
     # committing does not change the configuration's fingerprint: its samples are the accepted ones now
-    rows = {row["key"]: row for row in target_report(ctx.task, ctx.state)}
-    assert rows["throughput"]["value"] == 120.5 and not rows["throughput"]["stale"]
-    assert rows["throughput"]["metric"] == "output_throughput_per_node"
+    rows = {row.key: row for row in target_report(ctx.task, ctx.state)}
+    assert rows["throughput"].value == 120.5 and not rows["throughput"].stale
+    assert rows["throughput"].metric == "output_throughput_per_node"
 
 
 @pytest.mark.parametrize("after", [[101.0, 102.0], [90.0, 91.0]])
@@ -276,8 +276,8 @@ def test_a_stale_figure_is_never_the_comparison(ctx):
     change_config(ctx)  # stands for "speculative decoding on"
     pending(ctx, single=[150.0, 152.0])
     assert accepting.accept(ctx, "Speculative decoding", "")["kept"]
-    rows = {row["key"]: row for row in target_report(ctx.task, ctx.state)}
-    assert rows["throughput"]["stale"] and rows["throughput"]["value"] == 100.5 and not rows["throughput"]["met"]
+    rows = {row.key: row for row in target_report(ctx.task, ctx.state)}
+    assert rows["throughput"].stale and rows["throughput"].value == 100.5 and not rows["throughput"].met
     with_spec = ctx.state.accepted_config
     ctx.state.flags["tp"] = 4
     pending(ctx, throughput=[112.0, 113.0])  # +12% over the stale figure
@@ -491,8 +491,8 @@ def test_the_status_shows_the_pending_changes_own_figure_beside_the_accepted_one
     change_config(ctx)
     assert "the pending change" not in observations.status(run_status(ctx, True), {})  # no figure of its own yet
     quality_sample(ctx, 0.975, 0.94, 0.99)
-    assert "pending_value" not in run_status(ctx)["targets"][0]  # after a command that measures nothing
-    rows = {row["key"]: row for row in run_status(ctx, True)["targets"]}
+    assert "pending_value" not in run_status(ctx)["targets"][0].to_dict()  # after a command that measures nothing
+    rows = {row.key: row.to_dict() for row in run_status(ctx, True)["targets"]}  # as the model's JSON has them
     assert rows["quality:gsm8k"]["value"] == 0.755 and not rows["quality:gsm8k"]["met"]
     assert rows["quality:gsm8k"]["pending_value"] == 0.975 and rows["quality:gsm8k"]["pending_met"]
     assert rows["throughput"]["pending_value"] is None

@@ -92,7 +92,7 @@ print(json.dumps({
     "enum": run_check.parameters["properties"]["kind"]["enum"],
     "description": run_check.description,
     "prompt": workload_lines(task) + cost_lines(task),
-    "rows": [row["target"] for row in rows],
+    "rows": [row.target for row in rows],
     "cli": [cli.returncode, cli.stdout, cli.stderr],
 }))
 """

@@ -19,7 +19,7 @@ TASK = ROOT / "tests" / "data" / "twin_corvid3.yaml"
 def conversation(accepted_checks: list[str], kept: bool, met: tuple[str, ...] = ()) -> list[Message]:
     """serve (crash), edit, serve (healthy), accept: the tool results with the facts and status the loop gives; the
     status's target rows are the task's own (target_report), those named in `met` met."""
-    targets = [dict(row, met=row["key"] in met) for row in target_report(load_task(TASK), None)]
+    targets = [dict(row.to_dict(), met=row.key in met) for row in target_report(load_task(TASK), None)]
     status = {"server": "healthy", "phase": "optimisation", "accepted_checks": accepted_checks, "targets": targets}
     steps = [
         ("serve", {}, {"ok": True, "healthy": False, "crash_class": "missing_rocm_guard"}),

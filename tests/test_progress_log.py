@@ -18,7 +18,9 @@ from porter import redaction
 from porter.checks import quality, throughput, throughput_kind
 from porter.checks.kind import CheckProgress
 from porter.engines.known import engine_named
-from porter.report.live_status import render_panel, targets_table
+from porter.ledger.state import TargetRow
+from porter.report.console import targets_table
+from porter.report.live_status import render_panel
 from porter.report.progress_log import ProgressLog, StageWatch, Work, duration, format_line, heartbeat
 
 CLOCK = dt.datetime(2026, 7, 2, 17, 4, 12)
@@ -124,13 +126,13 @@ def test_the_panel_draws_a_bar_with_the_time_left(tmp_path):
 
 def test_the_targets_table_reads_scores_to_three_places_and_speeds_to_one():
     rows = [
-        {"target": "quality gsm8k", "value": 0.97, "goal": 0.93, "met": True},
-        {"target": "single stream (output tok/s)", "value": 854.925, "goal": 720.0, "met": True},
-        {"target": "throughput (output tok/s/node at knee)", "value": 1117.42, "goal": 1950.0, "met": False},
-        {"target": "quality gpqa", "value": None, "goal": 0.77, "met": False},
+        TargetRow("quality gsm8k", "quality:gsm8k", "score", 0.93, value=0.97, met=True),
+        TargetRow("single stream (output tok/s)", "single_stream", "output_tok_s", 720.0, value=854.925, met=True),
+        TargetRow("throughput (output tok/s/node at knee)", "throughput", "output_tok_s", 1950.0, 1117.42),
+        TargetRow("quality gpqa", "quality:gpqa", "score", 0.77),
     ]
     screen = Console(width=110, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
-    screen.print(targets_table(rows))
+    screen.print(targets_table(rows, box=None, pad_edge=False))  # as the live panel draws it
     text = screen.export_text()
     assert "0.970" in text and "854.9 " in text and "1,117.4 " in text and "854.925" not in text
     assert re.search(r"quality gpqa\s+-\s", text)

@@ -128,6 +128,7 @@ def test_a_check_says_how_many_samples_its_configuration_has():
 
 def test_a_note_and_the_targets_are_told_again_only_when_they_read_otherwise():
     """Every measuring result repeated the whole targets block and the same notes: each is said when it changes."""
+    from porter.ledger.state import TargetRow
     from porter.loop.observations import check, status
 
     said: dict[str, str] = {}
@@ -139,12 +140,12 @@ def test_a_note_and_the_targets_are_told_again_only_when_they_read_otherwise():
     sweep = {"levels": levels, "knee_rps": 4, "slo": {"ttft_s": 1}}
     note = "(tok/s as bench_serving counts them"
     assert note in check("throughput", sweep, said) and note not in check("throughput", sweep, said)
-    row = {"target": "throughput", "value": 900.0, "goal": 941.0, "met": False}
+    row = TargetRow("throughput", "throughput", "output_throughput_per_node", 941.0, value=900.0)
     run = {"targets": [row], "pending": False, "server": "healthy"}
     assert "- throughput: 900.0 (goal 941.0): not met" in status(run, said)
     assert (
         status(run, said)
         == "Targets of the accepted configuration: as last shown.\nPending change: none. Server: healthy."
     )
-    row.update(value=950.0, met=True)
+    row.value, row.met = 950.0, True
     assert "- throughput: 950.0 (goal 941.0): met" in status(run, said)

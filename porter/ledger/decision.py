@@ -27,6 +27,7 @@ from __future__ import annotations
 from porter.checks import registry
 from porter.ledger import noise
 from porter.ledger.records import Attempt, Decision, Sample, StartUp
+from porter.ledger.state import RunState, TargetRow
 from porter.task import Task
 
 
@@ -201,14 +202,13 @@ def plateau(attempts: list[Attempt], candidates: int) -> list[Attempt] | None:
     return last if within else None
 
 
-def plateau_reason(task: Task, state, judged: list[Attempt], rows: list[dict]) -> str:
+def plateau_reason(task: Task, state: RunState, judged: list[Attempt], rows: list[TargetRow]) -> str:
     """The plateau and the best configuration with its evidence: its changes from the task's flags, its commits,
     and every target's median and samples measured on it."""
     changed = {k: v for k, v in state.accepted_flags.items() if task.serve.flags.get(k) != v}
     commits = [f"{name} {commit}" for attempt in state.kept_attempts() for name, commit in attempt.commits.items()]
     evidence = "; ".join(
-        f"{row['target']} {_figure(row['value'])} (samples {', '.join(_figure(v) for v in row['samples'])})"
-        for row in rows
+        f"{row.target} {_figure(row.value)} (samples {', '.join(_figure(v) for v in row.samples)})" for row in rows
     )
     candidates = "; ".join(
         f"step {attempt.step} {'; '.join(attempt.moves) or attempt.summary}: "

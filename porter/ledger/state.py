@@ -100,11 +100,8 @@ class RunState:
         latest: dict[str, dict] = {}
         for sample in self.samples_on(config):
             values = [s.value for s in self.samples_on(config, sample.key) if s.value is not None]
-            latest[sample.key] = {
-                **sample.result,
-                "median": statistics.median(values) if values else None,
-                "samples": len(values),
-            }
+            median = statistics.median(values) if values else None
+            latest[sample.key] = {**sample.result, "median": median, "samples": len(values)}
         return latest
 
     def kept_attempts(self) -> list[Attempt]:
@@ -116,57 +113,68 @@ def median_of(samples: list[Sample]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def target_report(task: Task, state: RunState | None, pending: str | None = None) -> list[dict[str, Any]]:
-    """One row per target: name, metric, value (median on the accepted configuration), goal, met, stale.
+@dataclass
+class TargetRow:
+    """One target read against the evidence (target_report): its figure on the accepted configuration, or the
+    latest from another one, marked stale and never met. As JSON (the status tool's result, the transcript) it is
+    `to_dict`, the pending change's figure spelled pending_value / pending_met."""
 
-    A target never measured on the accepted configuration shows its latest figure from another one,
-    marked stale and never met. Without a state (or an empty one) the rows carry the goals only. With the
-    fingerprint of a `pending` change, a row also carries the change's own figure and whether it would meet
-    the goal (`pending_value`, `pending_met`; None where the change has no figure for that target).
-    """
+    target: str  # the kind's label
+    key: str
+    metric: str
+    goal: Any
+    value: Any = None  # a speed's median, a score's latest
+    met: bool = False
+    stale: bool = False  # the figure is from another configuration (a target never measured is not stale)
+    measured_on: str | None = None  # the configuration the figure is from
+    samples: list = field(default_factory=list)
+    cached: int = 0  # how many of the samples came from the measurement cache
+    relative: bool = False
+    open: bool = False  # no goal to reach: improved while the budget lasts
+    pending: tuple[Any, bool | None] | None = None  # the pending change's (figure, would meet), when asked about
+
+    def to_dict(self) -> dict:
+        plain = asdict(self)
+        if (pending := plain.pop("pending")) is not None:
+            plain["pending_value"], plain["pending_met"] = pending
+        return plain
+
+
+def target_report(task: Task, state: RunState | None, pending: str | None = None) -> list[TargetRow]:
+    """One row per target. Without a state (or an empty one) the rows carry the goals only. With the fingerprint of
+    a `pending` change, a row also carries the change's own figure and whether it would meet the goal ((None, None)
+    where the change has no figure for that target)."""
     rows = []
     for item in registry.declared(task):
-        relative = item.kind.relative(item.spec)
-        row = {
-            "target": item.kind.label(item.spec),
-            "key": item.key,
-            "metric": item.kind.headline(item.spec),
-            "goal": item.kind.goal(item.spec),
-            "value": None,
-            "met": False,
-            "stale": False,
-            "measured_on": None,
-            "samples": [],
-            "cached": 0,
-            "relative": relative,
-            "open": relative and item.kind.performance,  # no goal to reach: improved while the budget lasts
-        }
+        row = TargetRow(item.kind.label(item.spec), item.key, item.kind.headline(item.spec), item.kind.goal(item.spec))
+        row.relative = item.kind.relative(item.spec)
+        row.open = row.relative and item.kind.performance
         if isinstance(state, RunState):
-            reference = state.references.get(item.key) if relative else None
+            reference = state.references.get(item.key) if row.relative else None
             if reference:
-                row["goal"] = item.kind.goal(item.kind.anchored(item.spec, reference["value"]))
+                row.goal = item.kind.goal(item.kind.anchored(item.spec, reference["value"]))
             _fill(row, item, state)
             if pending and pending != state.accepted_config:
-                row["pending_value"], row["pending_met"] = _judge(row, item, state.samples_on(pending, item.key))
+                row.pending = _judge(row, item, state.samples_on(pending, item.key))
         rows.append(row)
     return rows
 
 
-def _fill(row: dict, item: registry.Declared, state: RunState) -> None:
+def _fill(row: TargetRow, item: registry.Declared, state: RunState) -> None:
     fresh = state.samples_on(state.accepted_config, item.key)
     anywhere = [s for s in state.samples if s.key == item.key]
     if not anywhere:
         return
     measured = fresh or state.samples_on(anywhere[-1].config, item.key)  # stale: the latest other configuration
-    row["measured_on"] = measured[-1].config
-    row["stale"] = not fresh
-    row["samples"] = [s.value for s in measured]
-    row["cached"] = sum(1 for s in measured if s.cached)
-    row["value"], met = _judge(row, item, measured)
-    row["met"] = not row["stale"] and bool(met)
+    row.measured_on = measured[-1].config
+    row.stale = not fresh
+    row.samples = [s.value for s in measured]
+    row.cached = sum(1 for s in measured if s.cached)
+    row.value, met = _judge(row, item, measured)
+    row.met = not row.stale and bool(met)
 
 
-def _judge(row: dict, item: registry.Declared, measured: list[Sample]) -> tuple[Any, bool | None]:
+def _judge(row: TargetRow, item: registry.Declared, measured: list[Sample]) -> tuple[Any, bool | None]:
     """(figure, goal reached) of one configuration's samples of a target: a speed's median, a score's latest;
     (None, None) without samples. An open target is reached by any figure: the best the run has."""
     if not measured:
@@ -175,31 +183,24 @@ def _judge(row: dict, item: registry.Declared, measured: list[Sample]) -> tuple[
         value = median_of(measured)
         if value is None:
             return None, False
-        return value, row["open"] or (isinstance(row["goal"], int | float) and value >= row["goal"])
+        return value, row.open or (isinstance(row.goal, int | float) and value >= row.goal)
     return measured[-1].value, item.kind.met(measured[-1].result, item.spec)
 
 
 def all_targets_met(task: Task, state: RunState, allow_stale: bool = False) -> bool:
     """Every target met on the accepted configuration (with allow_stale: met by the latest figure anywhere)."""
     rows = target_report(task, state)
-    if allow_stale:
-        return bool(rows) and all(_met_ignoring_staleness(task, row, state) for row in rows)
-    return bool(rows) and all(row["met"] for row in rows)
+    return bool(rows) and all(_met_ignoring_staleness(task, row, state) if allow_stale else row.met for row in rows)
 
 
-def _met_ignoring_staleness(task: Task, row: dict, state: RunState) -> bool:
-    if not row["stale"]:
-        return row["met"]
-    if row["open"]:
+def _met_ignoring_staleness(task: Task, row: TargetRow, state: RunState) -> bool:
+    if not row.stale:
+        return row.met
+    if row.open:
         return True  # measured somewhere: the re-measure on the accepted configuration gives its figure
-    item = registry.by_key(task, row["key"])
-    latest = [s for s in state.samples if s.key == row["key"]][-1]
+    item = registry.by_key(task, row.key)
+    latest = [s for s in state.samples if s.key == row.key][-1]
     return item.kind.met(latest.result, item.spec)
-
-
-def open_targets(rows: list[dict]) -> list[dict]:
-    """Targets with no goal to reach (as high as the budget allows): they keep a run going until its end."""
-    return [row for row in rows if row.get("open")]
 
 
 def anchor_references(task: Task, state: RunState) -> list[str]:
@@ -217,8 +218,3 @@ def anchor_references(task: Task, state: RunState) -> list[str]:
             state.references[item.key] = {"value": samples[0].value, "config": state.accepted_config}
             anchored.append(item.key)
     return anchored
-
-
-def stale_targets(task: Task, state: RunState) -> list[str]:
-    """Keys of the targets measured only on other configurations (never-measured ones are not stale)."""
-    return [row["key"] for row in target_report(task, state) if row["stale"]]

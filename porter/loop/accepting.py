@@ -20,7 +20,7 @@ from porter.engines.startup_stage import forged_stages, startup_stage
 from porter.errors import ToolError
 from porter.ledger import decision, evidence
 from porter.ledger.records import RULES, Attempt, Decision, Side, StartUp
-from porter.ledger.state import all_targets_met, open_targets, target_report
+from porter.ledger.state import all_targets_met, target_report
 from porter.loop import measuring, observations
 from porter.loop.run_context import RunContext
 from porter.redaction import redact
@@ -138,7 +138,7 @@ def _commit_crash_fix(ctx: RunContext, summary: str, why: str, served: StartUp) 
     if seen is None or accepted is None or seen.repos != accepted.repos or seen.flags != dict(state.flags):
         return None  # the crash came from the pending edits themselves, or from other flags: no evidence of a fix
     proof = decision.crash_fixed(crash, served)
-    failed = f"The server failed to start: {crash.crash_class}.\n    {crash.key_line}\n(log: {crash.log})"
+    failed = _what_failed(ctx)  # the crash just fixed
     for name in dirty:
         ctx.repos[name].refuse_oversized(ctx.repos[name].changed_files())
     commits = {}
@@ -357,7 +357,7 @@ def confirm_targets(ctx: RunContext) -> str | None:
         if not all_targets_met(ctx.task, state):
             return None
     rows = target_report(ctx.task, state)
-    if not open_targets(rows):
+    if not any(row.open for row in rows):  # a target with no goal to reach keeps the run going until its end
         return "every target is met by the accepted configuration"
     judged = decision.plateau(state.attempts, ctx.task.checks.plateau_candidates)
     return decision.plateau_reason(ctx.task, state, judged, rows) if judged else None
@@ -368,10 +368,9 @@ def _what_failed(ctx: RunContext) -> str:
     crash = state.pending.first_crash or (state.accepted.serve if state.accepted.crash_class else None)
     if crash:
         return f"The server failed to start: {crash.crash_class}.\n    {crash.key_line}\n(log: {crash.log})"
-    rows = [row for row in target_report(ctx.task, state) if not row["met"] or row["open"]]
+    rows = [row for row in target_report(ctx.task, state) if not row.met or row.open]
     return "Below target: " + "; ".join(
-        f"{row['target']} {_number(row['value'])}" + (f" < {row['goal']}" if not row["open"] else f" ({row['goal']})")
-        for row in rows
+        f"{row.target} {_number(row.value)}" + (f" < {row.goal}" if not row.open else f" ({row.goal})") for row in rows
     )
 
 
@@ -425,7 +424,7 @@ def _keep_reverted_diff(ctx: RunContext, name: str, repo) -> str | None:
 
 def _attempt(ctx, summary, outcome, proof, commits, flags, crash=None, fingerprint=None, **facts) -> None:
     state = ctx.state
-    metrics = {row["key"]: row["value"] for row in target_report(ctx.task, state) if not row["stale"]}
+    metrics = {row.key: row.value for row in target_report(ctx.task, state) if not row.stale}
     state.attempts.append(
         Attempt(
             step=state.step,

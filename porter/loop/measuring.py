@@ -22,7 +22,7 @@ from porter.checks.loadgen import CheckError
 from porter.errors import ToolError
 from porter.ledger import evidence, measure_cache
 from porter.ledger.records import Sample
-from porter.ledger.state import anchor_references, stale_targets
+from porter.ledger.state import anchor_references, target_report
 from porter.sandbox.foreign_changes import foreign_changes, unseen_paths
 from porter.schema import serve_env
 
@@ -148,7 +148,7 @@ def refresh_stale(ctx: RunContext) -> list[str]:
     accepted = ctx.state.accepted_config
     if ctx.server is None or not ctx.server.healthy or ctx.server_fingerprint != accepted:
         return []
-    stale = stale_targets(ctx.task, ctx.state)
+    stale = [row.key for row in target_report(ctx.task, ctx.state) if row.stale]  # measured on other configurations
     kinds = list(dict.fromkeys(registry.by_key(ctx.task, key).kind.name for key in stale))
     for kind_name in kinds:
         measure(ctx, kind_name, config=accepted)

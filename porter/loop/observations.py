@@ -15,6 +15,7 @@ import re
 
 from porter.checks import registry
 from porter.checks.render import number, target_value
+from porter.ledger.state import TargetRow
 
 NOTE = re.compile(r"\s+\(.*\)")
 REPEATED_SAMPLES = (
@@ -51,17 +52,18 @@ def once(said: dict[str, str], key: str, text: str, otherwise: str = "") -> str:
     return text
 
 
-def targets(rows: list[dict]) -> str:
+def targets(rows: list[TargetRow]) -> str:
     """The run's targets, one line each: value, goal, met, a stale mark when measured on another config, and the
     pending change's own figure once it has one (what accept would weigh)."""
     lines = []
     for row in rows:
-        stale = " (stale: measured on another configuration; measure again)" if row.get("stale") else ""
-        met = "met" if row.get("met") else "not met"
-        line = f"- {row['target']}: {target_value(row.get('value'))} (goal {row.get('goal')}): {met}{stale}"
-        if row.get("pending_value") is not None:
-            would = "would meet" if row.get("pending_met") else "would not meet"
-            line += f"; the pending change: {target_value(row['pending_value'])}, {would} the goal"
+        stale = " (stale: measured on another configuration; measure again)" if row.stale else ""
+        met = "met" if row.met else "not met"
+        line = f"- {row.target}: {target_value(row.value)} (goal {row.goal}): {met}{stale}"
+        pending, would_meet = row.pending or (None, None)
+        if pending is not None:
+            would = "would meet" if would_meet else "would not meet"
+            line += f"; the pending change: {target_value(pending)}, {would} the goal"
         lines.append(line)
     return "\n".join(lines)
 

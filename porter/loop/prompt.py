@@ -68,7 +68,7 @@ finish with the reason.
 
 def system_prompt(ctx: RunContext, programs: str) -> str:
     task = ctx.task
-    targets = [f"- {row['target']}: goal {row['goal']}" for row in run_status(ctx)["targets"]]
+    targets = [f"- {row.target}: goal {row.goal}" for row in run_status(ctx)["targets"]]
     per_node = f" per node x {task.hardware.nodes} nodes" if task.hardware.nodes > 1 else ""
     return SYSTEM_PROMPT.format(
         model_id=task.model.id,

@@ -21,7 +21,7 @@ import jsonschema
 
 from porter.checks.loadgen import CheckError
 from porter.errors import ToolError
-from porter.ledger.state import target_report
+from porter.ledger.state import TargetRow, target_report
 from porter.loop import accepting, file_tools, observations, serve_tools  # noqa: F401 - importing them registers their tools, in this order
 from porter.loop.run_context import RunContext
 from porter.loop.toolbox import STRING, TOOLS, Finished, Result, Tool, ToolResult, tool, tool_specs  # noqa: F401 - the API
@@ -57,7 +57,12 @@ def dispatch(ctx: RunContext, name: str, arguments: dict) -> ToolResult:
     if ok and name in STATUS_AFTER:
         text = f"{text}\n{observations.status(facts['status'], ctx.said)}"
     # As JSON sees them, and a copy: the status holds live dicts a later call in the same turn would change.
-    return ToolResult(ok, text, json.loads(json.dumps(facts, default=str)))
+    return ToolResult(ok, text, json.loads(json.dumps(facts, default=_as_json)))
+
+
+def _as_json(value: Any) -> Any:
+    """What json.dumps cannot write itself: a target row as its dict, anything else as its text."""
+    return value.to_dict() if isinstance(value, TargetRow) else str(value)
 
 
 def argument_problem(item: Tool, arguments: Any) -> str | None:

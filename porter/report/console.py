@@ -8,13 +8,14 @@ changes nothing. Text the model or a server wrote is shown as written, never as 
 from __future__ import annotations
 
 import shlex
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from porter.checks import registry
 from porter.checks.render import number, target_value
-from porter.ledger.state import target_report
+from porter.ledger.state import TargetRow, target_report
 from porter.loop.run_context import RunContext
 from porter.loop.tools import ToolResult
 from porter.models import ToolCall
@@ -95,11 +96,10 @@ def target_lines(ctx: RunContext) -> list[tuple[str, str]]:
     """(target, its value against its goal) for each target, as the run's closing lines say them."""
     lines = []
     for row in target_report(ctx.task, ctx.state):
-        value = row["value"]
-        shown = "not measured" if value is None else target_value(value)
-        verdict = "met" if row["met"] else "NOT met"
-        stale = " (measured on another configuration)" if row["stale"] else ""
-        lines.append((f"target {row['target']}", f"{shown}{stale}, goal {row['goal']}: {verdict}"))
+        shown = "not measured" if row.value is None else target_value(row.value)
+        verdict = "met" if row.met else "NOT met"
+        stale = " (measured on another configuration)" if row.stale else ""
+        lines.append((f"target {row.target}", f"{shown}{stale}, goal {row.goal}: {verdict}"))
     return lines
 
 
@@ -118,19 +118,20 @@ def plural(count: int, noun: str) -> str:
     return f"{count:,} {noun}" + ("" if count == 1 else "es" if noun.endswith("ch") else "s")
 
 
-def summary_table(ctx: RunContext) -> Table:
-    table = Table(title=f"{ctx.task.name}: {ctx.state.finished}")
+def targets_table(rows: list[TargetRow], **options: Any) -> Table:
+    """Each target's value (a stale mark when measured on another configuration), goal and whether it is met: the
+    live panel's and the closing summary's table."""
+    table = Table(**options)
     for column in ("target", "value", "goal", "met"):
         table.add_column(column)
-    for row in target_report(ctx.task, ctx.state):
-        shown = target_value(row["value"])
-        shown += " (stale: measured on another configuration)" if row["stale"] else ""
-        table.add_row(row["target"], shown, str(row["goal"]), "yes" if row["met"] else "no")
+    for row in rows:
+        shown = target_value(row.value) + (" (stale)" if row.stale else "")
+        table.add_row(row.target, shown, str(row.goal), "[green]yes[/]" if row.met else "[red]no[/]")
     return table
 
 
 def show_summary(ctx: RunContext) -> None:
-    console.print(summary_table(ctx))
+    console.print(targets_table(target_report(ctx.task, ctx.state), title=f"{ctx.task.name}: {ctx.state.finished}"))
     kept = ctx.state.kept_attempts()
     console.print(
         f"kept changes: {len(kept)}, reverted: {len(ctx.state.attempts) - len(kept)}; "

@@ -24,7 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from porter.checks.kind import CheckProgress
-from porter.checks.render import target_value
+from porter.ledger.state import TargetRow
 from porter.loop.run_context import RunContext
 from porter.loop.tools import ToolResult, run_status
 from porter.models import ToolCall
@@ -131,7 +131,7 @@ class LiveStatus:
         return render_panel(self.ctx, self.targets, self.log.work)
 
 
-def render_panel(ctx: RunContext, targets: list[dict], work: Work | None) -> Panel:
+def render_panel(ctx: RunContext, targets: list[TargetRow], work: Work | None) -> Panel:
     state, limits = ctx.state, ctx.task.agent.limits
     kept = len(state.kept_attempts())
     doing = f"{work.label} ({duration(work.elapsed_s())})" if work else "between steps"
@@ -156,7 +156,7 @@ def render_panel(ctx: RunContext, targets: list[dict], work: Work | None) -> Pan
         ("   cost ", "dim"),
         words.money(ctx),
     )
-    parts = [head, *progress_rows(work), targets_table(targets), spend]
+    parts = [head, *progress_rows(work), words.targets_table(targets, box=None, pad_edge=False), spend]
     return Panel(Group(*parts), title=f"porter: {ctx.task.name}", expand=False)
 
 
@@ -173,15 +173,3 @@ def progress_rows(work: Work | None) -> list:
     )
     note = Text(printable(work.note), style="dim", overflow="ellipsis", no_wrap=True)  # may quote a server
     return [grid, note] if work.note else [grid]
-
-
-def targets_table(targets: list[dict]) -> Table:
-    table = Table(box=None, pad_edge=False)
-    for column in ("target", "value", "goal", "met"):
-        table.add_column(column)
-    for row in targets:
-        shown = target_value(row["value"])
-        if row.get("stale"):
-            shown += " (stale)"
-        table.add_row(row["target"], shown, str(row["goal"]), "[green]yes[/]" if row["met"] else "[red]no[/]")
-    return table

@@ -14,14 +14,14 @@ records (run_reading.py) and never reruns anything; figures from the twin engine
 from __future__ import annotations
 
 import json
-import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
 from porter.checks import registry
 from porter.checks.quality_kind import score_text
 from porter.engines.serve import render_command
 from porter.ledger.records import RULES, Attempt
-from porter.ledger.state import target_report
+from porter.ledger.state import TargetRow, median_of, target_report
 from porter.report import plots, report_page, run_reading
 from porter.report.run_reading import RunRecord, cli_change, env_prefix, percent, read_run, significant
 from porter.schema import render_flags
@@ -54,27 +54,36 @@ def _current_plots(record: RunRecord) -> list[Path] | None:
     return drawn if drawn and all(p.stat().st_mtime >= newest for p in drawn) else None
 
 
-def baseline_rows(record: RunRecord) -> list[dict]:
+@dataclass
+class BaselineRow(TargetRow):
+    """A target on the accepted configuration (TargetRow) and on the baseline, with the change and both as text."""
+
+    performance: bool = False
+    baseline: float | None = None
+    change: float | None = None
+    baseline_text: str = "-"
+    value_text: str = "-"
+
+
+def baseline_rows(record: RunRecord) -> list[BaselineRow]:
     """One row per target: its figure on the baseline and on the accepted configuration, the change, goal, met."""
     rows = []
     for row in target_report(record.task, record.state):
-        item = registry.by_key(record.task, row["key"])
-        before = record.state.samples_on(record.baseline, row["key"])
-        before_values = [s.value for s in before if s.value is not None]
-        baseline = statistics.median(before_values) if before_values else None
-        value = row["value"]
-        change = value / baseline - 1 if value is not None and baseline else None
-        latest = record.state.checks_on(row["measured_on"]).get(row["key"], {})
+        performance = registry.by_key(record.task, row.key).kind.performance
+        before = record.state.samples_on(record.baseline, row.key)
+        baseline = median_of(before)
+        change = row.value / baseline - 1 if row.value is not None and baseline else None
+        latest = record.state.checks_on(row.measured_on).get(row.key, {})
         first = before[-1].result if before else {}
         rows.append(
-            {
-                **row,
-                "performance": item.kind.performance,
-                "baseline": baseline,
-                "change": change,
-                "baseline_text": _figure(item.kind.performance, baseline, first),
-                "value_text": _figure(item.kind.performance, value, latest),
-            }
+            BaselineRow(
+                **vars(row),
+                performance=performance,
+                baseline=baseline,
+                change=change,
+                baseline_text=_figure(performance, baseline, first),
+                value_text=_figure(performance, row.value, latest),
+            )
         )
     return rows
 
@@ -134,11 +143,9 @@ def _head(record: RunRecord) -> list[str]:
 def _baseline_table(record: RunRecord) -> list[str]:
     rows = []
     for row in baseline_rows(record):
-        goal = f">= {row['goal']:g}" if isinstance(row["goal"], int | float) else str(row["goal"])
-        final = row["value_text"] + (" (stale)" if row["stale"] else "")
-        rows.append(
-            [row["target"], row["baseline_text"], final, percent(row["change"]), goal, "yes" if row["met"] else "no"]
-        )
+        goal = f">= {row.goal:g}" if isinstance(row.goal, int | float) else str(row.goal)
+        final = row.value_text + (" (stale)" if row.stale else "")
+        rows.append([row.target, row.baseline_text, final, percent(row.change), goal, "yes" if row.met else "no"])
     lines = [
         "## Baseline -> final",
         "",
@@ -232,22 +239,22 @@ def _outputs(record: RunRecord) -> list[str]:
 def _details(record: RunRecord) -> list[str]:
     rows = []
     for row in baseline_rows(record):
-        samples = ", ".join(significant(v) if row["performance"] else f"{v:.3f}" for v in row["samples"]) or "-"
-        if row["cached"]:
-            samples += f" ({row['cached']} cached)"
-        where = row["measured_on"] or "-"
-        if row["stale"]:
+        samples = ", ".join(significant(v) if row.performance else f"{v:.3f}" for v in row.samples) or "-"
+        if row.cached:
+            samples += f" ({row.cached} cached)"
+        where = row.measured_on or "-"
+        if row.stale:
             where += " (stale: not the accepted configuration)"
-        elif row["measured_on"] and row["measured_on"] == record.state.accepted_config:
+        elif row.measured_on and row.measured_on == record.state.accepted_config:
             where += " (accepted)"
-        goal = f"{row['goal']:g}" if isinstance(row["goal"], int | float) else str(row["goal"])
-        rows.append([row["target"], row["metric"], row["value_text"], samples, goal, where])
+        goal = f"{row.goal:g}" if isinstance(row.goal, int | float) else str(row.goal)
+        rows.append([row.target, row.metric, row.value_text, samples, goal, where])
     lines = [
         "## Targets in detail",
         "",
         *run_reading.markdown_table("target | metric | final (median) | samples | goal | measured on", rows),
     ]
-    if any(row["cached"] for row in baseline_rows(record)):
+    if any(row.cached for row in baseline_rows(record)):
         lines += [
             "",
             "Figures marked *cached* were measured by an earlier run on the identical configuration "
@@ -262,17 +269,17 @@ def report_document(record: RunRecord) -> dict:
     state = record.state
     targets = [
         {
-            "name": row["target"],
-            "metric": row["metric"],
-            "baseline": row["baseline"],
-            "value": row["value"],
-            "change": row["change"],
-            "goal": row["goal"],
-            "met": row["met"],
-            "measured_on": row["measured_on"],
-            "stale": row["stale"],
-            "samples": row["samples"],
-            "cached_samples": row["cached"],
+            "name": row.target,
+            "metric": row.metric,
+            "baseline": row.baseline,
+            "value": row.value,
+            "change": row.change,
+            "goal": row.goal,
+            "met": row.met,
+            "measured_on": row.measured_on,
+            "stale": row.stale,
+            "samples": row.samples,
+            "cached_samples": row.cached,
         }
         for row in baseline_rows(record)
     ]
