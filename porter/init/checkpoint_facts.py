@@ -232,7 +232,6 @@ def _read_facts(config: dict, quant_file: dict | None) -> CheckpointFacts:
 def _mtp_exclude_note(text: dict, quantization: Quantization, mtp_layers: int, why: dict) -> None:
     named = [entry for entry in quantization.exclude if f"layers.{text['num_hidden_layers']}." in entry]
     if mtp_layers and named:
-        # the story's day-0 defect class: engines register the MTP layer under their own prefix and must map these
         why["MTP"] += (
             f"; the exclude list names it by its checkpoint index ({len(named)} entries, e.g. {named[0]!r}): an "
             "engine that registers the MTP layer under another prefix keeps it unquantized only if it maps those names"
@@ -401,11 +400,9 @@ def read_attention(text: dict, kinds: list[tuple[str, str]], why: dict, undecide
         topk = text.get("index_topk")
         per_layer = rank + rope + (int(text.get("index_head_dim") or 0) if topk else 0)
         kind = "MLA + DSA sparse" if topk else "MLA"
-        nope = text.get("qk_nope_head_dim")
-        if isinstance(nope, int):  # a query/key head is nope + rope wide (sglang's deepseek_v2.py: qk_head_dim)
-            head_dim = nope + rope
-        else:
+        if not isinstance(nope := text.get("qk_nope_head_dim"), int):
             undecided.append("the MLA head dim: no qk_nope_head_dim (a query/key head is qk_nope + qk_rope wide)")
+        head_dim = nope + rope if isinstance(nope, int) else head_dim  # sglang deepseek_v2.py: qk_head_dim
         why["attention"] = f"kv_lora_rank = {rank}, qk_rope_head_dim = {rope}: one latent of {rank + rope} per layer"
         if topk:
             why["attention"] += (
