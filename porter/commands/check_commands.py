@@ -182,13 +182,13 @@ def _print_sweep(out: Console, result: throughput.ThroughputResult) -> None:
         out.print(
             f"no knee found below the top rate: every rate up to {result.knee_rps:g} req/s met the SLO, so the knee "
             f"is higher (sweep higher rates to find it); at {result.knee_rps:g} req/s, output "
-            f"{result.per_node('output_throughput'):,.1f} and total {result.per_node('total_throughput'):,.1f} tok/s "
+            f"{result.output_throughput_per_node:,.1f} and total {result.total_throughput_per_node:,.1f} tok/s "
             "per node"
         )
     else:
         out.print(
-            f"knee: {result.knee_rps:g} req/s, output {result.per_node('output_throughput'):,.1f} and total "
-            f"{result.per_node('total_throughput'):,.1f} tok/s per node"
+            f"knee: {result.knee_rps:g} req/s, output {result.output_throughput_per_node:,.1f} and total "
+            f"{result.total_throughput_per_node:,.1f} tok/s per node"
         )
         drained = throughput_kind.drain_note(result.knee.metrics)
         if drained:
