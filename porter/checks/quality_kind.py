@@ -30,17 +30,15 @@ def render(key: str, result: dict) -> str:
     quality = read(QualityResult, result)
     interval = f"95% CI {number(quality.ci_low, 3)}-{number(quality.ci_high, 3)}"
     failed = f"; {quality.errors} questions failed (counted wrong)" if quality.errors else ""
-    head = f"{key}: {number(quality.score, 3)} ({interval}, n={quality.n}{failed}): {_verdict(quality)}"
+    verdict = "passed" if quality.passed else "FAILED"
+    head = f"{key}: {number(quality.score, 3)} ({interval}, n={quality.n}{failed}): {verdict}"
     return "\n".join([head, *(f"  {line}" for line in request_failures.lines(quality.failures))])
 
 
 def brief(result: dict) -> str:
     quality = read(QualityResult, result)
-    return f"{quality.name} {number(quality.score, 3)} of {quality.n} questions, {_verdict(quality)}"
-
-
-def _verdict(quality: QualityResult) -> str:
-    return "passed" if quality.passed else "FAILED"
+    verdict = "passed" if quality.passed else "FAILED"
+    return f"{quality.name} {number(quality.score, 3)} of {quality.n} questions, {verdict}"
 
 
 def workload(spec: QualityCheckSpec) -> str:

@@ -198,13 +198,8 @@ class ThroughputResult:
 
     def to_dict(self) -> dict:
         at_knee = dict(self.knee.metrics) if self.knee else {}
-        document = {item.name: getattr(self, item.name) for item in fields(self)}
-        return {
-            **at_knee,
-            **document,
-            "slo": self.slo.model_dump(),
-            "levels": [level.to_dict() for level in self.levels],
-        }
+        own = {item.name: getattr(self, item.name) for item in fields(self)}
+        return {**at_knee, **own, "slo": self.slo.model_dump(), "levels": [level.to_dict() for level in self.levels]}
 
 
 @dataclass
