@@ -26,7 +26,7 @@ import statistics
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, fields
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import aiohttp
 from pydantic import Field, PlainValidator, model_validator
@@ -160,32 +160,22 @@ class ThroughputResult:
     failures: list[dict] = field(default_factory=list)  # every level's, added
 
     @classmethod
-    def of(
-        cls, levels: list[LevelResult], knee: LevelResult | None, slo: SloSpec, nodes: int, metric: str, target, model
-    ) -> ThroughputResult:
-        """The sweep of `levels` with its figures per node at `knee`."""
-        per_node = {f"{name}_per_node": knee.metrics[name] / nodes if knee else 0.0 for name in THROUGHPUTS}
-        return cls(
-            model,
-            knee.rps if knee else None,
-            slo,
-            nodes,
-            metric,
-            target_tok_s_per_node=target,
-            meets_target=knee is not None and target is not None and per_node[f"{metric}_per_node"] >= target,
-            client_saturated=any(level.client.client_saturated for level in levels),
-            every_level_passed=bool(levels) and all(level.passed for level in levels),
-            levels=levels,
-            failures=request_failures.merge(level.failures for level in levels),
-            **per_node,
-        )
+    def of(cls, levels: list[LevelResult], knee: LevelResult | None, **given: Any) -> ThroughputResult:
+        """The sweep of `levels` with its figures at `knee`; `given` holds its slo, nodes, metric, target and model."""
+        sweep = cls(knee_rps=knee.rps if knee else None, levels=levels, **given)
+        for name in THROUGHPUTS:
+            setattr(sweep, f"{name}_per_node", knee.metrics[name] / sweep.nodes if knee else 0.0)
+        target = sweep.target_tok_s_per_node
+        sweep.meets_target = knee is not None and target is not None and sweep.tok_s_per_node >= target
+        sweep.client_saturated = any(level.client.client_saturated for level in levels)
+        sweep.every_level_passed = bool(levels) and all(level.passed for level in levels)
+        sweep.failures = request_failures.merge(level.failures for level in levels)
+        return sweep
 
     @classmethod
     def read(cls, document: dict) -> ThroughputResult:
         """A sweep from its document (to_dict): its knee is the level at its knee rate."""
-        return read(
-            cls, document, slo=SloSpec.model_validate, levels=lambda levels: list(map(LevelResult.read, levels))
-        )
+        return read(cls, document, slo=SloSpec.model_validate, levels=lambda levels: [*map(LevelResult.read, levels)])
 
     @property
     def knee(self) -> LevelResult | None:
@@ -367,8 +357,9 @@ async def _run_throughput(base_url, spec, nodes, model, on_level) -> ThroughputR
             return level
 
         knee, levels = await find_knee(spec.rps, spec.bisect_steps, measure)
+    target = absolute(spec.target_tok_s_per_node)
     return ThroughputResult.of(
-        levels, knee, spec.slo, nodes, spec.metric, absolute(spec.target_tok_s_per_node), model_id
+        levels, knee, slo=spec.slo, nodes=nodes, metric=spec.metric, target_tok_s_per_node=target, model=model_id
     )
 
 

@@ -13,17 +13,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from porter.checks import request_failures
+from porter.checks import request_failures, throughput
 from porter.checks.kind import CheckKind, CheckProgress, OnProgress, at_least, speed_goal
 from porter.checks.loadgen import SATURATION_LAG_MS
 from porter.checks.render import number
-from porter.checks.throughput import (
-    AS_HIGH_AS_POSSIBLE,
-    LevelResult,
-    ThroughputCheckSpec,
-    ThroughputResult,
-    run_throughput,
-)
+from porter.checks.throughput import AS_HIGH_AS_POSSIBLE, LevelResult, ThroughputCheckSpec, ThroughputResult
 from porter.checks.workload import level_send_seconds
 from porter.engines.engine import BenchLoad
 
@@ -45,7 +39,7 @@ def render(key: str, result: dict) -> str:
         figures = level.metrics
         done = f"{figures.get('completed', '-')}/{level.offered}"
         ttft = figures.get(ttft_key)
-        verdict = "yes" if level.passed else f"no: {why(level)}"
+        verdict = "yes" if level.passed else "no: " + "; ".join(level.reasons or ["failed"])
         rows.append(
             f"  {number(level.rps, 2):>6}  {done:>9}  {number(figures.get('output_throughput')):>12}  "
             f"{number(figures.get('total_throughput')):>11}  {number(ttft / 1000 if ttft else None, 2):>11}  {verdict}"
@@ -113,19 +107,12 @@ def rate(value: Any) -> str:
     return f"{value:g}" if isinstance(value, int | float) else "-"
 
 
-def why(level: LevelResult) -> str:
-    """Why a level failed its SLO, in its own words."""
-    return "; ".join(level.reasons or ["failed"])
-
-
 def level_note(level: LevelResult, percentile: float) -> str:
     """One swept rate in a few words, as `porter bench` and the progress log show it while the sweep runs."""
     ttft = level.metrics.get(f"p{percentile:g}_ttft_ms")
-    verdict = "pass" if level.passed else f"fail ({why(level)})"
-    late = level.client.p99_lag_ms
-    lagged = (
-        f"; the load client ran late (p99 {late:.1f} ms): latencies overstated" if level.client.client_saturated else ""
-    )
+    verdict = "pass" if level.passed else "fail (" + "; ".join(level.reasons or ["failed"]) + ")"
+    late = f"; the load client ran late (p99 {level.client.p99_lag_ms:.1f} ms): latencies overstated"
+    lagged = late if level.client.client_saturated else ""
     return (
         f"{rate(level.rps)} req/s: {verdict}, {level.metrics.get('completed', '-')}/{level.offered} "
         f"done, p{percentile:g} TTFT {number(ttft / 1000 if ttft else None, 2)} s, "
@@ -210,7 +197,7 @@ KIND = CheckKind(
     many=False,
     direction="higher",
     min_samples=2,
-    run=lambda base_url, spec, task, progress=None: run_throughput(
+    run=lambda base_url, spec, task, progress=None: throughput.run_throughput(
         base_url, spec, nodes=task.hardware.nodes, on_level=sweep_progress(spec, progress)
     ).to_dict(),
     headline=headline_field,
