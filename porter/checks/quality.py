@@ -121,18 +121,17 @@ class QualityResult:
     question_ids: list[int] = field(default_factory=list, repr=False)
     replies: list[str] = field(default_factory=list, repr=False)
     failures: list[dict] = field(default_factory=list)  # each distinct failed question with the server's answer
-    passed: bool | None = None  # None: judged against the bar as it is made; a document read back keeps its own
+    passed: bool | None = None  # None: judged against the bar as the result is made
 
     def __post_init__(self) -> None:
-        if self.passed is None:
-            self.passed = self._clears_bar()
-
-    def _clears_bar(self) -> bool:
+        if self.passed is not None:  # a document read back keeps its own verdict
+            return
         if self.score is None or (self.minimum is not None and self.score < self.minimum):
-            return False
-        if self.reference is not None and self.tolerance is not None:
-            return self.score >= self.reference - self.tolerance
-        return self.minimum is not None
+            self.passed = False
+        elif self.reference is not None and self.tolerance is not None:
+            self.passed = self.score >= self.reference - self.tolerance
+        else:
+            self.passed = self.minimum is not None
 
     @property
     def verdict(self) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 
 from porter.redaction import redact
 from porter.terminal import printable
@@ -41,11 +41,6 @@ class Failure:
     status: int | None = None
     error: str | None = None
     body: str | None = None
-
-    @property
-    def kind(self) -> tuple:
-        """Failures are one when their status and their answer (or what failed) agree once numbers are taken out."""
-        return self.status, _NUMBER.sub("N", self.body or self.error or "")
 
     def to_dict(self) -> dict:
         """As a result keeps it: the entry counting the rest has no answer at all."""
@@ -75,20 +70,19 @@ def of_records(records: Iterable) -> list[dict]:
 
 def merge(lists: Iterable[list[dict]]) -> list[dict]:
     """Distinct failures of several runs (the levels of a sweep) as one list, counts added."""
-    return [
-        failure.to_dict()
-        for failure in _grouped(Failure(**failure) for failures in lists for failure in failures or [])
-    ]
+    kept = (Failure(**failure) for failures in lists for failure in failures or [])
+    return [failure.to_dict() for failure in _grouped(kept)]
 
 
 def _grouped(failures: Iterable[Failure]) -> list[Failure]:
-    """The failures of one kind as one, their counts added and the first one's answer kept; most frequent first."""
+    """The failures of one kind as one, the first with the counts added (each made for this); most frequent first."""
     found: dict[tuple, Failure] = {}
     for failure in failures:
-        if failure.kind in found:
-            found[failure.kind].count += failure.count
+        kind = (failure.status, _NUMBER.sub("N", failure.body or failure.error or ""))  # numbers taken out
+        if kind in found:
+            found[kind].count += failure.count
         else:
-            found[failure.kind] = replace(failure)  # a copy: the counts added are not the caller's
+            found[kind] = failure
     return sorted(found.values(), key=lambda failure: -failure.count)
 
 

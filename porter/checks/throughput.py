@@ -141,9 +141,8 @@ class LevelResult:
 
 @dataclass
 class ThroughputResult:
-    """The sweep as its document reads (to_dict, whose top level also holds the knee's figures): every level kept
-    for the report, the knee and the per-node figures there. The kind reads it back from the document
-    (throughput_kind.py), whatever part of it a check that failed part-way left."""
+    """The sweep as its document reads (whose top level also holds the knee's figures): every level, the knee and the
+    per-node figures there; the kind reads it back (throughput_kind.py), whatever part a failed check left."""
 
     model: str = ""
     knee_rps: float | None = None
