@@ -81,10 +81,9 @@ class ClientLag:
 
     def summary(self) -> LagSummary:
         send, loop = self.send_lag_ms, self.loop_lag_ms
-        worst = max(_p99(send), _p99(loop))
-        return LagSummary(
-            _p99(send), max(send, default=0.0), _p99(loop), max(loop, default=0.0), worst > SATURATION_LAG_MS
-        )
+        p99_send, p99_loop = _p99(send), _p99(loop)
+        saturated = max(p99_send, p99_loop) > SATURATION_LAG_MS
+        return LagSummary(p99_send, max(send, default=0.0), p99_loop, max(loop, default=0.0), saturated)
 
 
 @dataclass

@@ -127,8 +127,8 @@ class LevelResult:
 
     def to_dict(self) -> dict:
         """The fields with the bench_serving figures in place of `metrics`."""
-        fields = asdict(self)
-        return {**fields.pop("metrics"), **fields}
+        own = asdict(self)
+        return {**own.pop("metrics"), **own}
 
     @classmethod
     def read(cls, document: dict) -> LevelResult:
