@@ -34,10 +34,10 @@ def sweep(true_knee: float) -> dict:
     async def level(rate: float) -> LevelResult:
         passed = rate <= true_knee
         figures = {"output_throughput": rate * 64, "total_throughput": rate * 2064}
-        return LevelResult(rate, 32, passed, [] if passed else ["p99 TTFT over the SLO"], figures, {})
+        return LevelResult(rate, 32, passed, [] if passed else ["p99 TTFT over the SLO"], figures)
 
     knee, levels = asyncio.run(find_knee(SWEEP_RATES, 2, level))
-    return ThroughputResult(levels, knee, SloSpec(ttft_s=2), 1, "output_throughput", None, "m").to_dict()
+    return ThroughputResult.of(levels, knee, slo=SloSpec(ttft_s=2), metric="output_throughput", model="m").to_dict()
 
 
 def wait_until_healthy(url: str, process, log: Path, timeout_s: float = 60) -> None:

@@ -25,7 +25,7 @@ def synthetic(knee: float, calls: list[float]):
     async def measure(rps: float) -> throughput.LevelResult:
         calls.append(rps)
         passed = rps <= knee
-        return throughput.LevelResult(rps, 100, passed, [] if passed else ["TTFT"], {"total_throughput": rps}, {})
+        return throughput.LevelResult(rps, 100, passed, [] if passed else ["TTFT"], {"total_throughput": rps})
 
     return measure
 
@@ -138,7 +138,7 @@ def test_sweep_against_a_server_with_known_timings(server):
     server.reset(ttft_ms=30, itl_ms=5, block=1)
     seen: list[dict] = []
     result = throughput.run_throughput(server.url, spec(), nodes=2, on_level=seen.append)
-    assert [level["rps"] for level in seen] == [5, 40]
+    assert [level.rps for level in seen] == [5, 40]
     assert result.knee_rps == 40 and result.model == "sse-test"
     for level in result.levels:
         assert level.passed and level.metrics["errors"] == 0

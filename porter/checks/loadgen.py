@@ -55,6 +55,22 @@ class CheckError(Exception):
     """A check that cannot run at all (server unreachable, no model, bad dataset); the message says why."""
 
 
+@dataclass(frozen=True)
+class LagSummary:
+    """How late the client ran over one level, at p99 and at worst (ms), and whether that is past its budget."""
+
+    p99_send_lag_ms: float = 0.0
+    max_send_lag_ms: float = 0.0
+    p99_loop_lag_ms: float = 0.0
+    max_loop_lag_ms: float = 0.0
+    client_saturated: bool = False
+
+    @property
+    def p99_lag_ms(self) -> float:
+        """The later of the two at p99: how much high a latency measured there can read."""
+        return max(self.p99_send_lag_ms, self.p99_loop_lag_ms)
+
+
 @dataclass
 class ClientLag:
     """How far the client itself fell behind: a lagging client inflates every latency it reports."""
@@ -63,16 +79,11 @@ class ClientLag:
     loop_lag_ms: list[float] = field(default_factory=list)
     origin_monotonic: float = 0.0
 
-    def summary(self) -> dict:
+    def summary(self) -> LagSummary:
         send, loop = self.send_lag_ms, self.loop_lag_ms
-        result = {
-            "p99_send_lag_ms": _p99(send),
-            "max_send_lag_ms": max(send, default=0.0),
-            "p99_loop_lag_ms": _p99(loop),
-            "max_loop_lag_ms": max(loop, default=0.0),
-        }
-        result["client_saturated"] = max(result["p99_send_lag_ms"], result["p99_loop_lag_ms"]) > SATURATION_LAG_MS
-        return result
+        p99_send, p99_loop = _p99(send), _p99(loop)
+        saturated = max(p99_send, p99_loop) > SATURATION_LAG_MS
+        return LagSummary(p99_send, max(send, default=0.0), p99_loop, max(loop, default=0.0), saturated)
 
 
 @dataclass

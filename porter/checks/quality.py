@@ -97,21 +97,22 @@ class QualityCheckSpec(Spec):
 
 @dataclass
 class QualityResult:
-    """Score of one quality check, its 95% interval, and whether it clears the task's bar."""
+    """Score of one quality check, its 95% interval, and whether it clears the task's bar; read back from its
+    document by the kind (quality_kind.py), whatever part of it a check that failed part-way left."""
 
-    name: str
-    kind: str
-    metric: str
-    score: float
-    strict_match: float | None
-    flexible_match: float | None
-    ci_low: float
-    ci_high: float
-    n: int
-    errors: int
-    dataset: str
-    dataset_sha256: str
-    model: str
+    name: str = ""
+    kind: str = ""
+    metric: str = ""
+    score: float | None = None
+    strict_match: float | None = None
+    flexible_match: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: int = 0
+    errors: int = 0
+    dataset: str = ""
+    dataset_sha256: str = ""
+    model: str = ""
     reference: float | None = None
     tolerance: float | None = None
     minimum: float | None = None
@@ -120,14 +121,17 @@ class QualityResult:
     question_ids: list[int] = field(default_factory=list, repr=False)
     replies: list[str] = field(default_factory=list, repr=False)
     failures: list[dict] = field(default_factory=list)  # each distinct failed question with the server's answer
+    passed: bool | None = None  # None: judged against the bar as the result is made
 
-    @property
-    def passed(self) -> bool:
-        if self.minimum is not None and self.score < self.minimum:
-            return False
-        if self.reference is not None and self.tolerance is not None:
-            return self.score >= self.reference - self.tolerance
-        return self.minimum is not None
+    def __post_init__(self) -> None:
+        if self.passed is not None:  # a document read back keeps its own verdict
+            return
+        if self.score is None or (self.minimum is not None and self.score < self.minimum):
+            self.passed = False
+        elif self.reference is not None and self.tolerance is not None:
+            self.passed = self.score >= self.reference - self.tolerance
+        else:
+            self.passed = self.minimum is not None
 
     @property
     def verdict(self) -> str:
@@ -152,9 +156,9 @@ class QualityResult:
         return scoring.compare_runs(self.correct, other.correct, paired)
 
     def to_dict(self) -> dict:
-        """The fields a report shows (the per-question lists are repr=False), the verdict and whether it passed."""
+        """The fields a report shows (the per-question lists are repr=False), whether it passed and the verdict."""
         shown = {item.name: getattr(self, item.name) for item in fields(self) if item.repr}
-        return {**shown, "passed": self.passed, "verdict": self.verdict}
+        return {**shown, "verdict": self.verdict}
 
 
 def quality_deadlines(max_tokens: int) -> Deadlines:

@@ -10,8 +10,8 @@ score of the run's first healthy accepted configuration (ledger/state.py keeps i
 from __future__ import annotations
 
 from porter.checks import request_failures
-from porter.checks.kind import CheckKind, goal_text
-from porter.checks.quality import QualityCheckSpec, run_quality
+from porter.checks.kind import CheckKind, goal_text, read
+from porter.checks.quality import QualityCheckSpec, QualityResult, run_quality
 from porter.checks.render import number
 
 
@@ -27,16 +27,18 @@ def goal(spec: QualityCheckSpec) -> float | str:
 
 
 def render(key: str, result: dict) -> str:
-    interval = f"95% CI {number(result.get('ci_low'), 3)}-{number(result.get('ci_high'), 3)}"
-    verdict = "passed" if result.get("passed") else "FAILED"
-    failed = f"; {result['errors']} questions failed (counted wrong)" if result.get("errors") else ""
-    head = f"{key}: {number(result.get('score'), 3)} ({interval}, n={result.get('n')}{failed}): {verdict}"
-    return "\n".join([head, *(f"  {line}" for line in request_failures.lines(result.get("failures")))])
+    quality = read(QualityResult, result)
+    interval = f"95% CI {number(quality.ci_low, 3)}-{number(quality.ci_high, 3)}"
+    failed = f"; {quality.errors} questions failed (counted wrong)" if quality.errors else ""
+    verdict = "passed" if quality.passed else "FAILED"
+    head = f"{key}: {number(quality.score, 3)} ({interval}, n={quality.n}{failed}): {verdict}"
+    return "\n".join([head, *(f"  {line}" for line in request_failures.lines(quality.failures))])
 
 
 def brief(result: dict) -> str:
-    verdict = "passed" if result.get("passed") else "FAILED"
-    return f"{result.get('name')} {number(result.get('score'), 3)} of {result.get('n')} questions, {verdict}"
+    quality = read(QualityResult, result)
+    verdict = "passed" if quality.passed else "FAILED"
+    return f"{quality.name} {number(quality.score, 3)} of {quality.n} questions, {verdict}"
 
 
 def workload(spec: QualityCheckSpec) -> str:
@@ -49,19 +51,20 @@ def cost(spec: QualityCheckSpec, task) -> str:
 
 def score_text(result: dict) -> str:
     """A quality score with its 95% interval: 0.975 (95% CI 0.943-0.989, n=200)."""
-    score, low, high = result.get("score"), result.get("ci_low"), result.get("ci_high")
-    if not isinstance(score, int | float):
+    quality = read(QualityResult, result)
+    if not isinstance(quality.score, int | float):
         return "-"
-    bounded = isinstance(low, int | float) and isinstance(high, int | float)
-    interval = f"95% CI {low:.3f}-{high:.3f}, " if bounded else ""
-    return f"{score:.3f} ({interval}n={result.get('n')})"
+    bounded = isinstance(quality.ci_low, int | float) and isinstance(quality.ci_high, int | float)
+    interval = f"95% CI {quality.ci_low:.3f}-{quality.ci_high:.3f}, " if bounded else ""
+    return f"{quality.score:.3f} ({interval}n={quality.n})"
 
 
 def accuracy(key: str, result: dict, spec: QualityCheckSpec) -> str:
     """A PR's accuracy line: the score with its interval, whether it passes its bar, and the reference."""
-    verdict = "passes" if result.get("passed") else "FAILS"
+    quality = read(QualityResult, result)
+    verdict = "passes" if quality.passed else "FAILS"
     bar = goal_text(goal(spec))
-    return f"{spec.name}: {score_text(result)}, {verdict} the bar {bar} (reference {result.get('reference')})"
+    return f"{spec.name}: {score_text(result)}, {verdict} the bar {bar} (reference {quality.reference})"
 
 
 KIND = CheckKind(
@@ -74,7 +77,7 @@ KIND = CheckKind(
     run=lambda base_url, spec, task, progress=None: run_quality(base_url, spec, on_progress=progress).to_dict(),
     headline=lambda spec: "score",
     goal=goal,
-    met=lambda result, spec: bool(result.get("passed")),
+    met=lambda result, spec: bool(read(QualityResult, result).passed),
     label=lambda spec: f"quality {spec.name}",
     render=render,
     brief=brief,

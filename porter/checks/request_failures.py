@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import asdict, dataclass
 
 from porter.redaction import redact
 from porter.terminal import printable
@@ -31,23 +32,31 @@ def answer_text(raw: bytes | str) -> str:
     return text if len(text) <= MAX_BODY_CHARS else f"{text[:MAX_BODY_CHARS]} [... {len(text) - MAX_BODY_CHARS} more]"
 
 
+@dataclass
+class Failure:
+    """One distinct way requests failed: how many did, the HTTP status (None: no answer), what failed in porter's
+    words and the first one's answer (None: none kept, as on the entry that counts the rest)."""
+
+    count: int = 1
+    status: int | None = None
+    error: str | None = None
+    body: str | None = None
+
+    def to_dict(self) -> dict:
+        """As a result keeps it: the entry counting the rest has no answer at all."""
+        return {name: value for name, value in asdict(self).items() if name != "body" or value is not None}
+
+
 def distinct(failed: Iterable[tuple[str, int | None, str]]) -> list[dict]:
     """(what failed, HTTP status or None, the answer) of each failed request -> the distinct failures, most
     frequent first: {"count", "status", "error", "body"} with the first request's answer; at most MAX_DISTINCT,
     and one more entry counting the rest."""
-    found: dict[tuple, dict] = {}
-    for error, status, body in failed:
-        key = (status, _NUMBER.sub("N", body or error))
-        if key in found:
-            found[key]["count"] += 1
-        else:
-            found[key] = {"count": 1, "status": status, "error": error, "body": body}
-    ranked = sorted(found.values(), key=lambda failure: -failure["count"])
+    ranked = _grouped(Failure(1, status, error, body) for error, status, body in failed)
     rest = ranked[MAX_DISTINCT:]
     if rest:
-        other = f"{len(rest)} other distinct failures"
-        ranked = [*ranked[:MAX_DISTINCT], {"count": sum(f["count"] for f in rest), "status": None, "error": other}]
-    return ranked
+        other = Failure(sum(failure.count for failure in rest), None, f"{len(rest)} other distinct failures")
+        ranked = [*ranked[:MAX_DISTINCT], other]
+    return [failure.to_dict() for failure in ranked]
 
 
 def of_records(records: Iterable) -> list[dict]:
@@ -61,22 +70,26 @@ def of_records(records: Iterable) -> list[dict]:
 
 def merge(lists: Iterable[list[dict]]) -> list[dict]:
     """Distinct failures of several runs (the levels of a sweep) as one list, counts added."""
-    found: dict[tuple, dict] = {}
-    for failures in lists:
-        for failure in failures or []:
-            key = (failure.get("status"), _NUMBER.sub("N", failure.get("body") or failure.get("error") or ""))
-            if key in found:
-                found[key]["count"] += failure.get("count", 1)
-            else:
-                found[key] = dict(failure)
-    return sorted(found.values(), key=lambda failure: -failure["count"])
+    kept = (Failure(**failure) for failures in lists for failure in failures or [])
+    return [failure.to_dict() for failure in _grouped(kept)]
+
+
+def _grouped(failures: Iterable[Failure]) -> list[Failure]:
+    """The failures of one kind as one, the first with the counts added (each made for this); most frequent first."""
+    found: dict[tuple, Failure] = {}
+    for failure in failures:
+        kind = (failure.status, _NUMBER.sub("N", failure.body or failure.error or ""))  # numbers taken out
+        if kind in found:
+            found[kind].count += failure.count
+        else:
+            found[kind] = failure
+    return sorted(found.values(), key=lambda failure: -failure.count)
 
 
 def lines(failures: list[dict] | None) -> list[str]:
     """One line per distinct failure, as the model and a person read it."""
     shown = []
-    for failure in failures or []:
-        count = failure.get("count", 1)
-        body = f": {failure['body']}" if failure.get("body") else ""
-        shown.append(f"{count} request{'s' if count != 1 else ''} failed with {failure.get('error')}{body}")
+    for failure in (Failure(**failure) for failure in failures or []):
+        body = f": {failure.body}" if failure.body else ""
+        shown.append(f"{failure.count} request{'s' if failure.count != 1 else ''} failed with {failure.error}{body}")
     return shown

@@ -9,29 +9,31 @@ failure with the server's answer.
 from __future__ import annotations
 
 from porter.checks import request_failures
-from porter.checks.kind import CheckKind, at_least, speed_goal
+from porter.checks.kind import CheckKind, at_least, read, speed_goal
 from porter.checks.render import number
-from porter.checks.throughput import AS_HIGH_AS_POSSIBLE, SingleStreamSpec, run_single_stream
+from porter.checks.throughput import AS_HIGH_AS_POSSIBLE, SingleStreamResult, SingleStreamSpec, run_single_stream
 from porter.engines.engine import BenchLoad
 
 
 def render(key: str, result: dict) -> str:
-    per_request = ", ".join(number(value) for value in result.get("per_request_tok_s") or [])
-    met = "met" if result.get("meets_target") else "NOT met"
-    errors = f"; {result['errors']} errors" if result.get("errors") else ""
-    target = result.get("target_output_tok_s")
+    stream = read(SingleStreamResult, result)
+    per_request = ", ".join(number(value) for value in stream.per_request_tok_s)
+    met = "met" if stream.meets_target else "NOT met"
+    errors = f"; {stream.errors} errors" if stream.errors else ""
+    target = stream.target_output_tok_s
     verdict = (
         f"target {number(target)}: {met}" if target is not None else "no target figure: as high as the budget allows"
     )
     head = (
-        f"single stream: {number(result.get('output_tok_s'))} output tok/s (median of {result.get('completed')} "
-        f"requests: {per_request or '-'}; median TTFT {number(result.get('median_ttft_ms'), 0)} ms{errors}); {verdict}"
+        f"single stream: {number(stream.output_tok_s)} output tok/s (median of {stream.completed} requests: "
+        f"{per_request or '-'}; median TTFT {number(stream.median_ttft_ms, 0)} ms{errors}); {verdict}"
     )
-    return "\n".join([head, *(f"  {line}" for line in request_failures.lines(result.get("failures")))])
+    return "\n".join([head, *(f"  {line}" for line in request_failures.lines(stream.failures))])
 
 
 def brief(result: dict) -> str:
-    return f"{number(result.get('output_tok_s'))} output tok/s (median of {result.get('completed')} requests)"
+    stream = read(SingleStreamResult, result)
+    return f"{number(stream.output_tok_s)} output tok/s (median of {stream.completed} requests)"
 
 
 def workload(spec: SingleStreamSpec) -> str:

@@ -25,18 +25,19 @@ import random
 import statistics
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
-from typing import Annotated, Literal
+from dataclasses import asdict, dataclass, field, fields
+from typing import Annotated, Any, Literal
 
 import aiohttp
 from pydantic import Field, PlainValidator, model_validator
 
 from porter.checks import loadgen, metrics, request_failures, workload
-from porter.checks.kind import OnProgress, Tally
+from porter.checks.kind import OnProgress, Tally, read
 from porter.schema import PositiveFloat, Spec
 
 # A speed target with no figure to reach: the run optimises it until its budget or a measured plateau.
 AS_HIGH_AS_POSSIBLE = "max"
+THROUGHPUTS = ("output_throughput", "total_throughput")  # the bench_serving throughputs a sweep reports per node
 MIN_COMPLETED_SHARE = 0.95
 MAX_ERROR_SHARE = 0.01
 MIN_DRAIN_S = 120.0
@@ -93,7 +94,7 @@ class ThroughputCheckSpec(Spec):
     workload: WorkloadSpec
     rps: list[PositiveFloat] = Field(min_length=1, description="Offered request rates, swept in order.")
     slo: SloSpec
-    metric: Literal["output_throughput", "total_throughput"] = Field(
+    metric: Literal[THROUGHPUTS] = Field(
         description="bench_serving metric the target holds, per node at the knee: output_throughput (generated "
         "tok/s, what serving figures usually quote) or total_throughput (prompt + generated tok/s)."
     )
@@ -116,89 +117,92 @@ class SingleStreamSpec(Spec):
 class LevelResult:
     """One offered rate: its bench_serving figures, whether it met the SLO and, if not, why."""
 
-    rps: float
-    offered: int
-    passed: bool
-    reasons: list[str]
-    metrics: dict
-    client: dict
+    rps: float = 0.0
+    offered: int = 0
+    passed: bool = False
+    reasons: list[str] = field(default_factory=list)
+    metrics: dict = field(default_factory=dict)
+    client: loadgen.LagSummary = field(default_factory=loadgen.LagSummary)
     failures: list[dict] = field(default_factory=list)  # each distinct failure with the server's answer
 
     def to_dict(self) -> dict:
         """The fields with the bench_serving figures in place of `metrics`."""
-        fields = asdict(self)
-        return {**fields.pop("metrics"), **fields}
+        own = asdict(self)
+        return {**own.pop("metrics"), **own}
+
+    @classmethod
+    def read(cls, document: dict) -> LevelResult:
+        """A level from its document (to_dict): what is not a field of its own is a bench_serving figure."""
+        own = {item.name for item in fields(cls)}
+        level = read(cls, document, client=lambda client: read(loadgen.LagSummary, client))
+        level.metrics = {name: value for name, value in document.items() if name not in own}
+        return level
 
 
 @dataclass
 class ThroughputResult:
-    """The sweep: every level kept for the report, the knee and the per-node figures there."""
+    """The sweep as its document reads (whose top level also holds the knee's figures): every level, the knee and the
+    per-node figures there; the kind reads it back (throughput_kind.py), whatever part a failed check left."""
 
-    levels: list[LevelResult]
-    knee: LevelResult | None
-    slo: SloSpec
-    nodes: int
-    metric: str  # the bench_serving throughput the target holds: output_throughput or total_throughput
-    target_tok_s_per_node: float | None
-    model: str
+    model: str = ""
+    knee_rps: float | None = None
+    slo: SloSpec | None = None
+    nodes: int = 1
+    metric: str = "output_throughput"  # the bench_serving throughput the target holds: output_ or total_throughput
+    output_throughput_per_node: float | None = None
+    total_throughput_per_node: float | None = None
+    target_tok_s_per_node: float | None = None
+    meets_target: bool = False
+    client_saturated: bool = False
+    every_level_passed: bool = False  # no rate failed: the knee is above the top rate swept, only a lower bound on it
+    levels: list[LevelResult] = field(default_factory=list)
+    failures: list[dict] = field(default_factory=list)  # every level's, added
+
+    @classmethod
+    def of(cls, levels: list[LevelResult], knee: LevelResult | None, **given: Any) -> ThroughputResult:
+        """The sweep of `levels` with its figures at `knee`; `given` holds its slo, nodes, metric, target and model."""
+        sweep = cls(knee_rps=knee.rps if knee else None, levels=levels, **given)
+        for name in THROUGHPUTS:
+            setattr(sweep, f"{name}_per_node", knee.metrics[name] / sweep.nodes if knee else 0.0)
+        target = sweep.target_tok_s_per_node
+        sweep.meets_target = knee is not None and target is not None and sweep.tok_s_per_node >= target
+        sweep.client_saturated = any(level.client.client_saturated for level in levels)
+        sweep.every_level_passed = bool(levels) and all(level.passed for level in levels)
+        sweep.failures = request_failures.merge(level.failures for level in levels)
+        return sweep
+
+    @classmethod
+    def read(cls, document: dict) -> ThroughputResult:
+        """A sweep from its document (to_dict): its knee is the level at its knee rate."""
+        return read(cls, document, slo=SloSpec.model_validate, levels=lambda levels: [*map(LevelResult.read, levels)])
 
     @property
-    def knee_rps(self) -> float | None:
-        return self.knee.rps if self.knee else None
-
-    def per_node(self, metric: str) -> float:
-        return self.knee.metrics[metric] / self.nodes if self.knee else 0.0
+    def knee(self) -> LevelResult | None:
+        return next((level for level in self.levels if level.rps == self.knee_rps), None)
 
     @property
-    def tok_s_per_node(self) -> float:
+    def tok_s_per_node(self) -> float | None:
         """The target's metric per node at the knee."""
-        return self.per_node(self.metric)
-
-    @property
-    def meets_target(self) -> bool:
-        target = self.target_tok_s_per_node
-        return self.knee is not None and target is not None and self.tok_s_per_node >= target
-
-    @property
-    def every_level_passed(self) -> bool:
-        """No rate failed: the knee is above the top rate swept, which is only a lower bound on it."""
-        return bool(self.levels) and all(level.passed for level in self.levels)
-
-    @property
-    def client_saturated(self) -> bool:
-        return any(level.client.get("client_saturated") for level in self.levels)
+        return getattr(self, f"{self.metric}_per_node")
 
     def to_dict(self) -> dict:
         at_knee = dict(self.knee.metrics) if self.knee else {}
-        return {
-            **at_knee,
-            "model": self.model,
-            "knee_rps": self.knee_rps,
-            "slo": self.slo.model_dump(),
-            "nodes": self.nodes,
-            "metric": self.metric,
-            "output_throughput_per_node": self.per_node("output_throughput"),
-            "total_throughput_per_node": self.per_node("total_throughput"),
-            "target_tok_s_per_node": self.target_tok_s_per_node,
-            "meets_target": self.meets_target,
-            "client_saturated": self.client_saturated,
-            "every_level_passed": self.every_level_passed,
-            "levels": [level.to_dict() for level in self.levels],
-            "failures": request_failures.merge(level.failures for level in self.levels),  # every level's, added
-        }
+        own = {item.name: getattr(self, item.name) for item in fields(self)}
+        return {**at_knee, **own, "slo": self.slo.model_dump(), "levels": [level.to_dict() for level in self.levels]}
 
 
 @dataclass
 class SingleStreamResult:
-    """Output speed of one request at a time (Artificial Analysis style): the median over the requests."""
+    """Output speed of one request at a time (Artificial Analysis style): the median over the requests; read back
+    from its document by the kind (single_stream_kind.py), whatever part of it a check that failed part-way left."""
 
-    output_tok_s: float
-    per_request_tok_s: list[float]
-    median_ttft_ms: float | None
-    completed: int
-    errors: int
-    target_output_tok_s: float | None
-    model: str
+    output_tok_s: float | None = None
+    per_request_tok_s: list[float] = field(default_factory=list)
+    median_ttft_ms: float | None = None
+    completed: int = 0
+    errors: int = 0
+    target_output_tok_s: float | None = None
+    model: str = ""
     failures: list[dict] = field(default_factory=list)  # each distinct failure with the server's answer
 
     @property
@@ -333,7 +337,7 @@ def run_throughput(
     spec: ThroughputCheckSpec,
     nodes: int = 1,
     model: str | None = None,
-    on_level: Callable[[dict], None] | None = None,
+    on_level: Callable[[LevelResult], None] | None = None,
 ) -> ThroughputResult:
     """Sweep `spec.rps` against `base_url` and return every level, the knee and the per-node figure."""
     return asyncio.run(_run_throughput(base_url.rstrip("/"), spec, nodes, model, on_level))
@@ -348,11 +352,14 @@ async def _run_throughput(base_url, spec, nodes, model, on_level) -> ThroughputR
         async def measure(rps: float) -> LevelResult:
             level = await sweep.measure(rps)
             if on_level is not None:
-                on_level(level.to_dict())
+                on_level(level)
             return level
 
         knee, levels = await find_knee(spec.rps, spec.bisect_steps, measure)
-    return ThroughputResult(levels, knee, spec.slo, nodes, spec.metric, absolute(spec.target_tok_s_per_node), model_id)
+    target = absolute(spec.target_tok_s_per_node)
+    return ThroughputResult.of(
+        levels, knee, slo=spec.slo, nodes=nodes, metric=spec.metric, target_tok_s_per_node=target, model=model_id
+    )
 
 
 def _peak_requests(spec: ThroughputCheckSpec) -> int:

@@ -13,11 +13,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from porter.checks import request_failures
+from porter.checks import request_failures, throughput
 from porter.checks.kind import CheckKind, CheckProgress, OnProgress, at_least, speed_goal
 from porter.checks.loadgen import SATURATION_LAG_MS
 from porter.checks.render import number
-from porter.checks.throughput import AS_HIGH_AS_POSSIBLE, ThroughputCheckSpec, run_throughput
+from porter.checks.throughput import AS_HIGH_AS_POSSIBLE, LevelResult, ThroughputCheckSpec, ThroughputResult
 from porter.checks.workload import level_send_seconds
 from porter.engines.engine import BenchLoad
 
@@ -31,27 +31,26 @@ def headline_field(spec: ThroughputCheckSpec) -> str:
 
 
 def render(key: str, result: dict) -> str:
-    slo = result.get("slo") or {}
-    percentile = f"p{slo.get('percentile', 99):g}"
-    ttft_key, ttft_header = f"{percentile}_ttft_ms", f"{percentile} TTFT s"
+    sweep = ThroughputResult.read(result)
+    percentile = sweep.slo.percentile if sweep.slo else 99
+    ttft_key, ttft_header = f"p{percentile:g}_ttft_ms", f"p{percentile:g} TTFT s"
     rows = [f"  {'req/s':>6}  {'done':>9}  {'output tok/s':>12}  {'total tok/s':>11}  {ttft_header:>11}  pass"]
-    levels = result.get("levels") or []
-    for level in levels:
-        done = f"{level.get('completed', '-')}/{level.get('offered', '-')}"
-        ttft = level.get(ttft_key)
-        verdict = "yes" if level.get("passed") else "no: " + "; ".join(level.get("reasons") or ["failed"])
+    for level in sweep.levels:
+        figures = level.metrics
+        done = f"{figures.get('completed', '-')}/{level.offered}"
+        ttft = figures.get(ttft_key)
+        verdict = "yes" if level.passed else "no: " + "; ".join(level.reasons or ["failed"])
         rows.append(
-            f"  {number(level.get('rps'), 2):>6}  {done:>9}  {number(level.get('output_throughput')):>12}  "
-            f"{number(level.get('total_throughput')):>11}  {number(ttft / 1000 if ttft else None, 2):>11}  {verdict}"
+            f"  {number(level.rps, 2):>6}  {done:>9}  {number(figures.get('output_throughput')):>12}  "
+            f"{number(figures.get('total_throughput')):>11}  {number(ttft / 1000 if ttft else None, 2):>11}  {verdict}"
         )
-    knee = result.get("knee_rps")
-    figure, target = headline(result)
-    met = "met" if result.get("meets_target") else "NOT met"
+    knee, figure, target = sweep.knee_rps, sweep.tok_s_per_node, sweep.target_tok_s_per_node
+    met = "met" if sweep.meets_target else "NOT met"
     verdict = f"target {number(target)}: {met}" if target is not None else "no target figure: as high as possible"
-    slo_text = f"{percentile} TTFT <= {slo.get('ttft_s')} s"
+    slo_text = f"p{percentile:g} TTFT <= {sweep.slo and sweep.slo.ttft_s} s"
     if knee is None:
         head = f"throughput: no rate met the SLO ({slo_text}); {verdict}"
-    elif result.get("every_level_passed"):
+    elif sweep.every_level_passed:
         head = (
             f"throughput: no knee found below the top rate: every rate up to {number(knee, 2)} req/s met {slo_text}, "
             f"so the knee is higher (sweep higher rates to find it); {number(figure)} tok/s per node at the top "
@@ -62,25 +61,25 @@ def render(key: str, result: dict) -> str:
             f"throughput: knee {number(knee, 2)} req/s (the highest rate with {slo_text}) -> {number(figure)} "
             f"tok/s per node; {verdict}{needed_rate(figure, knee, target)}"
         )
-    failed = [index for index, level in enumerate(levels) if not level.get("passed")]
-    if failed and failed[0] < len(levels) - 1:
+    failed = [index for index, level in enumerate(sweep.levels) if not level.passed]
+    if failed and failed[0] < len(sweep.levels) - 1:
         rows.append("  (the rows after the first failing rate bisect between the last pass and the first fail)")
     rows.append(
         "  (tok/s as bench_serving counts them: a level's tokens from the end of its warm-up to its last token, so "
         "faster decode raises them at the same rate)"
     )
-    late = [level["client"] for level in levels if (level.get("client") or {}).get("client_saturated")]
+    late = [level.client for level in sweep.levels if level.client.client_saturated]
     if late:
-        lag = max(max(client.get("p99_send_lag_ms") or 0, client.get("p99_loop_lag_ms") or 0) for client in late)
         rows.append(
-            f"  the load generator ran late at {len(late)} of {len(levels)} rates (p99 lag up to {lag:.0f} ms, over "
-            f"its {SATURATION_LAG_MS:g} ms budget): latencies there read up to that much high, so the knee can only "
-            "be understated; a busy machine does this, not the server"
+            f"  the load generator ran late at {len(late)} of {len(sweep.levels)} rates (p99 lag up to "
+            f"{max(client.p99_lag_ms for client in late):.0f} ms, over its {SATURATION_LAG_MS:g} ms budget): latencies "
+            "there read up to that much high, so the knee can only be understated; a busy machine does this, not the "
+            "server"
         )
-    drained = drain_note(result) if knee is not None else None
+    drained = drain_note(sweep.knee.metrics) if sweep.knee else None
     if drained:
         rows.append(f"  {drained}")
-    failures = request_failures.lines(request_failures.merge(level.get("failures") for level in levels))
+    failures = request_failures.lines(request_failures.merge(level.failures for level in sweep.levels))
     if failures:
         rows += ["  requests that failed (all rates; the first answer of each kind):", *(f"  {f}" for f in failures)]
     return "\n".join([head, *rows])
@@ -94,13 +93,13 @@ def needed_rate(figure: float | None, knee: float, target: float | None) -> str:
 
 
 def brief(result: dict) -> str:
-    figure, _ = headline(result)
-    knee = result.get("knee_rps")
+    sweep = ThroughputResult.read(result)
+    knee, figure = sweep.knee_rps, number(sweep.tok_s_per_node)
     if knee is None:
         return "no rate met the SLO"
-    if result.get("every_level_passed"):
-        return f"no knee found below the top rate ({rate(knee)} req/s passed): {number(figure)} tok/s/node there"
-    return f"knee {rate(knee)} req/s, {number(figure)} tok/s/node"
+    if sweep.every_level_passed:
+        return f"no knee found below the top rate ({rate(knee)} req/s passed): {figure} tok/s/node there"
+    return f"knee {rate(knee)} req/s, {figure} tok/s/node"
 
 
 def rate(value: Any) -> str:
@@ -108,31 +107,29 @@ def rate(value: Any) -> str:
     return f"{value:g}" if isinstance(value, int | float) else "-"
 
 
-def level_note(level: dict, percentile: float) -> str:
+def level_note(level: LevelResult, percentile: float) -> str:
     """One swept rate in a few words, as `porter bench` and the progress log show it while the sweep runs."""
-    ttft = level.get(f"p{percentile:g}_ttft_ms")
-    verdict = "pass" if level.get("passed") else "fail (" + "; ".join(level.get("reasons") or ["failed"]) + ")"
-    client = level.get("client") or {}
-    late = max(client.get("p99_send_lag_ms") or 0, client.get("p99_loop_lag_ms") or 0)
-    saturated = client.get("client_saturated")
-    lagged = f"; the load client ran late (p99 {late:.1f} ms): latencies overstated" if saturated else ""
+    ttft = level.metrics.get(f"p{percentile:g}_ttft_ms")
+    verdict = "pass" if level.passed else "fail (" + "; ".join(level.reasons or ["failed"]) + ")"
+    late = f"; the load client ran late (p99 {level.client.p99_lag_ms:.1f} ms): latencies overstated"
+    lagged = late if level.client.client_saturated else ""
     return (
-        f"{rate(level.get('rps'))} req/s: {verdict}, {level.get('completed', '-')}/{level.get('offered', '-')} "
+        f"{rate(level.rps)} req/s: {verdict}, {level.metrics.get('completed', '-')}/{level.offered} "
         f"done, p{percentile:g} TTFT {number(ttft / 1000 if ttft else None, 2)} s, "
-        f"{number(level.get('output_throughput'))} output tok/s{lagged}"
+        f"{number(level.metrics.get('output_throughput'))} output tok/s{lagged}"
     )
 
 
-def sweep_progress(spec: ThroughputCheckSpec, on_progress: OnProgress | None) -> Callable[[dict], None] | None:
+def sweep_progress(spec: ThroughputCheckSpec, on_progress: OnProgress | None) -> Callable[[LevelResult], None] | None:
     """The sweep's on_level as CheckProgress: levels done of the most it can take (every rate, then the bisection
     steps; once a rate fails, exactly the bisection steps remain)."""
     if on_progress is None:
         return None
     rates, done, failed_at = len(set(spec.rps)), [], []
 
-    def on_level(level: dict) -> None:
+    def on_level(level: LevelResult) -> None:
         done.append(level)
-        if not level.get("passed") and not failed_at:
+        if not level.passed and not failed_at:
             failed_at.append(len(done))
         total = (failed_at[0] if failed_at else rates) + spec.bisect_steps
         note = level_note(level, spec.slo.percentile)
@@ -151,16 +148,6 @@ def drain_note(knee: dict) -> str | None:
         "were still decoding): the tok/s there measures that drain more than the rate; a longer duration_s "
         "measures the rate"
     )
-
-
-def headline(result: dict) -> tuple[Any, Any]:
-    """(figure per node at the knee, target): the task's target metric, whichever naming the result uses."""
-    metric = result.get("metric")
-    figure = result.get(f"{metric}_per_node") if metric else None
-    if figure is None:
-        figure = result.get("total_throughput_per_node", result.get("total_tok_s_per_node"))
-    target = result.get("target_tok_s_per_node", result.get("target_total_tok_s_per_node"))
-    return figure, target
 
 
 def workload(spec: ThroughputCheckSpec) -> str:
@@ -194,9 +181,10 @@ def cost(spec: ThroughputCheckSpec, task: Any) -> str:
 def bench_load(spec: ThroughputCheckSpec, result: dict) -> BenchLoad:
     """The sweep's workload at its knee (or its first rate), as many requests as that level offered."""
     load = spec.workload
-    rate = result.get("knee_rps") or spec.rps[0]
-    level = next((lv for lv in result.get("levels") or () if lv.get("rps") == rate), {})
-    prompts = level.get("offered") or load.num_prompts or max(int(rate * (load.duration_s or 1)), 1)
+    sweep = ThroughputResult.read(result)
+    rate = sweep.knee_rps or spec.rps[0]
+    level = next((level for level in sweep.levels if level.rps == rate), LevelResult())
+    prompts = level.offered or load.num_prompts or max(int(rate * (load.duration_s or 1)), 1)
     prefix = round(load.input_tokens * load.cache_hit_rate)
     pacing = f"--request-rate {rate:g} --num-prompts {prompts} --seed {load.seed}"
     return BenchLoad(load.input_tokens, load.output_tokens, prefix, pacing)
@@ -209,7 +197,7 @@ KIND = CheckKind(
     many=False,
     direction="higher",
     min_samples=2,
-    run=lambda base_url, spec, task, progress=None: run_throughput(
+    run=lambda base_url, spec, task, progress=None: throughput.run_throughput(
         base_url, spec, nodes=task.hardware.nodes, on_level=sweep_progress(spec, progress)
     ).to_dict(),
     headline=headline_field,

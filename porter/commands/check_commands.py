@@ -25,6 +25,7 @@ from porter.checks import quality, quality_data, registry, request_failures, thr
 from porter.checks.kind import CheckProgress, OnProgress
 from porter.checks.loadgen import CheckError
 from porter.checks.quality import QualityCheckSpec
+from porter.checks.render import number
 from porter.checks.throughput import SingleStreamSpec, ThroughputCheckSpec
 from porter.ledger.measure_cache import LockTimeout, measurement_lock
 from porter.report.progress_log import duration
@@ -47,10 +48,6 @@ def _console(as_json: bool) -> Console:
     if not console.is_terminal:
         console.width = 160
     return console
-
-
-def _number(value: float | None, digits: int = 1) -> str:
-    return "-" if value is None else f"{value:,.{digits}f}"
 
 
 def parse_rates(text: str) -> list[float]:
@@ -167,12 +164,12 @@ def _print_sweep(out: Console, result: throughput.ThroughputResult) -> None:
             "yes" if level.passed else "no",
             f"{figures['completed']}/{level.offered}",
             str(figures["errors"]),
-            "/".join(_number(figures[f"{kind}_ttft_ms"]) for kind in ("mean", "median", "p99")),
-            f"{_number(figures['median_itl_ms'])}/{_number(figures['p99_itl_ms'])}",
-            _number(figures["median_tpot_ms"]),
-            _number(figures["median_e2e_latency_ms"], 0),
-            _number(figures["output_throughput"]),
-            _number(figures["total_throughput"]),
+            "/".join(number(figures[f"{kind}_ttft_ms"]) for kind in ("mean", "median", "p99")),
+            f"{number(figures['median_itl_ms'])}/{number(figures['p99_itl_ms'])}",
+            number(figures["median_tpot_ms"]),
+            number(figures["median_e2e_latency_ms"], 0),
+            number(figures["output_throughput"]),
+            number(figures["total_throughput"]),
             "-" if hit is None else f"{hit:.1%}",
         )
     out.print(table)
@@ -182,13 +179,13 @@ def _print_sweep(out: Console, result: throughput.ThroughputResult) -> None:
         out.print(
             f"no knee found below the top rate: every rate up to {result.knee_rps:g} req/s met the SLO, so the knee "
             f"is higher (sweep higher rates to find it); at {result.knee_rps:g} req/s, output "
-            f"{result.per_node('output_throughput'):,.1f} and total {result.per_node('total_throughput'):,.1f} tok/s "
+            f"{result.output_throughput_per_node:,.1f} and total {result.total_throughput_per_node:,.1f} tok/s "
             "per node"
         )
     else:
         out.print(
-            f"knee: {result.knee_rps:g} req/s, output {result.per_node('output_throughput'):,.1f} and total "
-            f"{result.per_node('total_throughput'):,.1f} tok/s per node"
+            f"knee: {result.knee_rps:g} req/s, output {result.output_throughput_per_node:,.1f} and total "
+            f"{result.total_throughput_per_node:,.1f} tok/s per node"
         )
         drained = throughput_kind.drain_note(result.knee.metrics)
         if drained:
@@ -202,7 +199,7 @@ def _print_single(out: Console, result: throughput.SingleStreamResult) -> None:
     speeds = ", ".join(f"{speed:.1f}" for speed in result.per_request_tok_s)
     out.print(
         f"{markup_safe(result.model)}: single stream {result.output_tok_s:,.1f} output tok/s after the first token "
-        f"(median of [{speeds}]), median TTFT {_number(result.median_ttft_ms)} ms, "
+        f"(median of [{speeds}]), median TTFT {number(result.median_ttft_ms)} ms, "
         f"{result.completed} completed, {result.errors} errors"
     )
     for line in request_failures.lines(result.failures):
@@ -251,8 +248,8 @@ def quality_main(url, dataset, samples, as_json) -> int:
     table.add_row(
         f"{result.score:.3f}",
         f"{result.ci_low:.3f}-{result.ci_high:.3f}",
-        _number(result.strict_match, 3),
-        _number(result.flexible_match, 3),
+        number(result.strict_match, 3),
+        number(result.flexible_match, 3),
         str(result.errors),
         result.dataset_sha256[:12],
     )
