@@ -117,9 +117,7 @@ class QualityResult:
     tolerance: float | None = None
     minimum: float | None = None
     sets_reference: bool = False  # a relative check with no reference yet: judged against its own score
-    correct: list[bool] = field(default_factory=list, repr=False)
     question_ids: list[int] = field(default_factory=list, repr=False)
-    replies: list[str] = field(default_factory=list, repr=False)
     failures: list[dict] = field(default_factory=list)  # each distinct failed question with the server's answer
     passed: bool | None = None  # None: judged against the bar as the result is made
 
@@ -147,13 +145,6 @@ class QualityResult:
         if self.tolerance is not None and half_width > self.tolerance:
             text += f"; the interval (+-{half_width:.3f}) is wider than the tolerance: more samples would resolve it"
         return text
-
-    def compare(self, other: QualityResult | float) -> scoring.Comparison:
-        """This run against another run of the same check (paired when same questions) or a fixed score."""
-        if isinstance(other, int | float):
-            return scoring.compare_to_reference(self.score, (self.ci_low, self.ci_high), self.n, float(other))
-        paired = self.dataset_sha256 == other.dataset_sha256 and self.question_ids == other.question_ids
-        return scoring.compare_runs(self.correct, other.correct, paired)
 
     def to_dict(self) -> dict:
         """The fields a report shows (the per-question lists are repr=False), whether it passed and the verdict."""
@@ -388,8 +379,6 @@ def _result(spec: QualityCheckSpec, path: Path, model_id: str, asked: list, outc
         tolerance=spec.tolerance,
         minimum=spec.minimum,
         sets_reference=sets_reference,
-        correct=correct,
         question_ids=asked,
-        replies=[outcome[0] for outcome in outcomes],
         failures=failures,
     )

@@ -3,9 +3,8 @@
 Covers GSM8K strict match (`#### N`, first match) and flexible extraction (last number-like token)
 with lm-eval's normalisation (commas, `$`, everything up to `#### `, a trailing `.`, case), the
 multiple-choice pick of lm-eval's gpqa flexible-extract (`(X)`, a quoted choice, `: X`), the Wilson 95%
-interval of a share, Newcombe's interval of a difference of two shares, an exact McNemar test for two runs over
-the same questions, and the verdict that says whether a difference is real at the sample size. Does not talk
-to servers or read datasets (quality.py).
+interval of a share, and the verdict that says whether a score's difference from its reference is real at the
+sample size. Does not talk to servers or read datasets (quality.py).
 """
 
 from __future__ import annotations
@@ -104,26 +103,6 @@ def wilson(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
     return max(0.0, center - half), min(1.0, center + half)
 
 
-def newcombe(successes_a: int, n_a: int, successes_b: int, n_b: int) -> tuple[float, float]:
-    """Newcombe's hybrid score interval (method 10) of share_a - share_b."""
-    share_a, share_b = successes_a / n_a, successes_b / n_b
-    low_a, high_a = wilson(successes_a, n_a)
-    low_b, high_b = wilson(successes_b, n_b)
-    difference = share_a - share_b
-    low = difference - math.sqrt((share_a - low_a) ** 2 + (high_b - share_b) ** 2)
-    high = difference + math.sqrt((high_a - share_a) ** 2 + (share_b - low_b) ** 2)
-    return low, high
-
-
-def mcnemar_exact(only_a: int, only_b: int) -> float:
-    """Two-sided exact McNemar p-value from the discordant pairs (A right B wrong, B right A wrong)."""
-    total = only_a + only_b
-    if total == 0:
-        return 1.0
-    tail = sum(math.comb(total, k) for k in range(min(only_a, only_b) + 1)) / 2**total
-    return min(1.0, 2 * tail)
-
-
 @dataclass
 class Comparison:
     """A difference between two scores and whether it is real (95%) at these sample sizes."""
@@ -153,25 +132,3 @@ def compare_to_reference(score: float, ci: tuple[float, float], n: int, referenc
             f"(95% CI {low:.3f}-{high:.3f})"
         )
     return Comparison(difference, low - reference, high - reference, not low <= reference <= high, None, verdict)
-
-
-def compare_runs(correct_a: list[bool], correct_b: list[bool], paired: bool) -> Comparison:
-    """Run A against run B: exact McNemar when both asked the same questions, else Newcombe's interval."""
-    n_a, n_b = len(correct_a), len(correct_b)
-    if n_a == 0 or n_b == 0:
-        return Comparison(0.0, -1.0, 1.0, False, None, "nothing to compare: a run has no answered question")
-    successes_a, successes_b = sum(correct_a), sum(correct_b)
-    difference = successes_a / n_a - successes_b / n_b
-    low, high = newcombe(successes_a, n_a, successes_b, n_b)
-    p_value = None
-    if paired and n_a == n_b:
-        only_a = sum(1 for a, b in zip(correct_a, correct_b, strict=True) if a and not b)
-        only_b = sum(1 for a, b in zip(correct_a, correct_b, strict=True) if b and not a)
-        p_value = mcnemar_exact(only_a, only_b)
-        significant = p_value < 0.05
-        how = f"McNemar p={p_value:.3f} over {n_a} shared questions ({only_a} vs {only_b} discordant)"
-    else:
-        significant = not low <= 0 <= high
-        how = f"95% CI of the difference {low:+.3f} to {high:+.3f}"
-    word = ("a real gain" if difference > 0 else "a real drop") if significant else "within sampling noise"
-    return Comparison(difference, low, high, significant, p_value, f"{difference:+.3f}: {word} ({how})")
