@@ -17,6 +17,7 @@ import git
 import yaml
 
 from porter.engines.known import engine_named
+from porter.ledger.noise import Comparison
 from porter.ledger.records import Attempt, Configuration, Sample
 from porter.ledger.state import RunState
 from porter.ledger.transcript import Transcript, write_state
@@ -215,17 +216,10 @@ class PreparedRun:
         for value in (484.0, 484.3):
             result = sweep(14.5, value / 14.5 / 8, [8, 12, 16, 14, 15, 14.5], after)
             self.measure(7, after, "throughput", value, result, True)
-        gain = {
-            "key": "throughput",
-            "metric": "output_throughput_per_node",
-            "accepted": [415.0, 405.0],
-            "pending": [484.0, 484.3],
-            "accepted_median": 410.0,
-            "pending_median": 484.15,
-            "change": 0.1809,
-            "threshold": 0.136,
-            "better": True,
-        }
+        gain = Comparison(
+            "throughput", "output_throughput_per_node", [415.0, 405.0], [484.0, 484.3], 410.0, 484.15,
+            change=0.1809, spread=0.045, threshold=0.136, minimum=0.03,
+        )  # fmt: skip
         self.state.attempts.append(
             Attempt(
                 8,
@@ -277,16 +271,10 @@ class PreparedRun:
                 crash_class="missing_rocm_guard",
             )
         )
-        flat = {
-            "key": "single_stream",
-            "metric": "output_tok_s",
-            "accepted": [649.0, 650.0],
-            "pending": [651.0, 647.0],
-            "accepted_median": 649.5,
-            "pending_median": 649.0,
-            "change": -0.0008,
-            "threshold": 0.082,
-        }
+        flat = Comparison(
+            "single_stream", "output_tok_s", [649.0, 650.0], [651.0, 647.0], 649.5, 649.0,
+            change=-0.0008, spread=0.027, threshold=0.082, minimum=0.03,
+        )  # fmt: skip
         self.state.attempts.append(
             Attempt(
                 12,

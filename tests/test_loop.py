@@ -136,7 +136,7 @@ def test_every_decision_and_the_final_table_rest_on_same_configuration_figures(s
     [comparison] = tp4.comparisons
     previous = next(a for a in state.attempts if a.summary.startswith("Serve with an fp8 e4m3 KV cache"))
     refreshed = [s for s in state.samples if s.key == "throughput" and s.step == previous.step]
-    assert comparison["accepted"] == [s.value for s in refreshed] and len(refreshed) >= 2
+    assert comparison.accepted == [s.value for s in refreshed] and len(refreshed) >= 2
     assert refreshed[0].config == previous.fingerprint  # measured on the configuration the move starts from
     document = json.loads((story_run.run_dir / "report.json").read_text())
     assert document["outcome"] == "solved" and document["all_measured_on_accepted"]

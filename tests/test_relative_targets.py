@@ -12,12 +12,15 @@ from twin_tasks import QUICK_SCALE, call, fast_task_data, run_scripted, write_ta
 from porter.checks.quality import QualityCheckSpec
 from porter.checks.throughput import SingleStreamSpec, ThroughputCheckSpec
 from porter.ledger.decision import plateau
+from porter.ledger.noise import Comparison
 from porter.ledger.records import Attempt
 
 
 def attempt(step: int, rule: str, worse: bool = False) -> Attempt:
     outcome = "kept" if rule in ("gain", "trade") else "reverted"
-    return Attempt(step, f"candidate {step}", outcome, "", rule=rule, comparisons=[{"worse": worse}])
+    change = -0.5 if worse else 0.0
+    compared = Comparison("throughput", "tok/s", [1.0], [1.0 + change], 1.0, 1.0 + change, change, 0.0, 0.03, 0.03)
+    return Attempt(step, f"candidate {step}", outcome, "", rule=rule, comparisons=[compared])
 
 
 def test_the_specs_take_relative_targets_and_refuse_what_is_neither():

@@ -97,16 +97,15 @@ def quality_restored(
     )
     others = f"; the other quality checks pass on the change: {others}" if others else ""
     comparisons = compare(task, before, after)
-    facts = [c.to_dict() for c in comparisons]
     speed = "; ".join(c.describe() for c in comparisons)
     missed = _missed(task, comparisons, after)
     if missed:
         names = " and ".join(f"{c.key} ({c.change:+.1%})" for c in missed)
         reason = f"quality restored ({shown}), but {names} got worse beyond noise and would miss its target: {speed}"
-        return Decision(False, "loss", reason, comparisons=facts)
+        return Decision(False, "loss", reason, comparisons=comparisons)
     kept = f"quality restored: {shown}, beyond both intervals{others}"
     kept += f"; speed on both sides: {speed}" if speed else ""
-    return Decision(True, "quality_restored", kept, comparisons=facts)
+    return Decision(True, "quality_restored", kept, comparisons=comparisons)
 
 
 def short_of(again: StartUp, accepted: StartUp | None) -> str | None:
@@ -149,14 +148,13 @@ def improvement(task: Task, before: dict[str, list[Sample]], after: dict[str, li
     if not comparisons:
         return None
     shown = "; ".join(c.describe() for c in comparisons)
-    facts = [c.to_dict() for c in comparisons]
     if not any(c.better for c in comparisons):
-        return Decision(False, "no_gain", f"no improvement beyond noise: {shown}", comparisons=facts)
+        return Decision(False, "no_gain", f"no improvement beyond noise: {shown}", comparisons=comparisons)
     missed = _missed(task, comparisons, after)
     if missed:
         names = " and ".join(f"{c.key} ({c.change:+.1%})" for c in missed)
         reason = f"{names} got worse beyond noise and would miss its target, against a gain elsewhere: {shown}"
-        return Decision(False, "loss", reason, comparisons=facts)
+        return Decision(False, "loss", reason, comparisons=comparisons)
     worse = [c for c in comparisons if c.worse]
     if worse:
         shown += ". Kept as a trade: " + "; ".join(
@@ -164,8 +162,8 @@ def improvement(task: Task, before: dict[str, list[Sample]], after: dict[str, li
             f"({', '.join(f'{v:.4g}' for v in c.pending)}) still meets its target {_goal(task, c.key)}"
             for c in worse
         )
-        return Decision(True, "trade", shown, comparisons=facts)
-    return Decision(True, "gain", shown, comparisons=facts)
+        return Decision(True, "trade", shown, comparisons=comparisons)
+    return Decision(True, "gain", shown, comparisons=comparisons)
 
 
 def _missed(task: Task, comparisons: list[noise.Comparison], after: dict[str, list[Sample]]) -> list:
@@ -196,9 +194,7 @@ def plateau(attempts: list[Attempt], candidates: int) -> list[Attempt] | None:
     last = judged[-candidates:]
     if len(last) < candidates:
         return None
-    within = all(
-        attempt.rule == "no_gain" and not any(c.get("worse") for c in attempt.comparisons or []) for attempt in last
-    )
+    within = all(attempt.rule == "no_gain" and not any(c.worse for c in attempt.comparisons) for attempt in last)
     return last if within else None
 
 
@@ -212,7 +208,7 @@ def plateau_reason(task: Task, state: RunState, judged: list[Attempt], rows: lis
     )
     candidates = "; ".join(
         f"step {attempt.step} {'; '.join(attempt.moves) or attempt.summary}: "
-        + ", ".join(f"{c.get('key')} {c.get('change', 0):+.1%}" for c in attempt.comparisons)
+        + ", ".join(f"{c.key} {c.change:+.1%}" for c in attempt.comparisons)
         for attempt in judged
     )
     flags = task.engine.describe_flags(changed) or "the task's flags"

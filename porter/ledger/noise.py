@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 RESOLUTION_STEPS = 1.5  # the quantisation term of the bar, in knee brackets: above one step, below two
 
@@ -85,6 +85,11 @@ class Comparison:
 
     def to_dict(self) -> dict:
         return {**asdict(self), "better": self.better, "worse": self.worse}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Comparison:
+        """From its dict in state.json (`better` and `worse` are derived, so left out)."""
+        return cls(**{item.name: data[item.name] for item in fields(cls) if item.name in data})
 
 
 def pooled_relative_sd(accepted: list[float], pending: list[float]) -> float:

@@ -14,6 +14,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from porter.ledger.noise import Comparison
 from porter.task import FlagValue
 
 
@@ -132,10 +133,7 @@ class Decision:
     rule: str  # one of RULES
     reason: str  # the evidence in words: what was compared, the margin, the bar
     flags_too: bool = True  # a kept source fix may leave its flags pending
-    comparisons: list[dict] = field(default_factory=list)  # noise.Comparison.to_dict() of each compared figure
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+    comparisons: list[Comparison] = field(default_factory=list)  # each compared figure
 
 
 # The rules a decision can name (the tool result and the transcript say which one decided, and its margin).
@@ -170,7 +168,7 @@ class Attempt:
     cost_usd: float = 0.0
     tokens: int = 0
     metrics: dict[str, float | None] = field(default_factory=dict)
-    comparisons: list[dict] = field(default_factory=list)
+    comparisons: list[Comparison] = field(default_factory=list)
     moves: list[str] = field(default_factory=list)
     stack: bool = False
     reverted_diffs: dict[str, str] = field(default_factory=dict)
@@ -180,11 +178,12 @@ class Attempt:
         return self.outcome == "kept"
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "comparisons": [c.to_dict() for c in self.comparisons]}
 
     @classmethod
     def from_dict(cls, data: dict) -> Attempt:
-        return cls(**_known(cls, data))
+        compared = [Comparison.from_dict(c) for c in data.get("comparisons") or []]
+        return cls(**{**_known(cls, data), "comparisons": compared})
 
 
 def _dict(record: Any) -> dict | None:

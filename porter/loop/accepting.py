@@ -300,8 +300,10 @@ def _keep(ctx: RunContext, summary: str, why: str, verdict: Decision) -> dict:
     state.pending = Side()
     ctx.mark_accepted()
     refreshed, refresh_error = _refresh(ctx)
-    facts = {"comparisons": verdict.comparisons, "moves": moves, "stack": len(moves) > 1, "rule": verdict.rule}
-    _attempt(ctx, summary, "kept", proof, commits, kept_flags, crash=crash, fingerprint=fingerprint, **facts)
+    compared = [c.to_dict() for c in verdict.comparisons]  # as the transcript and the tool result carry them
+    facts = {"comparisons": compared, "moves": moves, "stack": len(moves) > 1, "rule": verdict.rule}
+    kept = {**facts, "comparisons": verdict.comparisons}
+    _attempt(ctx, summary, "kept", proof, commits, kept_flags, crash=crash, fingerprint=fingerprint, **kept)
     ctx.transcript.record(
         "accept", step=state.step, summary=summary, evidence=proof, commits=commits, flags=kept_flags,
         flags_kept=flags_too, refreshed=refreshed, **facts,
@@ -391,10 +393,12 @@ def revert(ctx: RunContext, reason: str, verdict: Decision | None = None) -> dic
     ctx.stop_server()
     ctx.mark_accepted()
     rule = verdict.rule if verdict else "asked"
-    facts = {"comparisons": verdict.comparisons if verdict else [], "moves": moves, "stack": len(moves) > 1}
-    facts["rule"] = rule
+    compared = verdict.comparisons if verdict else []
+    facts = {"comparisons": [c.to_dict() for c in compared], "moves": moves, "stack": len(moves) > 1, "rule": rule}
     facts["reverted_diffs"] = {name: path for name, path in saved.items() if path}
-    _attempt(ctx, f"reverted: {reason}", "reverted", reason, {}, flag_changes, crash, **facts)
+    _attempt(
+        ctx, f"reverted: {reason}", "reverted", reason, {}, flag_changes, crash, **{**facts, "comparisons": compared}
+    )
     ctx.transcript.record("revert", step=state.step, reason=reason, files=files, flags=flag_changes, **facts)
     message = (
         f"reverted by rule {rule} ({RULES[rule]}): {reason}. Dropped the pending edits to: {files or 'none'}; "

@@ -144,8 +144,8 @@ def pr_title(draft: Draft) -> str:
         return f"{draft.style.prefix}Fix {phrase(crash.crash_class)} in {where}" + (
             f" ({named})" if draft.style.prefix == "" else ""
         )
-    gains = [c for a in draft.attempts for c in a.comparisons if c.get("better")]
-    gain = f" ({percent(gains[0]['change'])} {_short_label(draft, gains[0]['key'])})" if gains else ""
+    gains = [c for a in draft.attempts for c in a.comparisons if c.better]
+    gain = f" ({percent(gains[0].change)} {_short_label(draft, gains[0].key)})" if gains else ""
     made_by = "tuned " if _tune_of(draft) and "tuned" not in named else ""
     return f"{draft.style.prefix}Add {made_by}{named} entries for {model} on {task.hardware.gpu}{gain}"
 
@@ -200,9 +200,9 @@ def _problem(draft: Draft) -> list[str]:
     lines = []
     for attempt in draft.attempts:
         for comparison in attempt.comparisons:
-            item = registry.by_key(task, comparison["key"])
+            item = registry.by_key(task, comparison.key)
             lines.append(
-                f"{serving}, {item.kind.label(item.spec)} is {significant(comparison['accepted_median'])} "
+                f"{serving}, {item.kind.label(item.spec)} is {significant(comparison.accepted_median)} "
                 f"(target {goal_text(item.kind.goal(item.spec))})."
             )
     warning = _warning_before(draft)
@@ -267,10 +267,10 @@ def _speed(draft: Draft) -> list[str]:
     rows, notes = [], []
     for attempt in draft.attempts:
         for c in attempt.comparisons:
-            item = registry.by_key(draft.record.task, c["key"])
-            before, after = significant(c["accepted_median"]), significant(c["pending_median"])
-            n = f"{len(c['accepted'])}/{len(c['pending'])}"
-            rows.append([item.kind.label(item.spec), before, after, percent(c["change"]), f"{c['threshold']:.1%}", n])
+            item = registry.by_key(draft.record.task, c.key)
+            before, after = significant(c.accepted_median), significant(c.pending_median)
+            n = f"{len(c.accepted)}/{len(c.pending)}"
+            rows.append([item.kind.label(item.spec), before, after, percent(c.change), f"{c.threshold:.1%}", n])
         if attempt.flags:
             notes += [
                 "",
@@ -303,7 +303,7 @@ def _tested(draft: Draft) -> list[str]:
             + "; ".join(f"Kept by rule `{r}`: {RULES[r]}" for r in rules if r in RULES)
             + "."
         ]
-    keys = {c["key"] for a in draft.attempts for c in a.comparisons}
+    keys = {c.key for a in draft.attempts for c in a.comparisons}
     declared = registry.declared(draft.record.task)
     workloads = [f"- {item.kind.workload(item.spec)}" for item in declared if item.key in keys]
     return [
@@ -341,7 +341,7 @@ def _reproduce(draft: Draft) -> list[str]:
     if startup is not None:
         lines += [f"# without the patches: {startup.key_line}", "# with them: the server starts"]
     else:
-        keys = {c["key"] for a in draft.attempts for c in a.comparisons}
+        keys = {c.key for a in draft.attempts for c in a.comparisons}
         results = record.state.checks_on(config)
         for key in sorted(keys):
             lines += ["# in a second shell of the container, once the server is up; then again without the patches"]

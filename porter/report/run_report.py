@@ -20,6 +20,7 @@ from pathlib import Path
 from porter.checks import registry
 from porter.checks.quality_kind import score_text
 from porter.engines.serve import render_command
+from porter.ledger.noise import Comparison
 from porter.ledger.records import RULES, Attempt
 from porter.ledger.state import TargetRow, median_of, target_report
 from porter.report import plots, report_page, run_reading
@@ -211,12 +212,12 @@ def result_text(record: RunRecord, attempt: Attempt) -> str:
     return "; ".join(parts) or (attempt.crash_class or "-")
 
 
-def comparison_text(record: RunRecord, comparison: dict) -> str:
-    item = registry.by_key(record.task, comparison["key"])
+def comparison_text(record: RunRecord, comparison: Comparison) -> str:
+    item = registry.by_key(record.task, comparison.key)
     return (
-        f"{item.kind.label(item.spec)} {significant(comparison['accepted_median'])} -> "
-        f"{significant(comparison['pending_median'])} ({percent(comparison['change'])}; noise bar "
-        f"{comparison['threshold']:.1%}, n={len(comparison['accepted'])}/{len(comparison['pending'])})"
+        f"{item.kind.label(item.spec)} {significant(comparison.accepted_median)} -> "
+        f"{significant(comparison.pending_median)} ({percent(comparison.change)}; noise bar "
+        f"{comparison.threshold:.1%}, n={len(comparison.accepted)}/{len(comparison.pending)})"
     )
 
 
