@@ -82,7 +82,7 @@ def test_provider_errors_mid_run_are_retried_and_the_key_never_leaks(twin_image,
         assert len(fake.requests) == 4  # the 429 and the 500 were retried, then the run went on
     assert ctx.state.finished == "healthy is enough here"
     assert facts(tool_results(ctx.run_dir)[0])["healthy"] is True
-    assert ctx.state.tokens["input"] == 2100 and ctx.state.cost_known
+    assert ctx.state.tokens.input == 2100 and ctx.state.cost_known
     for path in ctx.run_dir.rglob("*"):
         if path.is_file() and path.suffix in (".jsonl", ".json", ".log", ".yaml"):
             assert secret not in path.read_text(errors="replace"), path

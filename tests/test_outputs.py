@@ -45,7 +45,7 @@ def test_the_playbook_solves_the_default_twin_scenario(playbook_run):
     assert len(list((playbook_run.run_dir / "patches" / "model").glob("*.patch"))) == 1
     drafts = sorted(path.name for path in (playbook_run.run_dir / "prs").glob("twin*.md"))
     assert (playbook_run.run_dir / "report.md").is_file() and drafts == ["twin-1.md", "twin-2.md"]  # a PR a change set
-    assert state.tokens["input"] == 0 and state.cost_usd == 0  # no model was called
+    assert state.tokens.input == 0 and state.cost_usd == 0  # no model was called
 
 
 def test_report_opens_with_baseline_to_final_then_timeline_command_and_plots(playbook_run):

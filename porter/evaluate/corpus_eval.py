@@ -131,7 +131,7 @@ def run_one(source: Path, provider: str, engine: str | None, runs_dir: Path, tru
         solved=state.solved,
         steps=state.step,
         relaunches=state.relaunches,
-        tokens=state.tokens["input"] + state.tokens["output"],
+        tokens=state.tokens.input + state.tokens.output,
         cost_usd=state.cost_usd if state.cost_known else None,
         run_dir=str(ctx.run_dir),
     )

@@ -126,6 +126,20 @@ class Sample:
 
 
 @dataclass
+class Tokens:
+    """A run's model tokens so far, as they are billed: full-rate input, output, cache reads and cache writes."""
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> Tokens:
+        return cls(**_known(cls, data or {}))
+
+
+@dataclass
 class Decision:
     """What porter decided about a pending change, which rule decided it, and by how much."""
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from porter.checks import registry
 from porter.errors import RunDirError
-from porter.ledger.records import Attempt, Configuration, Sample, Side
+from porter.ledger.records import Attempt, Configuration, Sample, Side, Tokens
 from porter.ledger.transcript import read_state
 from porter.sandbox.trees.tracked import RepoState
 from porter.task import FlagValue, Task
@@ -40,7 +40,7 @@ class RunState:
     server_s: float = 0.0  # seconds servers were up (start-up included), for server hours
     cost_usd: float = 0.0
     cost_known: bool = True
-    tokens: dict[str, int] = field(default_factory=lambda: {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0})
+    tokens: Tokens = field(default_factory=Tokens)
     wall_s: float = 0.0  # wall time of earlier sessions of this run (resume adds to it)
     server_process: dict | None = None  # Process.record() of the running server: what resume must kill
     messages: list[dict] = field(default_factory=list)
@@ -58,6 +58,7 @@ class RunState:
         plain["samples"] = [sample.to_dict() for sample in self.samples]
         plain["configs"] = {name: config.to_dict() for name, config in self.configs.items()}
         plain["attempts"] = [attempt.to_dict() for attempt in self.attempts]
+        plain["tokens"] = asdict(self.tokens)
         return plain
 
     @classmethod
@@ -68,6 +69,7 @@ class RunState:
         data["samples"] = [Sample.from_dict(sample) for sample in data.get("samples", [])]
         data["configs"] = {name: Configuration.from_dict(c) for name, c in data.get("configs", {}).items()}
         data["attempts"] = [Attempt.from_dict(attempt) for attempt in data.get("attempts", [])]
+        data["tokens"] = Tokens.from_dict(data.get("tokens"))
         return cls(**data)
 
     @classmethod

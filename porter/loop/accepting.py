@@ -440,7 +440,7 @@ def _attempt(ctx, summary, outcome, proof, commits, flags, crash=None, fingerpri
             flags=flags,
             crash_class=crash,
             cost_usd=round(state.cost_usd, 4),
-            tokens=state.tokens["input"] + state.tokens["output"],
+            tokens=state.tokens.input + state.tokens.output,
             metrics=metrics if outcome == "kept" else {},
             **facts,
         )

@@ -191,10 +191,10 @@ def _record_result(ctx: RunContext, messages: list[Message], call: ToolCall, res
 
 def account(ctx: RunContext, usage: Usage) -> None:
     tokens = ctx.state.tokens
-    tokens["input"] += usage.input_tokens
-    tokens["output"] += usage.output_tokens
-    tokens["cache_read"] += usage.cache_read_tokens
-    tokens["cache_write"] += usage.cache_write_tokens
+    tokens.input += usage.input_tokens
+    tokens.output += usage.output_tokens
+    tokens.cache_read += usage.cache_read_tokens
+    tokens.cache_write += usage.cache_write_tokens
     if usage.cost_usd is None:
         if (usage.input_tokens or usage.output_tokens) and ctx.state.cost_known:
             ctx.state.cost_known = False

@@ -106,7 +106,7 @@ def target_lines(ctx: RunContext) -> list[tuple[str, str]]:
 def run_summary(ctx: RunContext) -> str:
     state = ctx.state
     kept = len(state.kept_attempts())
-    tokens = state.tokens["input"] + state.tokens["cache_read"] + state.tokens["output"]
+    tokens = state.tokens.input + state.tokens.cache_read + state.tokens.output
     return (
         f"{state.finished}; {'solved' if state.solved else 'not solved'}; kept {kept}, reverted "
         f"{len(state.attempts) - kept}; {plural(state.step, 'step')}, {plural(state.relaunches, 'launch')}, "

@@ -85,7 +85,7 @@ class LiveStatus:
 
     def waiting_for_model(self) -> None:
         state = self.ctx.state
-        tokens = state.tokens["input"] + state.tokens["cache_read"] + state.tokens["output"]
+        tokens = state.tokens.input + state.tokens.cache_read + state.tokens.output
         spent = f"; {tokens:,} tokens, {words.money(self.ctx)} so far" if tokens else ""
         self.log.begin("model", f"waiting for the reply to step {state.step + 1}{spent}")
 
@@ -135,7 +135,7 @@ def render_panel(ctx: RunContext, targets: list[TargetRow], work: Work | None) -
     state, limits = ctx.state, ctx.task.agent.limits
     kept = len(state.kept_attempts())
     doing = f"{work.label} ({duration(work.elapsed_s())})" if work else "between steps"
-    tokens = state.tokens["input"] + state.tokens["cache_read"] + state.tokens["output"]
+    tokens = state.tokens.input + state.tokens.cache_read + state.tokens.output
     head = Text.assemble(
         ("phase ", "dim"),
         (state.phase(), "bold"),

@@ -14,7 +14,7 @@ records (run_reading.py) and never reruns anything; figures from the twin engine
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from porter.checks import registry
@@ -303,7 +303,7 @@ def report_document(record: RunRecord) -> dict:
         ],
         "relaunches": state.relaunches,
         "server_hours": round(state.server_s / 3600, 4),
-        "tokens": state.tokens,
+        "tokens": asdict(state.tokens),
         "cost_usd": round(state.cost_usd, 4) if state.cost_known else None,
         "steps": state.step,
     }
