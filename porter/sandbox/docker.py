@@ -315,7 +315,8 @@ class DockerSandbox:
             stream, timeout, lambda: self.signal_group(pgid_file, "KILL"), lambda: self._exit_code(exec_id)
         )
         if 0 < result.exit_code < 128 and _LEADER_KILLED.search(result.output):
-            result.output, result.exit_code = _LEADER_KILLED.sub("", result.output), 128 + result.exit_code
+            result.output = _LEADER_KILLED.sub("", result.output)
+            result.exit_code = result.exit_code if result.timed_out else 128 + result.exit_code  # a timeout reads 124
         if self.watch is not None and self.watch.notice:  # the cap on writes was hit: said once, where it is read
             result.output, self.watch.notice = f"{result.output}\n{self.watch.notice}", ""
         return result
