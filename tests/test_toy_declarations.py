@@ -60,6 +60,7 @@ ENGINE = Engine(
     moe_over_data_parallel=False,
     memory_share=0.8,
     max_batched_tokens="step-tokens",
+    config_override="overrides",
     remote_code="own-code",
     mtp_method="mtp",
     kv_cache_fp8="fp8",

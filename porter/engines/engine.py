@@ -90,6 +90,7 @@ class Engine:
     moe_over_data_parallel: bool  # without expert parallelism, MoE layers shard over tp x dp ranks, not tp
     memory_share: float  # the static-memory share init writes for memory_fraction, and why (in the module)
     max_batched_tokens: str  # the flag bounding the tokens of one forward step (the largest MoE batch)
+    config_override: str  # the flag whose JSON object overrides keys of the checkpoint's config.json
     mtp_method: str  # the draft method that runs a checkpoint's own MTP layers
     rocm_environment: tuple[tuple[str, str], ...]  # (variable, value) the engine's ROCm image serves with
     pr_style: PrStyle  # what a PR to the engine's project reads like
@@ -104,6 +105,14 @@ class Engine:
     attention_backend: str = "attention-backend"
     served_name: str = "served-model-name"
     remote_code: str = "trust-remote-code"  # the flag that lets the engine run the checkpoint's own code (auto_map)
+    # sglang 0.5.20/0.5.23 arg_groups/fields/model.py load_format ("dummy": choices.py, random weights, no checkpoint
+    # read); vLLM 0.25.1/0.34.0 engine/arg_utils.py --load-format ("dummy": model_executor/model_loader/__init__.py)
+    load_format: str = "load-format"
+
+    def reduced_flags(self, layers: int) -> dict[str, FlagValue]:
+        """The engine's own reduced start-up: random weights and the first `layers` layers (the checkpoint's NextN
+        layer, read at index num_hidden_layers, moves with them)."""
+        return {self.load_format: "dummy", self.config_override: json.dumps({"num_hidden_layers": layers})}
 
     def topology_flags(self) -> set[str]:
         return {*self.tensor_parallel, *self.data_parallel, *self.pipeline_parallel, *self.expert_parallel} | (

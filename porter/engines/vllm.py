@@ -67,6 +67,7 @@ ENGINE = Engine(
     moe_over_data_parallel=True,
     memory_share=0.92,
     max_batched_tokens="max-num-batched-tokens",
+    config_override="hf-overrides",  # arg_utils.py at 0.25.1 and 0.34.0: config/model.py ModelConfig.hf_overrides
     mtp_method="mtp",
     rocm_environment=(("VLLM_ROCM_USE_AITER", "1"),),
     pr_style=PrStyle(

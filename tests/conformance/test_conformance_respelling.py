@@ -82,3 +82,27 @@ def test_the_architectures_offered_dp_attention_are_the_ones_the_pinned_help_nam
         classes |= {node.id for node in ast.walk(entry.value) if isinstance(node, ast.Name)}
     assert set(ENGINE.dp_attention_architectures) <= classes, classes
     assert "DeepseekV32ForCausalLM" in classes  # DSA, named by the help's family but not offered: it hangs on ROCm
+
+
+def test_the_reduced_start_up_parses_as_dummy_weights_and_fewer_layers(wheels, tmp_path_factory):
+    """serve's reduced start-up (Engine.reduced_flags) through each release's own parser: sglang's load_format and
+    json_model_override_args, vLLM's EngineArgs load_format and hf_overrides."""
+    from test_conformance_recipe import vllm_porter_argv
+
+    scratch = tmp_path_factory.mktemp("reduced")
+    (scratch / "config.json").write_text(json.dumps(GLM52_SHAPE))
+    [sglang] = upstream_runtime.resolve_sglang(
+        wheels,
+        [porter_argv(ENGINE.reduced_flags(4), str(scratch))],
+        ["load_format", "json_model_override_args"],
+        scratch,
+    )
+    assert (sglang["load_format"], json.loads(sglang["json_model_override_args"])) == (
+        "dummy",
+        {"num_hidden_layers": 4},
+    )
+    words = [f"--{name}={value}" for name, value in ENGINES["vllm"].reduced_flags(4).items()]
+    [vllm] = upstream_runtime.vllm_engine_args(
+        wheels, [vllm_porter_argv(str(scratch)) + words], ["load_format", "hf_overrides"], scratch
+    )
+    assert (vllm["load_format"], vllm["hf_overrides"]) == ("dummy", {"num_hidden_layers": 4}), vllm
