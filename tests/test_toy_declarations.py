@@ -61,6 +61,7 @@ ENGINE = Engine(
     memory_share=0.8,
     max_batched_tokens="step-tokens",
     config_override="overrides",
+    eager=(("eager", True),),
     remote_code="own-code",
     mtp_method="mtp",
     kv_cache_fp8="fp8",

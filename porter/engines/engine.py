@@ -61,6 +61,9 @@ class FlagRefused(ValueError):
     """A flag the engine release in the image does not have: one line naming the spelling it has."""
 
 
+REDUCED_LAYERS = 4  # DeepSeek-V3's and GLM-5's three dense layers (first_k_dense_replace) and one MoE layer
+
+
 def release(version: str) -> tuple[int, ...]:
     """A release as numbers ("0.5.23" -> (0, 5, 23)): what the respellings compare; a suffix (rc1, +rocm) drops."""
     match = re.match(r"\d+(?:\.\d+)*", version.strip())
@@ -91,6 +94,7 @@ class Engine:
     memory_share: float  # the static-memory share init writes for memory_fraction, and why (in the module)
     max_batched_tokens: str  # the flag bounding the tokens of one forward step (the largest MoE batch)
     config_override: str  # the flag whose JSON object overrides keys of the checkpoint's config.json
+    eager: tuple[tuple[str, FlagValue], ...]  # (flag, value): no graph capture, each forward run eagerly
     mtp_method: str  # the draft method that runs a checkpoint's own MTP layers
     rocm_environment: tuple[tuple[str, str], ...]  # (variable, value) the engine's ROCm image serves with
     pr_style: PrStyle  # what a PR to the engine's project reads like
@@ -109,10 +113,11 @@ class Engine:
     # read); vLLM 0.25.1/0.34.0 engine/arg_utils.py --load-format ("dummy": model_executor/model_loader/__init__.py)
     load_format: str = "load-format"
 
-    def reduced_flags(self, layers: int) -> dict[str, FlagValue]:
-        """The engine's own reduced start-up: random weights and the first `layers` layers (the checkpoint's NextN
-        layer, read at index num_hidden_layers, moves with them)."""
-        return {self.load_format: "dummy", self.config_override: json.dumps({"num_hidden_layers": layers})}
+    def reduced_flags(self, layers: int = REDUCED_LAYERS) -> dict[str, FlagValue]:
+        """The engine's own reduced start-up: random weights, the first `layers` layers (the checkpoint's NextN layer,
+        read at index num_hidden_layers, moves with them) and no graph capture."""
+        overrides = json.dumps({"num_hidden_layers": layers})
+        return {self.load_format: "dummy", self.config_override: overrides, **dict(self.eager)}
 
     def topology_flags(self) -> set[str]:
         return {*self.tensor_parallel, *self.data_parallel, *self.pipeline_parallel, *self.expert_parallel} | (

@@ -68,6 +68,7 @@ ENGINE = Engine(
     memory_share=0.92,
     max_batched_tokens="max-num-batched-tokens",
     config_override="hf-overrides",  # arg_utils.py at 0.25.1 and 0.34.0: config/model.py ModelConfig.hf_overrides
+    eager=(("enforce-eager", True),),  # arg_utils.py at 0.25.1 and 0.34.0
     mtp_method="mtp",
     rocm_environment=(("VLLM_ROCM_USE_AITER", "1"),),
     pr_style=PrStyle(

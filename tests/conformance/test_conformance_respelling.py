@@ -21,6 +21,7 @@ from test_conformance_recipe import GLM52_SHAPE, porter_argv
 
 from porter.engines.engine import FlagRefused
 from porter.engines.known import ENGINES
+from porter.task import render_flags
 
 ENGINE = ENGINES["sglang"]
 GROUPS = 8
@@ -84,25 +85,25 @@ def test_the_architectures_offered_dp_attention_are_the_ones_the_pinned_help_nam
     assert "DeepseekV32ForCausalLM" in classes  # DSA, named by the help's family but not offered: it hangs on ROCm
 
 
-def test_the_reduced_start_up_parses_as_dummy_weights_and_fewer_layers(wheels, tmp_path_factory):
-    """serve's reduced start-up (Engine.reduced_flags) through each release's own parser: sglang's load_format and
-    json_model_override_args, vLLM's EngineArgs load_format and hf_overrides."""
+def test_the_reduced_start_up_parses_as_dummy_weights_fewer_layers_and_no_graphs(wheels, tmp_path_factory):
+    """serve's reduced start-up (Engine.reduced_flags) through each release's own parser: sglang's load_format,
+    json_model_override_args and cuda_graph_backend_*, vLLM's EngineArgs load_format, hf_overrides, enforce_eager."""
     from test_conformance_recipe import vllm_porter_argv
 
     scratch = tmp_path_factory.mktemp("reduced")
     (scratch / "config.json").write_text(json.dumps(GLM52_SHAPE))
+    graphs = ["cuda_graph_backend_decode", "cuda_graph_backend_prefill"]
+    argv = porter_argv(ENGINE.reduced_flags(4), str(scratch))
     [sglang] = upstream_runtime.resolve_sglang(
-        wheels,
-        [porter_argv(ENGINE.reduced_flags(4), str(scratch))],
-        ["load_format", "json_model_override_args"],
-        scratch,
+        wheels, [argv], ["load_format", "json_model_override_args", *graphs], scratch
     )
-    assert (sglang["load_format"], json.loads(sglang["json_model_override_args"])) == (
-        "dummy",
-        {"num_hidden_layers": 4},
-    )
-    words = [f"--{name}={value}" for name, value in ENGINES["vllm"].reduced_flags(4).items()]
+    overrides = json.loads(sglang["json_model_override_args"])
+    assert (sglang["load_format"], overrides, {sglang[field] for field in graphs}) == LAYERS_4 + ({"disabled"},)
+    argv = vllm_porter_argv(str(scratch)) + render_flags(ENGINES["vllm"].reduced_flags(4))
     [vllm] = upstream_runtime.vllm_engine_args(
-        wheels, [vllm_porter_argv(str(scratch)) + words], ["load_format", "hf_overrides"], scratch
+        wheels, [argv], ["load_format", "hf_overrides", "enforce_eager"], scratch
     )
-    assert (vllm["load_format"], vllm["hf_overrides"]) == ("dummy", {"num_hidden_layers": 4}), vllm
+    assert (vllm["load_format"], vllm["hf_overrides"], vllm["enforce_eager"]) == LAYERS_4 + (True,), vllm
+
+
+LAYERS_4 = ("dummy", {"num_hidden_layers": 4})
