@@ -31,7 +31,7 @@ TORCH_INIT_GB = 1.09  # what the process group and the runtime hold on each GPU 
 
 
 @dataclass(frozen=True)
-class ServeOptions:
+class ServeOptions(loader.LoadConfig):
     """What a front asks the engine for, in the engine's terms (each front maps its own flags onto these)."""
 
     model_path: str
@@ -86,7 +86,7 @@ class Engine:
         self.options = options
         self.wording = wording
         self.model_path = Path(options.model_path)
-        self.config = json.loads((self.model_path / "config.json").read_text())
+        self.config = json.loads((self.model_path / "config.json").read_text()) | options.model_override_args
         self.model = model_for(self.config)
         self.context_length = options.context_length or self.config["max_position_embeddings"]
         self.moe: moe.Selector | None = None
@@ -125,7 +125,7 @@ class Engine:
         say("load_begin", available=available, draft=False)
         started = time.monotonic()
         params = loader.build_params(self.model.target_params(config, quant, options))
-        count = self.model.load_weights(params, loader.iterate_checkpoint(self.model_path), config, draft=False)
+        count = self.model.load_weights(params, loader.tensors(options), config, draft=False)
         self.weights_gb = self._per_gpu_gb(params, quant)
         available -= self.weights_gb
         kind = config["architectures"][0]
@@ -136,14 +136,14 @@ class Engine:
             say("draft_begin", layer=nextn, method=options.spec_method, available=available)
             started = time.monotonic()
             draft = loader.build_params(self.model.draft_params(config, quant, options))
-            tensors = loader.iterate_checkpoint(self.model_path, loader.shards(self.model_path, layer=nextn))
+            tensors = loader.tensors(options, loader.shards(self.model_path, layer=nextn))
             count += self.model.load_weights(draft, tensors, config, draft=True)
             params.update({f"draft.{name}": param for name, param in draft.items()})
             used = self._per_gpu_gb(draft, quant)
             self.weights_gb += used
             elapsed = time.monotonic() - started
             say("load_end", elapsed=elapsed, kind=f"{kind}NextN", available=available - used, used=used, draft=True)
-        self.garbage = loader.garbage_modules(params)
+        self.garbage = loader.garbage_modules(params, options)
         say("loaded", count=count)
         return quant
 
@@ -194,19 +194,19 @@ class Engine:
 
     def _capture_graphs(self, plan: memory.MemoryPlan) -> None:
         """Capture the decode graphs (and the draft's, with speculative decoding), as the engines' runners do."""
-        say, free = self.wording.stage, plan.workspace_free_gb
+        say, free, options = self.wording.stage, plan.workspace_free_gb, self.options
         say("capture_begin", available=free, batch_sizes=CAPTURE_BATCH_SIZES)
-        memory.capture_graphs(plan)
+        memory.capture_graphs(plan, options.cuda_graphs)
         if self.options.dsa_topk_v2_env and getattr(envs, self.options.dsa_topk_v2_env).get():
             jit.topk_v2()
         for batch_size in CAPTURE_BATCH_SIZES:  # each captured decode runs the MoE at its own size
             self.moe.kernel(batch_size * self.tokens_per_decode_step())
-        elapsed = device.wait("capture", batch_sizes=len(CAPTURE_BATCH_SIZES))
+        elapsed = device.wait("capture", batch_sizes=len(CAPTURE_BATCH_SIZES), layers=options.graph_layers(self.config))
         used = plan.workspace_needed_gb
         say("capture_end", elapsed=elapsed, used=used, available=free - used, draft=False)
         if self.options.spec_method:
             say("draft_capture_begin", available=free - used)
-            steps = self.options.spec_steps
+            steps = self.options.spec_steps if options.cuda_graphs else 0
             elapsed = device.wait("capture_draft", batch_sizes=len(CAPTURE_BATCH_SIZES), steps=steps)
             say("capture_end", elapsed=elapsed, used=0.52, available=free - used - 0.52, draft=True)
 

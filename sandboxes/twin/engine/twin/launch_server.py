@@ -50,6 +50,11 @@ def make_parser(prog: str = "python3 -m twin.launch_server") -> argparse.Argumen
     parser.add_argument("--max-running-requests", type=int, default=256)
     parser.add_argument("--trust-remote-code", action="store_true")
     parser.add_argument("--log-level", default="info")
+    unset = argparse.SUPPRESS  # listed in server_args only when given
+    parser.add_argument("--load-format", default=unset, choices=LOAD_FORMAT_CHOICES)
+    parser.add_argument("--json-model-override-args", default=unset)
+    parser.add_argument("--cuda-graph-backend-decode", default=unset, choices=CUDA_GRAPH_BACKENDS)
+    parser.add_argument("--cuda-graph-backend-prefill", default=unset, choices=CUDA_GRAPH_BACKENDS)
     return parser
 
 
@@ -67,6 +72,8 @@ def checked(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argpar
     return args
 
 
+LOAD_FORMAT_CHOICES = ["auto", "pt", "safetensors", "npcache", "dummy", "sharded_state", "presharded", "gguf"]
+CUDA_GRAPH_BACKENDS = ["full", "breakable", "tc_piecewise", "disabled"]
 AITER_PADDING_SIZE = 128  # sglang srt/layers/moe/utils.py: aiter's fused MoE pads each rank's expert width to 128s
 
 
@@ -111,6 +118,9 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
         context_length=args.context_length,
         chunked_prefill_size=args.chunked_prefill_size,
         max_running_requests=args.max_running_requests,
+        load_format=getattr(args, "load_format", "auto"),
+        model_override_args=json.loads(getattr(args, "json_model_override_args", "{}")),
+        cuda_graphs=getattr(args, "cuda_graph_backend_decode", None) != "disabled",
         **dsa_options(args),
     )
 
