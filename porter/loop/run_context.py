@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import shlex
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Protocol
@@ -131,17 +132,34 @@ class RunContext:
 
     # ------------------------------------------------------------ server
 
-    def relaunch(self) -> serve.Launch:
+    def relaunch(self, reduced: bool = False) -> serve.Launch:
+        """Start the server on the current configuration, or on the engine's reduced mode of it (Engine.reduced_flags,
+        its log named serve-NNN-reduced.log)."""
         self.stop_server()
         # what it will serve, taken before the launch (a tree porter cannot fingerprint is refused here) and
         # remembered: its samples' cache keys and the report read the configuration
         fingerprint = self.state.remember(self.configuration())
         self.state.relaunches += 1
-        log_path = self.run_dir / "logs" / f"serve-{self.state.relaunches:03d}.log"
+        log_path = self.run_dir / "logs" / f"serve-{self.state.relaunches:03d}{'-reduced' * reduced}.log"
+        flags = {**self.state.flags, **self.task.engine.reduced_flags()} if reduced else self.state.flags
         self.server_started = time.monotonic()
-        self.server = serve.launch(self.sandbox, self.task, self.state.flags, log_path, on_spawn=self._remember)
+        self.server = serve.launch(self.sandbox, self.task, flags, log_path, on_spawn=self._remember)
         self.server_fingerprint = fingerprint
         return self.server
+
+    @contextmanager
+    def in_place(self, config: Configuration):
+        """A configuration porter ran before in place for a while (its trees, the pending edits stashed, and its
+        flags), then the current one back."""
+        trees = {name: tree for name, tree in config.repos.items() if self.repos[name].content_tree() != tree}
+        stashed = {name: self.repos[name].set_aside(tree) for name, tree in trees.items()}
+        flags, self.state.flags = self.state.flags, dict(config.flags)
+        try:
+            yield
+        finally:
+            self.state.flags = flags
+            for name, was_dirty in stashed.items():
+                self.repos[name].restore(was_dirty)
 
     def _remember(self, process: Process) -> None:
         # On disk before the wait for health: a porter killed during a long start-up leaves a server

@@ -230,6 +230,23 @@ class TrackedRepo:
                 "large files from the repo (engine outputs belong in sandbox.build_products) and try again, or revert"
             )
 
+    def set_aside(self, tree: str) -> bool:
+        """Put the content of `tree` (one of this repo's content trees) in place, the pending change stashed (new
+        files included) until `restore`; True when there was one to stash."""
+        stashed = self.is_dirty()
+        if stashed:
+            self.repo.git.stash("push", "--include-untracked")
+        if tree != self.head_tree():
+            self.repo.git.checkout(tree, "--", ".")
+        return stashed
+
+    def restore(self, stashed: bool) -> None:
+        self._check()
+        self.repo.git.reset("--hard", "HEAD")
+        self.repo.git.clean("-ffd")
+        if stashed:
+            self.repo.git.stash("pop")
+
     def revert(self) -> list[str]:
         """Drop the pending change (tracked edits and new files); returns the files it touched."""
         try:
