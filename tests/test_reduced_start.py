@@ -45,3 +45,19 @@ def test_a_reduced_start_up_judges_a_kernel_fix_and_declines_a_checkpoint_crash(
     print(
         f"full {full_crash['seconds']} s, {healthy['seconds']} s; reduced {declined['seconds']}, {judged['seconds']} s"
     )
+
+
+def test_a_kernel_fix_is_judged_reduced_on_vllms_front(docker_client, tmp_path):
+    """vLLM's spelling (--load-format dummy, --hf-overrides, --enforce-eager) on the second family's day 0: the fp8
+    activation-quantization kernel's build failure reproduces reduced, and its guard passes there."""
+    from test_twin_vllm_loop import FIX, scaled_task
+
+    build_twin("corvid3-day0-vllm")
+    script = [call("serve"), call("serve", reduced=True), call("apply_patch", repo="vllm", patch=FIX)]
+    ctx = run_scripted(scaled_task(tmp_path, single_stream=False), [*script, call("serve", reduced=True)])
+    full, before, after = [facts(r) for r in tool_results(ctx.run_dir) if r["name"] == "serve"]
+    crash = full["crash_class"]
+    assert before["outcome"] == crash and before["verdict"].startswith(f"{crash} reproduces"), before
+    assert after["verdict"].startswith("the fix passes reduced"), after
+    log = (ctx.run_dir / "logs" / "serve-003-reduced.log").read_text()
+    assert "'load_format': 'dummy'" in log and "'enforce_eager': True" in log, log[:2000]

@@ -61,9 +61,6 @@ class FlagRefused(ValueError):
     """A flag the engine release in the image does not have: one line naming the spelling it has."""
 
 
-REDUCED_LAYERS = 4  # DeepSeek-V3's and GLM-5's three dense layers (first_k_dense_replace) and one MoE layer
-
-
 def release(version: str) -> tuple[int, ...]:
     """A release as numbers ("0.5.23" -> (0, 5, 23)): what the respellings compare; a suffix (rc1, +rocm) drops."""
     match = re.match(r"\d+(?:\.\d+)*", version.strip())
@@ -113,9 +110,10 @@ class Engine:
     # read); vLLM 0.25.1/0.34.0 engine/arg_utils.py --load-format ("dummy": model_executor/model_loader/__init__.py)
     load_format: str = "load-format"
 
-    def reduced_flags(self, layers: int = REDUCED_LAYERS) -> dict[str, FlagValue]:
-        """The engine's own reduced start-up: random weights, the first `layers` layers (the checkpoint's NextN layer,
-        read at index num_hidden_layers, moves with them) and no graph capture."""
+    def reduced_flags(self, layers: int = 4) -> dict[str, FlagValue]:
+        """The engine's own reduced start-up: random weights, the first `layers` layers (4: DeepSeek-V3's and GLM-5's
+        three dense layers and an MoE one; the NextN layer, read at index num_hidden_layers, moves with them) and no
+        graph capture."""
         overrides = json.dumps({"num_hidden_layers": layers})
         return {self.load_format: "dummy", self.config_override: overrides, **dict(self.eager)}
 

@@ -133,8 +133,7 @@ class RunContext:
     # ------------------------------------------------------------ server
 
     def relaunch(self, reduced: bool = False) -> serve.Launch:
-        """Start the server on the current configuration, or on the engine's reduced mode of it (Engine.reduced_flags,
-        its log named serve-NNN-reduced.log)."""
+        """Start the server on the current configuration, or on the engine's reduced mode of it (serve-NNN-reduced)."""
         self.stop_server()
         # what it will serve, taken before the launch (a tree porter cannot fingerprint is refused here) and
         # remembered: its samples' cache keys and the report read the configuration
@@ -149,8 +148,7 @@ class RunContext:
 
     @contextmanager
     def in_place(self, config: Configuration):
-        """A configuration porter ran before in place for a while (its trees, the pending edits stashed, and its
-        flags), then the current one back."""
+        """A configuration porter ran before in place for a while (its trees and flags), then the current one back."""
         trees = {name: tree for name, tree in config.repos.items() if self.repos[name].content_tree() != tree}
         stashed = {name: self.repos[name].set_aside(tree) for name, tree in trees.items()}
         flags, self.state.flags = self.state.flags, dict(config.flags)

@@ -82,8 +82,8 @@ def set_flags(ctx: RunContext, flags: dict) -> Result:
     "serve",
     "(Re)start the server with the current flags and tree; returns healthy, or the triaged crash. `reduced`: the "
     "engine's own reduced start-up instead (random weights, the first few layers), a fraction of a full one, to judge "
-    "a fix of a crash at load or in the first forward pass; porter first checks that the accepted configuration's "
-    "crash reproduces reduced. Never evidence to accept: a keep needs a full start-up.",
+    "a fix of a crash at load or in the first forward pass; porter first checks that the last full start-up's crash "
+    "reproduces reduced. Never evidence to accept: a keep needs a full start-up.",
     {"reduced": {"type": "boolean"}},
 )
 def serve_tool(ctx: RunContext, reduced: bool = False) -> Result:
@@ -118,18 +118,16 @@ def serve_reduced(ctx: RunContext) -> Result:
     if crash is None:
         verdict = "no crash to judge: the last full start-up did not crash"
     elif there != crash:
-        seen = f"{there} there" if there else "porter could not put the configuration that crashed in place"
         verdict = (
-            f"cannot judge this crash: {crash} of the full start-up does not reproduce reduced ({seen}); it needs the "
-            "checkpoint's tensors or the left-out layers (the NextN layer sits at index num_hidden_layers and moves "
-            "with them): only a full start-up judges a fix"
+            f"cannot judge this crash: {crash} of the full start-up does not reproduce reduced ({there or 'not run'} "
+            "there); it needs the checkpoint's tensors or the left-out layers (the NextN layer sits at index "
+            "num_hidden_layers and moves with them): only a full start-up judges a fix"
         )
     elif ctx.fingerprint() == crashed.fingerprint:
-        verdict = f"{crash} reproduces reduced: after a fix, serve reduced judges it before a full start-up"
+        verdict = f"{crash} reproduces reduced: after a fix, serve reduced judges it"
     else:
-        verdict = {crash: f"the fix does not pass: {crash} again", "healthy": "the fix passes reduced"}.get(
-            outcome, f"the crash changed: {crash} -> {outcome}"
-        ) + "; a keep still needs a full start-up"
+        passed = {crash: f"the fix does not pass: {crash} again", "healthy": "the fix passes reduced"}
+        verdict = passed.get(outcome, f"the crash changed: {crash} -> {outcome}") + "; a keep needs a full start-up"
     shown = f"healthy in {launch.seconds:.1f} s" if launch.healthy else f"{outcome}, after {launch.seconds:.1f} s"
     excerpt = "" if launch.healthy else f"\n{launch.triage.excerpt}"
     flags = " ".join(f"--{name} {value}" for name, value in ctx.task.engine.reduced_flags().items())

@@ -159,9 +159,10 @@ class RunRecord:
         config = self.state.configs[fingerprint]
         return baseline is not None and any(config.repos.get(n) != t for n, t in baseline.repos.items())
 
-    def startups(self) -> list[dict]:
-        """The serve tool's start-up facts (log, fingerprint, healthy, crash_class, key_line, findings) in order."""
-        return [f for f in self.facts if f.get("tool") == "serve" and "log" in f]
+    def startups(self, reduced: bool = False) -> list[dict]:
+        """The serve tool's full start-up facts (log, fingerprint, healthy, crash_class, key_line, findings) in order;
+        `reduced`: its reduced start-ups' instead (outcome, verdict)."""
+        return [f for f in self.facts if f.get("tool") == "serve" and "log" in f and f.get("reduced", False) == reduced]
 
     def summary(self, step: int) -> str | None:
         """The agent's own summary of the change it asked to keep at a step (a commit's subject is cut at 72)."""

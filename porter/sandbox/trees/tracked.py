@@ -241,9 +241,7 @@ class TrackedRepo:
         return stashed
 
     def restore(self, stashed: bool) -> None:
-        self._check()
-        self.repo.git.reset("--hard", "HEAD")
-        self.repo.git.clean("-ffd")
+        self.revert()
         if stashed:
             self.repo.git.stash("pop")
 
