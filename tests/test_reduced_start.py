@@ -34,7 +34,7 @@ def test_a_reduced_start_up_judges_a_kernel_fix_and_declines_a_checkpoint_crash(
     assert full_crash["crash_class"] == "shape_mismatch", full_crash
     assert declined["reduced"] and declined["outcome"] == kernel_crash["crash_class"] == "missing_rocm_guard"
     assert declined["verdict"].startswith("cannot judge this crash: shape_mismatch"), declined
-    assert judged["reduced"] and judged["reproduces"] and judged["healthy"], judged
+    assert judged["reduced"] and judged["reproduces"] and judged["outcome"] == "healthy", judged
     assert judged["verdict"].startswith("the fix passes reduced"), judged
     [refused] = [r for r in results if r["name"] == "accept"]
     assert "has not been served" in refused["content"] and not refused["ok"], refused

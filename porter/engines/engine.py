@@ -106,16 +106,14 @@ class Engine:
     attention_backend: str = "attention-backend"
     served_name: str = "served-model-name"
     remote_code: str = "trust-remote-code"  # the flag that lets the engine run the checkpoint's own code (auto_map)
-    # sglang 0.5.20/0.5.23 arg_groups/fields/model.py load_format ("dummy": choices.py, random weights, no checkpoint
-    # read); vLLM 0.25.1/0.34.0 engine/arg_utils.py --load-format ("dummy": model_executor/model_loader/__init__.py)
-    load_format: str = "load-format"
 
     def reduced_flags(self, layers: int = 4) -> dict[str, FlagValue]:
-        """The engine's own reduced start-up: random weights, the first `layers` layers (4: DeepSeek-V3's and GLM-5's
-        three dense layers and an MoE one; the NextN layer, read at index num_hidden_layers, moves with them) and no
-        graph capture."""
+        """The engine's own reduced start-up: random weights (`--load-format dummy`, both engines: sglang 0.5.20/0.5.23
+        arg_groups/fields/model.py and choices.py, vLLM 0.25.1/0.34.0 engine/arg_utils.py and model_loader/__init__.py),
+        the first `layers` layers (4: DeepSeek-V3's and GLM-5's three dense layers and an MoE one; the NextN layer, read
+        at index num_hidden_layers, moves with them) and no graph capture."""
         overrides = json.dumps({"num_hidden_layers": layers})
-        return {self.load_format: "dummy", self.config_override: overrides, **dict(self.eager)}
+        return {"load-format": "dummy", self.config_override: overrides, **dict(self.eager)}
 
     def topology_flags(self) -> set[str]:
         return {*self.tensor_parallel, *self.data_parallel, *self.pipeline_parallel, *self.expert_parallel} | (

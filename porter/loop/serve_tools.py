@@ -133,7 +133,7 @@ def serve_reduced(ctx: RunContext) -> Result:
     flags = " ".join(f"--{name} {value}" for name, value in ctx.task.engine.reduced_flags().items())
     return (
         f"reduced start-up ({flags}; random weights, stopped after start-up): {shown}. Verdict: {verdict}.{excerpt}",
-        {"reduced": True, "healthy": launch.healthy, "seconds": round(launch.seconds, 2), "outcome": outcome,
+        {"reduced": True, "seconds": round(launch.seconds, 2), "outcome": outcome,
          "log": str(launch.log_path.relative_to(ctx.run_dir)), "crash": crash, "reproduces": there == crash,
          "verdict": verdict},
     )  # fmt: skip
