@@ -19,7 +19,7 @@ from typing import Protocol
 from twin import attention, device, fp8_block, jit, memory, mla_prefill, moe, mxfp4, solver
 from twin.environ import envs
 from twin.http_server import make_connection_handler
-from twin.model_loader import loader
+from twin.model_loader import load_config, loader
 from twin.models import model_for
 from twin.openai_api import Api
 from twin.quantization import QuarkConfig, from_config
@@ -31,7 +31,7 @@ TORCH_INIT_GB = 1.09  # what the process group and the runtime hold on each GPU 
 
 
 @dataclass(frozen=True)
-class ServeOptions(loader.LoadConfig):
+class ServeOptions(load_config.LoadConfig):
     """What a front asks the engine for, in the engine's terms (each front maps its own flags onto these)."""
 
     model_path: str

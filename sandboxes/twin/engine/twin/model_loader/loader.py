@@ -10,29 +10,10 @@ import json
 import struct
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from twin import device
 from twin.model_loader.weight_utils import Parameter, Size, Tensor
-
-
-@dataclass(frozen=True, kw_only=True)
-class LoadConfig:
-    """How the model is built and loaded besides its checkpoint (sglang's LoadConfig and model_override_args)."""
-
-    load_format: str = "auto"  # dummy: random values, no checkpoint tensor read
-    model_override_args: dict = field(default_factory=dict)  # config.json keys replaced before the model is built
-    cuda_graphs: bool = True  # False: every forward runs eagerly, no graph captured
-
-    def graph_layers(self, config: dict) -> int:
-        """The layers the decode graphs hold."""
-        return config["num_hidden_layers"] if self.cuda_graphs else 0
-
-
-def tensors(options, names: list[str] | None = None):
-    """The checkpoint tensors of `options.model_path` (of the shards `names`; none with dummy weights)."""
-    return iter(()) if options.load_format == "dummy" else iterate_checkpoint(Path(options.model_path), names)
 
 
 def read_shard(path: Path) -> list[Tensor]:
@@ -118,6 +99,11 @@ def slot_bytes(params: dict[str, Parameter]) -> tuple[int, int]:
     return experts, other
 
 
-def garbage_modules(params: dict[str, Parameter], options: LoadConfig) -> tuple[str, ...]:
+def garbage_modules(params: dict[str, Parameter], options) -> tuple[str, ...]:
     random = options.load_format == "dummy"
     return tuple(sorted(name for name, param in params.items() if param.garbage or random))
+
+
+def tensors(options, names: list[str] | None = None):
+    """The checkpoint tensors of `options.model_path` (of the shards `names`; none with dummy weights)."""
+    return iter(()) if options.load_format == "dummy" else iterate_checkpoint(Path(options.model_path), names)
