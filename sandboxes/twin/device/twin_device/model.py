@@ -257,9 +257,8 @@ class Device:
             return float(arguments["gb"]) / speed
         if stage == "jit_build":
             return p["jit_build_failed"] if arguments.get("failed") else p["jit_build"]
-        if stage == "capture":  # a graph holds every layer the model was built with
-            layers = int(arguments.get("layers", self.shape["layers"])) / self.shape["layers"]
-            return p["capture_per_batch_size"] * int(arguments["batch_sizes"]) * layers
+        if stage == "capture":
+            return p["capture_per_batch_size"] * int(arguments["batch_sizes"])
         if stage == "capture_draft":
             return p["draft_capture_per_batch_size_step"] * int(arguments["batch_sizes"]) * int(arguments["steps"])
         return float(p.get(stage, 0.0))

@@ -194,19 +194,19 @@ class Engine:
 
     def _capture_graphs(self, plan: memory.MemoryPlan) -> None:
         """Capture the decode graphs (and the draft's, with speculative decoding), as the engines' runners do."""
-        say, free, options = self.wording.stage, plan.workspace_free_gb, self.options
+        say, free = self.wording.stage, plan.workspace_free_gb
         say("capture_begin", available=free, batch_sizes=CAPTURE_BATCH_SIZES)
-        memory.capture_graphs(plan, options.cuda_graphs)
+        memory.capture_graphs(plan)
         if self.options.dsa_topk_v2_env and getattr(envs, self.options.dsa_topk_v2_env).get():
             jit.topk_v2()
         for batch_size in CAPTURE_BATCH_SIZES:  # each captured decode runs the MoE at its own size
             self.moe.kernel(batch_size * self.tokens_per_decode_step())
-        elapsed = device.wait("capture", batch_sizes=len(CAPTURE_BATCH_SIZES), layers=options.graph_layers(self.config))
+        elapsed = device.wait("capture", batch_sizes=len(CAPTURE_BATCH_SIZES))
         used = plan.workspace_needed_gb
         say("capture_end", elapsed=elapsed, used=used, available=free - used, draft=False)
         if self.options.spec_method:
             say("draft_capture_begin", available=free - used)
-            steps = self.options.spec_steps if options.cuda_graphs else 0
+            steps = self.options.spec_steps
             elapsed = device.wait("capture_draft", batch_sizes=len(CAPTURE_BATCH_SIZES), steps=steps)
             say("capture_end", elapsed=elapsed, used=0.52, available=free - used - 0.52, draft=True)
 
@@ -269,7 +269,9 @@ async def serve(engine: Engine, front_args: dict) -> None:
 
 def started(options: ServeOptions, wording: Wording) -> Engine | None:
     """The engine after start-up, or None when start-up failed (its traceback said in the front's words)."""
-    engine = Engine(options, wording)
+    from twin.model_executor.eager_runner import EagerEngine  # it builds on Engine
+
+    engine = (Engine if options.cuda_graphs else EagerEngine)(options, wording)
     try:
         engine.start()
     except Exception:

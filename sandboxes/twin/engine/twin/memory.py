@@ -36,10 +36,8 @@ def total_memory_gb() -> float:
     return float(device.properties()["total_memory_gb"])
 
 
-def capture_graphs(memory_plan: MemoryPlan, enabled: bool = True) -> None:
+def capture_graphs(memory_plan: MemoryPlan) -> None:
     """The graph-capture allocation: fails when the workspace left outside the static pool is too small."""
-    if not enabled:
-        return
     if memory_plan.workspace_needed_gb > memory_plan.workspace_free_gb:
         raise HipOutOfMemoryError(
             f"HIP out of memory. Tried to allocate {memory_plan.workspace_needed_gb:.2f} GiB. GPU 0 has a total "

@@ -10,7 +10,3 @@ class LoadConfig:
     load_format: str = "auto"  # dummy: random values, no checkpoint tensor read
     model_override_args: dict = field(default_factory=dict)  # config.json keys replaced before the model is built
     cuda_graphs: bool = True  # False: every forward runs eagerly, no graph captured
-
-    def graph_layers(self, config: dict) -> int:
-        """The layers the decode graphs hold."""
-        return config["num_hidden_layers"] if self.cuda_graphs else 0
