@@ -150,14 +150,28 @@ class RunContext:
     def in_place(self, config: Configuration):
         """A configuration porter ran before in place for a while (its trees and flags), then the current one back."""
         trees = {name: tree for name, tree in config.repos.items() if self.repos[name].content_tree() != tree}
-        stashed = {name: self.repos[name].set_aside(tree) for name, tree in trees.items()}
-        flags, self.state.flags = self.state.flags, dict(config.flags)
+        # on disk before a tree moves: a porter killed in between puts the change back when resumed (put_back)
+        self.state.set_aside = {
+            "flags": self.state.flags,
+            "dirty": {name: self.repos[name].is_dirty() for name in trees},
+        }
+        write_state(self.run_dir, self.state.to_dict(), redact)
+        for name, tree in trees.items():
+            self.repos[name].set_aside(tree)
+        self.state.flags = dict(config.flags)
         try:
             yield
         finally:
-            self.state.flags = flags
-            for name, was_dirty in stashed.items():
-                self.repos[name].restore(was_dirty)
+            self.put_back()
+
+    def put_back(self) -> None:
+        """The current configuration back after `in_place` (or after a porter killed during it): trees and flags."""
+        if self.state.set_aside is None:
+            return
+        for name, dirty in self.state.set_aside["dirty"].items():
+            self.repos[name].restore(dirty)
+        self.state.flags, self.state.set_aside = self.state.set_aside["flags"], None
+        write_state(self.run_dir, self.state.to_dict(), redact)
 
     def _remember(self, process: Process) -> None:
         # On disk before the wait for health: a porter killed during a long start-up leaves a server

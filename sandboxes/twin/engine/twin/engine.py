@@ -269,9 +269,7 @@ async def serve(engine: Engine, front_args: dict) -> None:
 
 def started(options: ServeOptions, wording: Wording) -> Engine | None:
     """The engine after start-up, or None when start-up failed (its traceback said in the front's words)."""
-    from twin.model_executor.eager_runner import EagerEngine  # it builds on Engine
-
-    engine = (Engine if options.cuda_graphs else EagerEngine)(options, wording)
+    engine = (Engine if options.cuda_graphs else eager_engine())(options, wording)
     try:
         engine.start()
     except Exception:
@@ -290,3 +288,10 @@ def run(options: ServeOptions, wording: Wording, front_args: dict) -> int:
     except KeyboardInterrupt:
         return 0
     return 0
+
+
+def eager_engine() -> type[Engine]:
+    """The engine for a start-up with graphs disabled: every forward runs eagerly (model_loader/eager_runner.py)."""
+    from twin.model_loader.eager_runner import EagerEngine  # it builds on Engine
+
+    return EagerEngine

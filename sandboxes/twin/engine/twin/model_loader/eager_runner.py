@@ -1,4 +1,5 @@
-"""Running the model without graphs (sglang's cuda-graph backends disabled, vLLM's --enforce-eager)."""
+"""Running the model without graphs (sglang's cuda-graph backends disabled, vLLM's --enforce-eager): the engine
+that start-up picks then."""
 
 from twin import jit, memory
 from twin.engine import CAPTURE_BATCH_SIZES, Engine
