@@ -12,6 +12,7 @@ import pytest
 
 from porter.report.pr_series import export
 from porter.sandbox.trees import safe_git
+from porter.sandbox.trees import tracked as tracked_module
 from porter.sandbox.trees.tracked import TrackedRepo, commit_message
 from porter.task import OutputsSpec
 
@@ -139,3 +140,34 @@ def test_a_lock_a_killed_git_left_is_cleared_and_one_still_held_is_not(upstream)
     sha = resumed.accept(state, "Guard the include")
     assert state.accepted == [sha] and resumed.repo.head.commit.parents[0].hexsha == state.base_commit
     assert "hip_runtime" in resumed.repo.git.show(f"{sha}:kernel.cc") and not resumed.is_dirty()
+
+
+@pytest.mark.parametrize("killed_after", ["nothing", "the stash", "the checkout", "the revert"])
+def test_a_pending_change_set_aside_comes_back_whoever_puts_it_back(upstream, killed_after):
+    tracked = TrackedRepo("engine", upstream, "run-7")
+    tracked.begin()
+    earlier = tracked.head_tree()
+    (upstream / "kernel.cc").write_text("#include <hip/hip_runtime.h>\nint main() { return 0; }\n")
+    (upstream / "new_file.py").write_text("print('part of the fix')\n")
+    dirty = tracked.is_dirty()
+    if killed_after != "nothing":  # a porter killed part-way through set_aside or restore: a new one restores
+        tracked.repo.git.stash("push", "--include-untracked", "-m", tracked_module.SET_ASIDE)
+    if killed_after in ("the checkout", "the revert"):
+        tracked.repo.git.checkout(earlier, "--", ".")
+    if killed_after == "the revert":
+        tracked.revert()
+    TrackedRepo("engine", upstream, "run-7").restore(dirty)
+    assert "hip_runtime" in (upstream / "kernel.cc").read_text()
+    assert (upstream / "new_file.py").exists() and not tracked.repo.git.stash("list")
+
+
+def test_a_clean_tree_set_aside_is_reset_to_its_own_head(upstream):
+    tracked = TrackedRepo("engine", upstream, "run-8")
+    tracked.begin()
+    base = tracked.head_tree()
+    (upstream / "kernel.cc").write_text("// the earlier configuration\n")
+    tracked.repo.index.add(["kernel.cc"])
+    tracked.repo.index.commit("a later accepted change")
+    assert tracked.set_aside(base) is False and "cuda_runtime" in (upstream / "kernel.cc").read_text()
+    tracked.restore(False)
+    assert (upstream / "kernel.cc").read_text() == "// the earlier configuration\n" and not tracked.is_dirty()

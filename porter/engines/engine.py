@@ -90,6 +90,8 @@ class Engine:
     moe_over_data_parallel: bool  # without expert parallelism, MoE layers shard over tp x dp ranks, not tp
     memory_share: float  # the static-memory share init writes for memory_fraction, and why (in the module)
     max_batched_tokens: str  # the flag bounding the tokens of one forward step (the largest MoE batch)
+    config_override: str  # the flag whose JSON object overrides keys of the checkpoint's config.json
+    eager: tuple[tuple[str, FlagValue], ...]  # (flag, value): no graph capture, each forward run eagerly
     mtp_method: str  # the draft method that runs a checkpoint's own MTP layers
     rocm_environment: tuple[tuple[str, str], ...]  # (variable, value) the engine's ROCm image serves with
     pr_style: PrStyle  # what a PR to the engine's project reads like
@@ -104,6 +106,14 @@ class Engine:
     attention_backend: str = "attention-backend"
     served_name: str = "served-model-name"
     remote_code: str = "trust-remote-code"  # the flag that lets the engine run the checkpoint's own code (auto_map)
+
+    def reduced_flags(self, layers: int = 4) -> dict[str, FlagValue]:
+        """The engine's own reduced start-up: random weights (`--load-format dummy`, both engines: sglang 0.5.20/0.5.23
+        arg_groups/fields/model.py and choices.py, vLLM 0.25.1/0.34.0 engine/arg_utils.py and model_loader/__init__.py),
+        the first `layers` layers (4: DeepSeek-V3's and GLM-5's three dense layers and an MoE one; the NextN layer, read
+        at index num_hidden_layers, moves with them) and no graph capture."""
+        overrides = json.dumps({"num_hidden_layers": layers})
+        return {"load-format": "dummy", self.config_override: overrides, **dict(self.eager)}
 
     def topology_flags(self) -> set[str]:
         return {*self.tensor_parallel, *self.data_parallel, *self.pipeline_parallel, *self.expert_parallel} | (

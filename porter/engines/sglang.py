@@ -104,6 +104,9 @@ ENGINE = Engine(
     moe_over_data_parallel=False,
     memory_share=0.85,
     max_batched_tokens="chunked-prefill-size",
+    config_override="json-model-override-args",  # fields/model.py at 0.5.20 and 0.5.23, default "{}"
+    # fields/exec_.py at 0.5.20 and 0.5.23; server_args.py keeps --disable-cuda-graph as their deprecated spelling
+    eager=(("cuda-graph-backend-decode", "disabled"), ("cuda-graph-backend-prefill", "disabled")),
     mtp_method="EAGLE",
     rocm_environment=(("SGLANG_USE_AITER", "1"),),
     pr_style=PrStyle(

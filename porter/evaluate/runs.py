@@ -90,6 +90,7 @@ def open_run(task: Task, task_path: str, resume_dir: str | None = None, fresh: b
     ctx = RunContext(task, sandbox, state, run_dir, transcript, repos, services=services)
     if resume_dir:
         ctx.kill_leftover_server()  # a SIGKILLed porter leaves its server holding the port and the devices
+        ctx.put_back()  # and an earlier configuration in place of the pending change, if killed during one
         scrub_run_dir(ctx)  # a killed porter never swept what it had written (server logs, error log)
         cleared = {name: repo.cleared_locks for name, repo in repos.items() if repo.cleared_locks}
         locks = f"; cleared the git locks a killed porter left (no process held them): {cleared}" if cleared else ""

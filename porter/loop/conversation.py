@@ -215,7 +215,7 @@ def how_to_read_again(call: ToolCall | None, facts: dict | None, left_out: list[
             f"{call_text('bash', arguments)} again if it is safe to repeat, with `| sed -n '{max(first, 1)},{last}p'` "
             "appended for these lines of its output"
         )
-    if call.name == "serve" and (launch := re.search(r"serve-0*(\d+)\.log", str(facts.get("log", "")))):
+    if call.name == "serve" and (launch := re.search(r"serve-0*(\d+)(?:-reduced)?\.log", str(facts.get("log", "")))):
         return f"{call_text('read_log', {'launch': int(launch.group(1))})} reads that launch's log"
     if call.name in REPEATABLE:
         return call_text(call.name, arguments)

@@ -27,7 +27,7 @@ from porter.triage.log_digest import Folded, fold_ranks
 MAX_LINES = 200
 MAX_LINE_CHARS = 400
 DEFAULT_TAIL = 60
-LOG_NAME = re.compile(r"^serve-(\d+)\.log$")
+LOG_NAME = re.compile(r"^serve-(\d+)(?:-reduced)?\.log$")
 
 
 def launches(log_dir: Path) -> dict[int, Path]:

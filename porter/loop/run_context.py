@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import shlex
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Protocol
@@ -131,17 +132,46 @@ class RunContext:
 
     # ------------------------------------------------------------ server
 
-    def relaunch(self) -> serve.Launch:
+    def relaunch(self, reduced: bool = False) -> serve.Launch:
+        """Start the server on the current configuration, or on the engine's reduced mode of it (serve-NNN-reduced)."""
         self.stop_server()
         # what it will serve, taken before the launch (a tree porter cannot fingerprint is refused here) and
         # remembered: its samples' cache keys and the report read the configuration
         fingerprint = self.state.remember(self.configuration())
         self.state.relaunches += 1
-        log_path = self.run_dir / "logs" / f"serve-{self.state.relaunches:03d}.log"
+        log_path = self.run_dir / "logs" / f"serve-{self.state.relaunches:03d}{'-reduced' * reduced}.log"
+        flags = {**self.state.flags, **self.task.engine.reduced_flags()} if reduced else self.state.flags
         self.server_started = time.monotonic()
-        self.server = serve.launch(self.sandbox, self.task, self.state.flags, log_path, on_spawn=self._remember)
+        self.server = serve.launch(self.sandbox, self.task, flags, log_path, on_spawn=self._remember)
         self.server_fingerprint = fingerprint
         return self.server
+
+    @contextmanager
+    def in_place(self, config: Configuration):
+        """A configuration porter ran before in place for a while (its trees and flags), then the current one back."""
+        trees = {name: tree for name, tree in config.repos.items() if self.repos[name].content_tree() != tree}
+        # on disk before a tree moves: a porter killed in between puts the change back when resumed (put_back)
+        self.state.set_aside = {
+            "flags": self.state.flags,
+            "dirty": {name: self.repos[name].is_dirty() for name in trees},
+        }
+        write_state(self.run_dir, self.state.to_dict(), redact)
+        for name, tree in trees.items():
+            self.repos[name].set_aside(tree)
+        self.state.flags = dict(config.flags)
+        try:
+            yield
+        finally:
+            self.put_back()
+
+    def put_back(self) -> None:
+        """The current configuration back after `in_place` (or after a porter killed during it): trees and flags."""
+        if self.state.set_aside is None:
+            return
+        for name, dirty in self.state.set_aside["dirty"].items():
+            self.repos[name].restore(dirty)
+        self.state.flags, self.state.set_aside = self.state.set_aside["flags"], None
+        write_state(self.run_dir, self.state.to_dict(), redact)
 
     def _remember(self, process: Process) -> None:
         # On disk before the wait for health: a porter killed during a long start-up leaves a server

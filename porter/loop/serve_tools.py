@@ -78,8 +78,17 @@ def set_flags(ctx: RunContext, flags: dict) -> Result:
     )
 
 
-@tool("serve", "(Re)start the server with the current flags and tree; returns healthy, or the triaged crash.")
-def serve_tool(ctx: RunContext) -> Result:
+@tool(
+    "serve",
+    "(Re)start the server with the current flags and tree; returns healthy, or the triaged crash. `reduced`: the "
+    "engine's own reduced start-up instead (random weights, the first few layers), a fraction of a full one, to judge "
+    "a fix of a crash at load or in the first forward pass; porter first checks that the last full start-up's crash "
+    "reproduces reduced. Never evidence to accept: a keep needs a full start-up.",
+    {"reduced": {"type": "boolean"}},
+)
+def serve_tool(ctx: RunContext, reduced: bool = False) -> Result:
+    if reduced:
+        return serve_reduced(ctx)
     launch = ctx.relaunch()
     record = accepting.record_serve(ctx, launch).to_dict()
     if not launch.healthy:
@@ -93,6 +102,49 @@ def serve_tool(ctx: RunContext) -> Result:
         crash = f"{record['crash_class']}, after {launch.seconds:.1f} s"
         summary = f"the server did not start ({crash}).\n{launch.triage.excerpt}"
     return summary, record
+
+
+def serve_reduced(ctx: RunContext) -> Result:
+    """A reduced start-up and its verdict on the crash of the last full start-up (of the pending change, else of the
+    accepted configuration), once porter has seen whether that crash reproduces reduced."""
+    last = (ctx.state.pending.serve if ctx.is_pending() else None) or ctx.state.accepted.serve
+    crashed = last if last and not last.healthy and last.fingerprint in ctx.state.configs else None
+    if crashed and crashed.fingerprint not in ctx.state.reduced and crashed.fingerprint != ctx.fingerprint():
+        with ctx.in_place(ctx.state.configs[crashed.fingerprint]):
+            if ctx.fingerprint() == crashed.fingerprint:  # the image may have changed since
+                _reduced_start(ctx)
+    launch, outcome = _reduced_start(ctx)
+    crash, there = (crashed.crash_class, ctx.state.reduced.get(crashed.fingerprint)) if crashed else (None, None)
+    if crash is None:
+        verdict = "no crash to judge: the last full start-up did not crash"
+    elif there != crash:
+        verdict = (
+            f"cannot judge this crash: {crash} of the full start-up does not reproduce reduced ({there or 'not run'} "
+            "there); it needs the checkpoint's tensors or the left-out layers (the NextN layer sits at index "
+            "num_hidden_layers and moves with them): only a full start-up judges a fix"
+        )
+    elif ctx.fingerprint() == crashed.fingerprint:
+        verdict = f"{crash} reproduces reduced: after a fix, serve reduced judges it"
+    else:
+        passed = {crash: f"the fix does not pass: {crash} again", "healthy": "the fix passes reduced"}
+        verdict = passed.get(outcome, f"the crash changed: {crash} -> {outcome}") + "; a keep needs a full start-up"
+    shown = f"healthy in {launch.seconds:.1f} s" if launch.healthy else f"{outcome}, after {launch.seconds:.1f} s"
+    excerpt = "" if launch.healthy else f"\n{launch.triage.excerpt}"
+    flags = " ".join(f"--{name} {value}" for name, value in ctx.task.engine.reduced_flags().items())
+    return (
+        f"reduced start-up ({flags}; random weights, stopped after start-up): {shown}. Verdict: {verdict}.{excerpt}",
+        {"reduced": True, "seconds": round(launch.seconds, 2), "outcome": outcome,
+         "log": str(launch.log_path.relative_to(ctx.run_dir)), "crash": crash, "reproduces": there == crash,
+         "verdict": verdict},
+    )  # fmt: skip
+
+
+def _reduced_start(ctx: RunContext) -> tuple[serve.Launch, str]:
+    launch = ctx.relaunch(reduced=True)
+    outcome = "healthy" if launch.healthy else launch.crash_class
+    ctx.state.reduced[ctx.server_fingerprint] = outcome
+    ctx.stop_server()  # random weights: nothing on it is worth measuring
+    return launch, outcome
 
 
 @tool(

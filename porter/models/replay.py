@@ -47,6 +47,7 @@ NORMALISATIONS: list[tuple[re.Pattern, str]] = [
     (re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<id>"),
     (re.compile(r"\b0x[0-9a-fA-F]+\b"), "<hex>"),
     (re.compile(r"\b(?=[0-9a-fA-F]*[a-fA-F])(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{7,}\b"), "<hex>"),
+    (re.compile(r"^[0-9a-f]{7,12}(?= \S)", re.MULTILINE), "<hex>"),  # `git log --oneline`'s hash, digits only too
     (re.compile(r"((?:localhost|\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-fA-F:]+\]|(?<=//)[\w.-]+):)\d{2,5}\b"), r"\1<port>"),
     (re.compile(r"\b(port[\s=:]+)\d{2,5}\b", re.IGNORECASE), r"\1<port>"),
     (re.compile(r"\b(pid[\s=:]+)\d+\b", re.IGNORECASE), r"\1<pid>"),

@@ -75,7 +75,8 @@ class ToolOutcome:
     def parse(cls, record: dict) -> ToolOutcome:
         facts, step, tool = record["facts"], record.get("step"), record.get("name")
         said = str(record.get("content") or "").split("\n", 1)[0][:400]
-        startup = StartUpAt.from_dict({**facts, "step": step}) if tool == "serve" and "log" in facts else None
+        full = tool == "serve" and "log" in facts and not facts.get("reduced")
+        startup = StartUpAt.from_dict({**facts, "step": step}) if full else None
         return cls(step, tool, said, facts.get("ok"), facts.get("changed") or {}, facts, startup)
 
 
@@ -198,8 +199,12 @@ class RunRecord:
         return baseline is not None and any(config.repos.get(n) != t for n, t in baseline.repos.items())
 
     def startups(self) -> list[StartUpAt]:
-        """The serve tool's start-ups, in order."""
+        """The serve tool's full start-ups, in order (a reduced one starts no configuration of the run)."""
         return [outcome.startup for outcome in self.outcomes if outcome.startup is not None]
+
+    def reduced_starts(self) -> int:
+        """How many reduced start-ups (serve reduced) the run made."""
+        return sum(1 for outcome in self.outcomes if outcome.tool == "serve" and outcome.facts.get("reduced"))
 
     def _arguments(self, step: int, names: tuple[str, ...]) -> dict:
         """The arguments of the agent's first call at a step of one of these tools ({}: none)."""

@@ -127,7 +127,8 @@ def _head(record: RunRecord) -> list[str]:
     twin = "twin" in task.name or "twin" in str(record.environment.get("sandbox", {}).get("image", ""))
     where = "the twin engine (twin figures, not hardware results)" if twin else f"{task.hardware.gpu}"
     cost = f"${state.cost_usd:.2f}" if state.cost_known else "unknown (no price for this model)"
-    kept = len(state.kept_attempts())
+    kept, reduced = len(state.kept_attempts()), record.reduced_starts()
+    launches = f"{state.relaunches - reduced} launches" + (f" and {reduced} reduced ones" if reduced else "")
     wall = f"wall {state.wall_s / 60:.1f} min, " if state.finished else ""
     return [
         f"# porter run {state.run_id}",
@@ -136,7 +137,7 @@ def _head(record: RunRecord) -> list[str]:
         f"served by {task.engine.name}; figures measured on {where}.",
         f"**{'Solved' if state.solved else 'Not solved'}** ({record.readable(state.finished or 'running')}): "
         f"{state.step} steps, "
-        f"{kept} changes kept, {len(state.attempts) - kept} reverted, {state.relaunches} launches, {wall}cost {cost}.",
+        f"{kept} changes kept, {len(state.attempts) - kept} reverted, {launches}, {wall}cost {cost}.",
         "",
     ]
 

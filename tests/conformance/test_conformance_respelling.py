@@ -21,6 +21,7 @@ from test_conformance_recipe import GLM52_SHAPE, porter_argv
 
 from porter.engines.engine import FlagRefused
 from porter.engines.known import ENGINES
+from porter.task import render_flags
 
 ENGINE = ENGINES["sglang"]
 GROUPS = 8
@@ -82,3 +83,27 @@ def test_the_architectures_offered_dp_attention_are_the_ones_the_pinned_help_nam
         classes |= {node.id for node in ast.walk(entry.value) if isinstance(node, ast.Name)}
     assert set(ENGINE.dp_attention_architectures) <= classes, classes
     assert "DeepseekV32ForCausalLM" in classes  # DSA, named by the help's family but not offered: it hangs on ROCm
+
+
+def test_the_reduced_start_up_parses_as_dummy_weights_fewer_layers_and_no_graphs(wheels, tmp_path_factory):
+    """serve's reduced start-up (Engine.reduced_flags) through each release's own parser: sglang's load_format,
+    json_model_override_args and cuda_graph_backend_*, vLLM's EngineArgs load_format, hf_overrides, enforce_eager."""
+    from test_conformance_recipe import vllm_porter_argv
+
+    scratch = tmp_path_factory.mktemp("reduced")
+    (scratch / "config.json").write_text(json.dumps(GLM52_SHAPE))
+    graphs = ["cuda_graph_backend_decode", "cuda_graph_backend_prefill"]
+    argv = porter_argv(ENGINE.reduced_flags(4), str(scratch))
+    [sglang] = upstream_runtime.resolve_sglang(
+        wheels, [argv], ["load_format", "json_model_override_args", *graphs], scratch
+    )
+    overrides = json.loads(sglang["json_model_override_args"])
+    assert (sglang["load_format"], overrides, {sglang[field] for field in graphs}) == LAYERS_4 + ({"disabled"},)
+    argv = vllm_porter_argv(str(scratch)) + render_flags(ENGINES["vllm"].reduced_flags(4))
+    [vllm] = upstream_runtime.vllm_engine_args(
+        wheels, [argv], ["load_format", "hf_overrides", "enforce_eager"], scratch
+    )
+    assert (vllm["load_format"], vllm["hf_overrides"], vllm["enforce_eager"]) == LAYERS_4 + (True,), vllm
+
+
+LAYERS_4 = ("dummy", {"num_hidden_layers": 4})

@@ -30,6 +30,7 @@ IGNORED = ("__pycache__/", "*.py[cod]", "*.o", "*.so", "*.egg-info/", ".porter-b
 # The new content one kept change may commit: sources, configs, tokenizer files, tuned tables. A kept change is
 # reviewed as a patch, exported as one and stored again with every commit; a dump or a build output is not one.
 MAX_COMMIT_MIB = 32
+SET_ASIDE = "porter: the pending change, set aside while an earlier configuration runs"
 MAX_COMMIT_BYTES = MAX_COMMIT_MIB << 20
 
 
@@ -229,6 +230,25 @@ class TrackedRepo:
                 f"over porter's {MAX_COMMIT_MIB} MiB cap on one change; nothing was committed or hashed. Delete the "
                 "large files from the repo (engine outputs belong in sandbox.build_products) and try again, or revert"
             )
+
+    def set_aside(self, tree: str) -> bool:
+        """Put the content of `tree` (one of this repo's content trees) in place, the pending change stashed (new
+        files included) until `restore`; True when there was one to stash."""
+        stashed = self.is_dirty()
+        if stashed:
+            self.repo.git.stash("push", "--include-untracked", "-m", SET_ASIDE)
+        if tree != self.head_tree():
+            self.repo.git.checkout(tree, "--", ".")
+        return stashed
+
+    def restore(self, stashed: bool) -> None:
+        """The pending change `set_aside` stashed back in place (`stashed`: there was one), even after a kill: a
+        pending change whose stash was never made is still in the tree and stays."""
+        ours = self.repo.git.stash("list", "-n", "1").endswith(SET_ASIDE)
+        if ours or not stashed:
+            self.revert()
+        if ours:
+            self.repo.git.stash("pop")
 
     def revert(self) -> list[str]:
         """Drop the pending change (tracked edits and new files); returns the files it touched."""

@@ -19,7 +19,7 @@ from typing import Protocol
 from twin import attention, device, fp8_block, jit, memory, mla_prefill, moe, mxfp4, solver
 from twin.environ import envs
 from twin.http_server import make_connection_handler
-from twin.model_loader import loader
+from twin.model_loader import load_config, loader
 from twin.models import model_for
 from twin.openai_api import Api
 from twin.quantization import QuarkConfig, from_config
@@ -31,7 +31,7 @@ TORCH_INIT_GB = 1.09  # what the process group and the runtime hold on each GPU 
 
 
 @dataclass(frozen=True)
-class ServeOptions:
+class ServeOptions(load_config.LoadConfig):
     """What a front asks the engine for, in the engine's terms (each front maps its own flags onto these)."""
 
     model_path: str
@@ -86,7 +86,7 @@ class Engine:
         self.options = options
         self.wording = wording
         self.model_path = Path(options.model_path)
-        self.config = json.loads((self.model_path / "config.json").read_text())
+        self.config = json.loads((self.model_path / "config.json").read_text()) | options.model_override_args
         self.model = model_for(self.config)
         self.context_length = options.context_length or self.config["max_position_embeddings"]
         self.moe: moe.Selector | None = None
@@ -125,7 +125,7 @@ class Engine:
         say("load_begin", available=available, draft=False)
         started = time.monotonic()
         params = loader.build_params(self.model.target_params(config, quant, options))
-        count = self.model.load_weights(params, loader.iterate_checkpoint(self.model_path), config, draft=False)
+        count = self.model.load_weights(params, loader.tensors(options), config, draft=False)
         self.weights_gb = self._per_gpu_gb(params, quant)
         available -= self.weights_gb
         kind = config["architectures"][0]
@@ -136,14 +136,14 @@ class Engine:
             say("draft_begin", layer=nextn, method=options.spec_method, available=available)
             started = time.monotonic()
             draft = loader.build_params(self.model.draft_params(config, quant, options))
-            tensors = loader.iterate_checkpoint(self.model_path, loader.shards(self.model_path, layer=nextn))
+            tensors = loader.tensors(options, loader.shards(self.model_path, layer=nextn))
             count += self.model.load_weights(draft, tensors, config, draft=True)
             params.update({f"draft.{name}": param for name, param in draft.items()})
             used = self._per_gpu_gb(draft, quant)
             self.weights_gb += used
             elapsed = time.monotonic() - started
             say("load_end", elapsed=elapsed, kind=f"{kind}NextN", available=available - used, used=used, draft=True)
-        self.garbage = loader.garbage_modules(params)
+        self.garbage = loader.garbage_modules(params, options)
         say("loaded", count=count)
         return quant
 
@@ -269,7 +269,7 @@ async def serve(engine: Engine, front_args: dict) -> None:
 
 def started(options: ServeOptions, wording: Wording) -> Engine | None:
     """The engine after start-up, or None when start-up failed (its traceback said in the front's words)."""
-    engine = Engine(options, wording)
+    engine = (Engine if options.cuda_graphs else eager_engine())(options, wording)
     try:
         engine.start()
     except Exception:
@@ -288,3 +288,10 @@ def run(options: ServeOptions, wording: Wording, front_args: dict) -> int:
     except KeyboardInterrupt:
         return 0
     return 0
+
+
+def eager_engine() -> type[Engine]:
+    """The engine for a start-up with graphs disabled: every forward runs eagerly (model_loader/eager_runner.py)."""
+    from twin.model_loader.eager_runner import EagerEngine  # it builds on Engine
+
+    return EagerEngine

@@ -50,7 +50,7 @@ def make_parser(prog: str = "python3 -m twin.launch_server") -> argparse.Argumen
     parser.add_argument("--max-running-requests", type=int, default=256)
     parser.add_argument("--trust-remote-code", action="store_true")
     parser.add_argument("--log-level", default="info")
-    return parser
+    return add_load_args(parser)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -111,6 +111,9 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
         context_length=args.context_length,
         chunked_prefill_size=args.chunked_prefill_size,
         max_running_requests=args.max_running_requests,
+        load_format=getattr(args, "load_format", "auto"),
+        model_override_args=json.loads(getattr(args, "json_model_override_args", "{}")),
+        cuda_graphs=getattr(args, "cuda_graph_backend_decode", None) != "disabled",
         **dsa_options(args),
     )
 
@@ -197,6 +200,21 @@ class SglangWording:
         for rank in logs.rank_names(self.tp, self.dp):
             logs.info(f"Scheduler hit an exception: {traceback_text}", rank)
         logs.info("Received sigquit from a child process. It usually means the child failed.")
+
+
+LOAD_FORMAT_CHOICES = ["auto", "pt", "safetensors", "npcache", "dummy", "sharded_state", "presharded", "gguf"]
+CUDA_GRAPH_BACKENDS = ["full", "breakable", "tc_piecewise", "disabled"]
+
+
+def add_load_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """How the model is built and loaded (fields/model.py) and whether graphs are captured (fields/exec_.py); each
+    is listed in server_args only when given."""
+    unset = argparse.SUPPRESS
+    parser.add_argument("--load-format", default=unset, choices=LOAD_FORMAT_CHOICES)
+    parser.add_argument("--json-model-override-args", default=unset)
+    parser.add_argument("--cuda-graph-backend-decode", default=unset, choices=CUDA_GRAPH_BACKENDS)
+    parser.add_argument("--cuda-graph-backend-prefill", default=unset, choices=CUDA_GRAPH_BACKENDS)
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -99,5 +99,11 @@ def slot_bytes(params: dict[str, Parameter]) -> tuple[int, int]:
     return experts, other
 
 
-def garbage_modules(params: dict[str, Parameter]) -> tuple[str, ...]:
-    return tuple(sorted(name for name, param in params.items() if param.garbage))
+def garbage_modules(params: dict[str, Parameter], options) -> tuple[str, ...]:
+    random = options.load_format == "dummy"
+    return tuple(sorted(name for name, param in params.items() if param.garbage or random))
+
+
+def tensors(options, names: list[str] | None = None):
+    """The checkpoint tensors of `options.model_path` (of the shards `names`; none with dummy weights)."""
+    return iter(()) if options.load_format == "dummy" else iterate_checkpoint(Path(options.model_path), names)

@@ -4,7 +4,8 @@ onto the engine's ServeOptions.
 Read in vllm 0.25.1 (PyPI wheel): vllm/engine/arg_utils.py (EngineArgs.add_cli_args: `--tensor-parallel-size/-tp`,
 `--data-parallel-size/-dp`, `--pipeline-parallel-size/-pp`, `--enable-expert-parallel/-ep`, `--kv-cache-dtype`,
 `--gpu-memory-utilization`, `--max-model-len`, `--max-num-batched-tokens`, `--max-num-seqs`, `--attention-backend`,
-`--speculative-config/-sc`, `--served-model-name`, `--trust-remote-code`, `--enforce-eager`; booleans are
+`--speculative-config/-sc`, `--served-model-name`, `--trust-remote-code`, `--enforce-eager`, `--load-format`
+(a string; `dummy` initialises random weights), `--hf-overrides` (a JSON object over the config); booleans are
 argparse.BooleanOptionalAction, so each has its `--no-` form; the defaults of max_num_batched_tokens and
 max_num_seqs for the OpenAI server on a GPU of 70 GiB or more, 8192 and 1024, from
 _set_default_max_num_seqs_and_batched_tokens_args), vllm/config/cache.py (CacheDType; gpu_memory_utilization
@@ -12,7 +13,7 @@ _set_default_max_num_seqs_and_batched_tokens_args), vllm/config/cache.py (CacheD
 count), vllm/v1/attention/backends/registry.py (backend names), vllm/entrypoints/openai/cli_args.py (host None,
 port 8000, served_model_name nargs +). The MoE layers are split over tp x dp ranks without expert parallelism
 and hold whole experts on each of tp x dp ranks with it (model_executor/layers/fused_moe/config.py,
-FusedMoEParallelConfig.make). --trust-remote-code, --dtype, --quantization, --enforce-eager, --block-size and
+FusedMoEParallelConfig.make). --trust-remote-code, --dtype, --quantization, --block-size and
 --enable-prefix-caching are accepted as vLLM accepts them and change nothing here. Does not cover the other
 hundred flags (argparse refuses them as unknown).
 """
@@ -102,6 +103,8 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-num-seqs", type=int, default=None)
     parser.add_argument("--attention-backend", default=None)
     parser.add_argument("--speculative-config", "-sc", type=dict_or_none, default=None)
+    parser.add_argument("--hf-overrides", type=dict_or_none, default=None)
+    parser.add_argument("--load-format", default="auto")
 
 
 def _speculative(args: argparse.Namespace, config: dict) -> tuple[str | None, int]:
@@ -168,4 +171,7 @@ def serve_options(args: argparse.Namespace, config: dict) -> ServeOptions:
         context_length=args.max_model_len,
         chunked_prefill_size=args.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS,
         max_running_requests=args.max_num_seqs or DEFAULT_MAX_NUM_SEQS,
+        load_format=args.load_format,
+        model_override_args=args.hf_overrides or {},
+        cuda_graphs=not args.enforce_eager,
     )

@@ -51,7 +51,7 @@ def engine_options(args: argparse.Namespace) -> tuple[dict, ServeOptions] | None
     """The checkpoint's config and the engine's options for these flags; None when either is wrong, its traceback
     printed as the API server prints it."""
     try:
-        config = json.loads((Path(args.model) / "config.json").read_text())
+        config = json.loads((Path(args.model) / "config.json").read_text()) | (args.hf_overrides or {})
         return config, arg_utils.serve_options(args, config)
     except Exception:
         for line in traceback.format_exc().rstrip("\n").splitlines():
