@@ -59,5 +59,7 @@ def test_a_kernel_fix_is_judged_reduced_on_vllms_front(docker_client, tmp_path):
     crash = full["crash_class"]
     assert before["outcome"] == crash and before["verdict"].startswith(f"{crash} reproduces"), before
     assert after["verdict"].startswith("the fix passes reduced"), after
+    said = [r["content"] for r in tool_results(ctx.run_dir) if r["name"] == "serve"][-1]
+    assert "--hf-overrides '{\"num_hidden_layers\": 4}' --enforce-eager;" in said, said  # as the command spells them
     log = (ctx.run_dir / "logs" / "serve-003-reduced.log").read_text()
     assert "'load_format': 'dummy'" in log and "'enforce_eager': True" in log, log[:2000]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from typing import Any
 
 from pydantic import ValidationError
@@ -24,7 +25,7 @@ from porter.loop.run_context import RunContext
 from porter.loop.toolbox import STRING, Result, tool
 from porter.redaction import environment_problems
 from porter.sandbox.foreign_changes import unseen_paths
-from porter.schema import serve_env
+from porter.schema import render_flags, serve_env
 from porter.task import ServeSpec
 from porter.triage.log_digest import decode_steps, digest
 from porter.upstream_facts import merge_into_tree
@@ -130,7 +131,7 @@ def serve_reduced(ctx: RunContext) -> Result:
         verdict = passed.get(outcome, f"the crash changed: {crash} -> {outcome}") + "; a keep needs a full start-up"
     shown = f"healthy in {launch.seconds:.1f} s" if launch.healthy else f"{outcome}, after {launch.seconds:.1f} s"
     excerpt = "" if launch.healthy else f"\n{launch.triage.excerpt}"
-    flags = " ".join(f"--{name} {value}" for name, value in ctx.task.engine.reduced_flags().items())
+    flags = shlex.join(render_flags(ctx.task.engine.reduced_flags()))  # as the serve command writes them
     return (
         f"reduced start-up ({flags}; random weights, stopped after start-up): {shown}. Verdict: {verdict}.{excerpt}",
         {"reduced": True, "seconds": round(launch.seconds, 2), "outcome": outcome,
