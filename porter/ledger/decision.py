@@ -25,6 +25,8 @@ porter/loop/accepting.py gathers the evidence these functions read and applies w
 from __future__ import annotations
 
 from porter.checks import registry
+from porter.checks.kind import read
+from porter.checks.quality import QualityResult
 from porter.ledger import noise
 from porter.ledger.records import Attempt, Decision, Sample, StartUp
 from porter.ledger.state import RunState, TargetRow
@@ -75,25 +77,24 @@ def quality_restored(
     """Quality checks that fail on the accepted configuration and pass on the change beyond both 95% intervals:
     kept unless a speed target the accepted configuration meets got worse beyond noise and misses it (speed
     figures are compared only where the change has them: none is demanded first). None when nothing was restored."""
+    before_q = {key: read(QualityResult, result) for key, result in accepted.items()}
+    after_q = {key: read(QualityResult, result) for key, result in pending.items()}
     restored = [
         key
-        for key, result in accepted.items()
-        if not result.get("passed")
-        and pending.get(key, {}).get("passed")
-        and (pending[key].get("ci_low") or 0) > (result.get("ci_high") or 1)
+        for key, was in before_q.items()
+        if not was.passed and key in after_q and after_q[key].passed and (after_q[key].ci_low or 0) > (was.ci_high or 1)
     ]
     if not restored:
         return None
     shown = "; ".join(
-        f"{key} {accepted[key].get('score'):.3f} (95% CI {accepted[key].get('ci_low'):.3f}-"
-        f"{accepted[key].get('ci_high'):.3f}, failed) -> {pending[key].get('score'):.3f} (95% CI "
-        f"{pending[key].get('ci_low'):.3f}-{pending[key].get('ci_high'):.3f}, passed)"
+        f"{key} {before_q[key].score:.3f} (95% CI {before_q[key].ci_low:.3f}-{before_q[key].ci_high:.3f}, failed) -> "
+        f"{after_q[key].score:.3f} (95% CI {after_q[key].ci_low:.3f}-{after_q[key].ci_high:.3f}, passed)"
         for key in restored
     )
     others = "; ".join(
-        f"{key} {accepted[key].get('score'):.3f} -> {pending[key].get('score'):.3f}"
-        for key in sorted(set(accepted) & set(pending) - set(restored))
-        if accepted[key].get("score") is not None and pending[key].get("score") is not None
+        f"{key} {before_q[key].score:.3f} -> {after_q[key].score:.3f}"
+        for key in sorted(set(before_q) & set(after_q) - set(restored))
+        if before_q[key].score is not None and after_q[key].score is not None
     )
     others = f"; the other quality checks pass on the change: {others}" if others else ""
     comparisons = compare(task, before, after)
@@ -121,7 +122,7 @@ def short_of(again: StartUp, accepted: StartUp | None) -> str | None:
 
 def failed_quality(quality: dict[str, dict]) -> list[str]:
     """The quality checks (key -> latest result) that failed their bar."""
-    return [key for key, result in quality.items() if not result.get("passed")]
+    return [key for key, result in quality.items() if not read(QualityResult, result).passed]
 
 
 def compare(task: Task, before: dict[str, list[Sample]], after: dict[str, list[Sample]]) -> list[noise.Comparison]:
