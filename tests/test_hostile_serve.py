@@ -36,6 +36,7 @@ from twin_tasks import (
 from porter.ledger.transcript import read_state, read_transcript
 from porter.models import ScriptedModel
 from porter.sandbox import SandboxError
+from porter.sandbox.docker_options import proc_stat
 
 pytestmark = pytest.mark.docker
 
@@ -167,15 +168,8 @@ def _wait_stopped(pgid: int) -> None:
     """Until every process of the group reads as stopped in /proc (state T), for at most a second."""
     deadline = time.monotonic() + 1
     while time.monotonic() < deadline:
-        states = []
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                fields = stat.read_text().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue  # gone meanwhile
-            if int(fields[2]) == pgid:
-                states.append(fields[0])
-        if all(state in "TtZX" for state in states):
+        stats = [proc_stat(int(entry.name)) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+        if all(fields[0] in "TtZX" for fields in stats if fields and int(fields[2]) == pgid):  # [] when gone
             return
         time.sleep(0.001)
 

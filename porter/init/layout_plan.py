@@ -246,9 +246,9 @@ def _dp_attention(result: Plan, facts: CheckpointFacts, engine: Engine) -> None:
     "DSA + dp-attention hangs a collective under long-context prefill on ROCm"), else for the architectures its help
     names."""
     switch, size = engine.dp_attention, engine.data_parallel[0]
-    tp = next((layout.tp for layout in result.reachable if layout.dp == 1 and layout.tp > 1), 0)
     if not switch:
         return
+    tp = next((layout.tp for layout in result.reachable if layout.dp == 1 and layout.tp > 1), 0)
     if facts.attention.index_topk or not tp:
         hangs = f"with {facts.attention.kind} it hangs on ROCm (InferenceX glm5.2_fp4_mi355x_sglang_mtp.sh, a3b8982c)"
         result.inferred.append(f"no --{switch}: " + (hangs if tp else "no one-replica layout fits to split"))
