@@ -220,13 +220,14 @@ def test_slow_first_token_fails_the_slo(server):
 
 
 def test_single_stream_speed_is_tokens_after_the_first_over_time(server):
-    server.reset(ttft_ms=50, itl_ms=10)
+    server.reset(ttft_ms=500, itl_ms=10)  # counted from the request, the speed would be 20/0.7 s = 29 tok/s
     result = throughput.run_single_stream(
-        server.url, SingleStreamSpec(input_tokens=64, output_tokens=21, num_requests=3, target_output_tok_s=90)
+        server.url, SingleStreamSpec(input_tokens=64, output_tokens=21, num_requests=3, target_output_tok_s=40)
     )
     assert result.completed == 3 and result.errors == 0
-    assert result.output_tok_s == pytest.approx(100, rel=0.05)
-    assert 50 <= result.median_ttft_ms < 56
+    # the server's 10 ms pacing bounds the speed from above; load on the machine only lowers it
+    assert 50 < result.output_tok_s <= 100 * 1.02, result.per_request_tok_s
+    assert result.median_ttft_ms >= 500
     assert result.meets_target
     assert json.loads(json.dumps(result.to_dict()))["meets_target"] is True
 
