@@ -1,14 +1,14 @@
-"""`python3 -m twin.launch_server`: the sglang front, sglang's flags and log wording over the shared engine.
+"""`python3 -m twin.launch_server`: launch the inference server.
 
 Flags in sglang's names (python/sglang/srt/server_args.py); `--ep-size` splits the routed experts over that many of
-the TP ranks (sglang's moe_tp_size = tp_size // ep_size); with SGLANG_USE_AITER (set in sglang's ROCm image) the
-fused MoE pads each rank's expert width to 128s instead of refusing a width that is not whole FP8 blocks. For a DSA
-model the server arguments resolve the DSA backends (`--dsa-prefill-backend` / `--dsa-decode-backend`, triton by
-default on ROCm) and keep the top-k v2 kernel off unless SGLANG_OPT_USE_TOPK_V2 is set (dsa.py). Start-up and batch
-lines are sglang's (`Init torch distributed ends. elapsed=...`, `Load weight end. elapsed=...`, `KV Cache is
-allocated. #tokens: ...`, `Capture cuda graph end. Time elapsed: ...`, `The server is fired up and ready to
-roll!`), one per rank; a start-up exception is printed per rank the way sglang's scheduler processes
-print it, and the process exits with status 1. Does not cover the engine itself (engine.py).
+the TP ranks (sglang's moe_tp_size = tp_size // ep_size). For a DSA model the server arguments resolve the DSA
+backends (`--dsa-prefill-backend` / `--dsa-decode-backend`) and run the model's ROCm hook (dsa.py), as sglang's
+arg_groups/overrides.py does. Start-up and batch lines are sglang's (`Init torch distributed ends. elapsed=...`,
+`Load weight end. elapsed=...`, `KV Cache is allocated. #tokens: ...`, `Capture cuda graph end. Time elapsed: ...`,
+`The server is fired up and ready to roll!`), one per rank; a start-up exception is printed per rank the way
+sglang's scheduler processes print it, and the process exits with status 1.
+
+Does not cover the engine itself (engine.py).
 """
 
 import argparse
