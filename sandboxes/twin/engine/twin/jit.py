@@ -45,12 +45,12 @@ def build(name: str, source_file: str) -> ctypes.CDLL:
         logs.aiter(f"start build [{name}] under {cache}")
         command = [
             str(hipcc),
-            *[flag for flag in flags if not flag.startswith("--offload")],
+            *flags,
             str(source),
             "-o",
             str(output),
         ]
-        logs.aiter(" ".join([str(hipcc), *flags, str(source), "-o", str(output)]))
+        logs.aiter(" ".join(command))
         started = time.monotonic()
         result = subprocess.run(command, capture_output=True, text=True)
         # the compile's own time on the node: a build that fails stops at its first error
