@@ -343,22 +343,22 @@ def describe(
     moe = facts.moe
     lines = [f"porter init: {files.model_id} ({files.source}) for {engine.name} on {count}x {gpu.name}", "Inferred:"]
     facts_rows = [
-        ("architecture", f"{facts.architecture} ({facts.model_type}), dtype {facts.dtype}", facts.why.get("dtype")),
-        ("quantization", facts.quantization.summary + _exclude_text(facts), facts.why.get("quantization")),
-        ("layers", _layers_text(facts), facts.why.get("layers") or facts.why.get("attention layers")),
-        ("MoE", _moe_text(moe), facts.why.get("MoE")),
-        ("MLP activation", facts.activation, facts.why.get("activation")),
-        ("expert dtype", facts.expert_dtype or "no routed experts", facts.why.get("expert dtype")),
-        ("MTP layers", str(facts.mtp_layers), facts.why.get("MTP")),
+        ("architecture", f"{facts.architecture} ({facts.model_type}), dtype {facts.dtype}", facts.why.dtype),
+        ("quantization", facts.quantization.summary + _exclude_text(facts), facts.why.quantization),
+        ("layers", _layers_text(facts), facts.why.layers or facts.why.attention_layers),
+        ("MoE", _moe_text(moe), facts.why.moe),
+        ("MLP activation", facts.activation, facts.why.activation),
+        ("expert dtype", facts.expert_dtype or "no routed experts", facts.why.expert_dtype),
+        ("MTP layers", str(facts.mtp_layers), facts.why.mtp),
         (
             "attention",
             f"{facts.attention.kind} ({facts.attention.heads} heads, {facts.attention.kv_heads} KV heads, head dim "
             f"{facts.attention.head_dim}), {facts.attention.full_layers} layers with a growing KV cache"
             + (f"; {facts.attention.bounded_layers}" if facts.attention.bounded_layers else ""),
-            facts.why.get("attention"),
+            facts.why.attention,
         ),
-        ("context", str(facts.context_length), facts.why.get("context")),
-        ("weights", f"{facts.weight_bytes / 1e9:.1f} GB", facts.why.get("weights")),
+        ("context", str(facts.context_length), facts.why.context),
+        ("weights", f"{facts.weight_bytes / 1e9:.1f} GB", facts.why.weights),
         (
             "KV per token",
             f"{facts.kv_bytes_per_token(2) / 1024:.1f} KiB bf16, {facts.kv_bytes_per_token(1) / 1024:.1f} KiB fp8",
