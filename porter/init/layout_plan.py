@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from porter.engines.engine import Draft, Engine
 from porter.init.checkpoint_facts import CheckpointFacts
-from porter.init.hardware import GIB, Gpu
+from porter.init.hardware import Gpu
 from porter.schema import FlagValue
 from porter.upstream_facts import (
     AITER_FMOE_UNTUNED_COLUMNS,
@@ -140,7 +140,7 @@ def _layout(facts: CheckpointFacts, engine: Engine, gpu: Gpu, tp: int, dp: int, 
     }
     share, whole = 0.0, True
     if facts.moe:
-        width = _padded_width(facts)
+        width = _mxfp4_padded(facts, facts.moe.expert_width)
         share = width if expert_parallel else width / moe_ranks
         granule = _granule(facts)
         whole = share == int(share) and int(share) % granule == 0
@@ -157,11 +157,6 @@ def _granule(facts: CheckpointFacts) -> int:
     if quant.block:
         return int(quant.block[0])
     return int(quant.group_size or 1)
-
-
-def _padded_width(facts: CheckpointFacts) -> int:
-    width = facts.moe.expert_width
-    return _padded(width) if facts.quantization.method == "mxfp4" else width
 
 
 def need_tokens(preset: dict) -> int:
@@ -317,7 +312,7 @@ def _speculative(result: Plan, facts: CheckpointFacts, engine: Engine) -> None:
 def tune_shapes(result: Plan, facts: CheckpointFacts) -> list[tuple[int, int, int, int]]:
     """(model_dim, inter_dim, expert, topk) of every layout in the tunables, as aiter's own lists write them."""
     moe, shapes = facts.moe, []
-    model_dim = _padded(moe.hidden) if facts.quantization.method == "mxfp4" else moe.hidden
+    model_dim = _mxfp4_padded(facts, moe.hidden)
     fused = moe.shared_experts and moe.shared_width == moe.expert_width
     for layout in result.reachable or [result.baseline]:
         if layout.expert_parallel:
@@ -331,8 +326,11 @@ def tune_shapes(result: Plan, facts: CheckpointFacts) -> list[tuple[int, int, in
     return list(dict.fromkeys(shapes))
 
 
-def _padded(value: int) -> int:
-    return value if value % AITER_MXFP4_PAD == 0 else value + AITER_MXFP4_PAD - value % AITER_MXFP4_PAD
+def _mxfp4_padded(facts: CheckpointFacts, value: int) -> int:
+    """A width as aiter tunes it: an MXFP4 checkpoint's padded to a multiple of AITER_MXFP4_PAD."""
+    if facts.quantization.method != "mxfp4" or value % AITER_MXFP4_PAD == 0:
+        return value
+    return value + AITER_MXFP4_PAD - value % AITER_MXFP4_PAD
 
 
 def quant_key(facts: CheckpointFacts, gpu: Gpu) -> tuple[str | None, str]:
@@ -389,7 +387,3 @@ def _tuning(result: Plan, facts: CheckpointFacts, gpu: Gpu) -> None:
         f"{len(shapes)} shapes: each layout's expert share, a same-width shared expert fused or "
         "not)"
     )
-
-
-def gib(value: float) -> str:
-    return f"{value / GIB:.0f} GiB"
