@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 FlagValue = str | int | float | bool | None
 PositiveFloat = Annotated[float, Field(gt=0)]
-SIZE = r"^[0-9]+[kmgKMG]?$"  # docker's spelling of a size: bytes, or k, m, g
+Size = Annotated[str, Field(pattern=r"^[0-9]+[kmgKMG]?$")]  # docker's spelling of a size: bytes, or k, m, g
 # The model overlay is one of the run's repos under this name (its branch, patches/ and prs/ folders).
 OVERLAY_REPO = "model"
 

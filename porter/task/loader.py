@@ -56,13 +56,9 @@ def load_task(path: str | Path, environ: dict[str, str] | None = None) -> Task:
     except ValidationError as exc:
         errors = exc.errors()
         problems = [(reader.line_of(tuple(e["loc"])), _dotted(tuple(e["loc"])), _explain(e)) for e in errors]
-        raise TaskError(path, _capped(problems)) from None
-
-
-def _capped(problems: list[tuple[int | None, str, str]]) -> list[tuple[int | None, str, str]]:
-    if len(problems) <= MAX_PROBLEMS:
-        return problems
-    return [*problems[:MAX_PROBLEMS], (None, "", f"... and {len(problems) - MAX_PROBLEMS} more problems")]
+        if len(problems) > MAX_PROBLEMS:
+            problems[MAX_PROBLEMS:] = [(None, "", f"... and {len(problems) - MAX_PROBLEMS} more problems")]
+        raise TaskError(path, problems) from None
 
 
 class _Reader:

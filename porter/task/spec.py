@@ -20,9 +20,9 @@ from porter.redaction import looks_secret
 from porter.schema import (
     ENV_NAME,
     OVERLAY_REPO,
-    SIZE,
     FlagValue,
     PositiveFloat,
+    Size,
     Spec,
     normal_sandbox_path,
     reject_duplicates,
@@ -124,24 +124,21 @@ class SandboxSpec(Spec):
         "a service on 0.0.0.0) through its network's gateway. Off: a firewall rule porter puts on the Docker host "
         "refuses them, and only the host opens connections (the checks). bridge and host reach the host anyway.",
     )
-    memory: str | None = Field(
+    memory: Size | None = Field(
         "32g",
-        pattern=SIZE,
         description="Memory (RAM and swap together) the sandbox may use, e.g. 1536g on an 8-GPU node; past it the "
         "kernel kills a process inside the sandbox, never the host's. null: no limit.",
     )
     pids: int | None = Field(
         4096, ge=16, description="Processes and threads the sandbox may run at once (a fork bomb stops there)."
     )
-    max_file_size: str | None = Field(
+    max_file_size: Size | None = Field(
         "16g",
-        pattern=SIZE,
         description="Largest file a sandbox process may write, in its mounts too (RLIMIT_FSIZE: a write past it "
         "fails with 'File too large'). null: no limit.",
     )
-    max_written: str | None = Field(
+    max_written: Size | None = Field(
         "64g",
-        pattern=SIZE,
         description="Most bytes the sandbox may add to its scratch, repo trees, writable mounts and own layer; past "
         "it every process in it is killed, with one line saying so (sandbox/write_watch.py). null: no limit.",
     )
