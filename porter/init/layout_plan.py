@@ -203,12 +203,9 @@ def plan(facts: CheckpointFacts, engine: Engine, gpu: Gpu, count: int, preset: d
     return result
 
 
-def fitting(result: Plan) -> list[Layout]:
-    return [layout for layout in result.layouts if layout.whole_blocks and layout.tokens("fp8") >= result.need_tokens]
-
-
 def _topology(result: Plan, facts: CheckpointFacts, engine: Engine) -> None:
-    baseline, fits = result.baseline, fitting(result)
+    baseline, need = result.baseline, result.need_tokens
+    fits = [layout for layout in result.layouts if layout.whole_blocks and layout.tokens("fp8") >= need]
     same_ep = [layout for layout in fits if layout.expert_parallel == baseline.expert_parallel] or [baseline]
     tps = [baseline.tp] + sorted({layout.tp for layout in same_ep} - {baseline.tp}, reverse=True)
     dps = [baseline.dp] + sorted({layout.dp for layout in same_ep} - {baseline.dp})
@@ -227,8 +224,10 @@ def _topology(result: Plan, facts: CheckpointFacts, engine: Engine) -> None:
     ep_fits = [layout for layout in fits if layout.expert_parallel and layout.tp == baseline.tp]
     on: FlagValue = True if engine.expert_parallel_switch else baseline.tp
     if baseline.expert_parallel:
+        no_ep = next(layout for layout in result.layouts if layout.tp == baseline.tp and not layout.expert_parallel)
+        share = f"{no_ep.expert_share:g} of {facts.moe.expert_width}, not whole {_granule(facts)}-wide blocks"
         result.flags[ep_flag], result.tunables[ep_flag] = on, [on]
-        result.comments[ep_flag] = f"needed: without it a rank's expert share is {_share_text(facts, result)}"
+        result.comments[ep_flag] = f"needed: without it a rank's expert share is {share}"
     elif ep_fits:
         result.flags[ep_flag], result.tunables[ep_flag] = None, [None, on]
         result.comments[ep_flag] = "whole experts per rank (an all-to-all instead of the expert all-reduce)"
@@ -267,11 +266,6 @@ def _why_not(layout: Layout, facts: CheckpointFacts, result: Plan) -> str:
     if not layout.whole_blocks:
         return f"{layout.label()} (expert share {layout.expert_share:g}, not whole {_granule(facts)}-blocks)"
     return f"{layout.label()} (KV pool under {result.need_tokens} tokens)"
-
-
-def _share_text(facts: CheckpointFacts, result: Plan) -> str:
-    no_ep = next(layout for layout in result.layouts if layout.tp == result.baseline.tp and not layout.expert_parallel)
-    return f"{no_ep.expert_share:g} of {facts.moe.expert_width}, not whole {_granule(facts)}-wide blocks"
 
 
 def _memory_and_cache(result: Plan, facts: CheckpointFacts, engine: Engine) -> None:

@@ -100,7 +100,7 @@ def init_main(
     else:
         sys.stdout.write(text)
     report = sys.stdout if out else sys.stderr
-    print(describe(files, facts, plan, engine, gpu, count, task, out), file=report)
+    print(describe(files, facts, plan, engine, gpu, count, out), file=report)
     return 0
 
 
@@ -137,7 +137,6 @@ def build_task(
 ) -> tuple[dict, dict]:
     image = image or default_image(engine.name)
     base = files.model_id.split("/")[-1]
-    comments: dict[tuple, str] = {}
     layouts = layouts_of(image or "")
     repos = [{"name": entry.repo, "path": entry.path, "upstream": entry.upstream} for entry in layouts]
     if not repos:
@@ -152,10 +151,8 @@ def build_task(
         "flags": plan.flags,
         "tunables": plan.tunables,
     }
-    for flag, why in plan.comments.items():
-        comments[("serve", "flags", flag)] = why
     task = {
-        "name": _slug(f"{base}-{gpu.name}-{engine.name}"),
+        "name": re.sub(r"[^a-z0-9_.-]+", "-", f"{base}-{gpu.name}-{engine.name}".lower()).strip("-"),
         "description": f"Serve {files.model_id} on {count}x {gpu.name} with {engine.name}: quality within tolerance "
         "of its first healthy configuration, throughput and single stream as high as the budget allows.",
         "model": _model(files, facts, base),
@@ -177,11 +174,12 @@ def build_task(
         },
         "outputs": {"runs_dir": "runs"},
     }
-    comments[("checks", "plateau_candidates")] = (
-        "a relative target ends after this many candidates in a row within noise"
-    )
-    comments[("checks", "quality")] = "reference first_healthy: the score of the run's first healthy configuration"
-    comments[("checks", "throughput")] = "target max: as high as the budget allows"
+    comments = {("serve", "flags", flag): why for flag, why in plan.comments.items()}
+    comments |= {
+        ("checks", "plateau_candidates"): "a relative target ends after this many candidates in a row within noise",
+        ("checks", "quality"): "reference first_healthy: the score of the run's first healthy configuration",
+        ("checks", "throughput"): "target max: as high as the budget allows",
+    }
     return task, comments
 
 
@@ -243,10 +241,6 @@ def _tune(plan: layout_plan.Plan, facts: CheckpointFacts, layouts: list[ImageLay
     )
     entry = {"name": "moe", "description": description, "workdir": aiter.path, "command": command}
     return [{**entry, "timeout_s": 14400, "aiter_tuned_output": tuned}]
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9_.-]+", "-", text.lower()).strip("-")
 
 
 def _variables(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -325,14 +319,7 @@ def _header(files: CheckpointFiles, engine: Engine, hardware: str, out, profile,
 
 
 def describe(
-    files,
-    facts: CheckpointFacts,
-    plan: layout_plan.Plan,
-    engine: Engine,
-    gpu: Gpu,
-    count: int,
-    task: dict,
-    out: str | None,
+    files: CheckpointFiles, facts: CheckpointFacts, plan: layout_plan.Plan, engine: Engine, gpu: Gpu, count: int, out
 ) -> str:
     moe = facts.moe
     lines = [f"porter init: {files.model_id} ({files.source}) for {engine.name} on {count}x {gpu.name}", "Inferred:"]
