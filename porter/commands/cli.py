@@ -14,6 +14,7 @@ import click
 import yaml
 
 from porter import __version__
+from porter.checks.quality_data import OUTPUT_NAMES
 from porter.engines.known import ENGINES
 from porter.errors import RunDirError
 from porter.task import TaskError, load_task
@@ -395,7 +396,7 @@ def data() -> None:
 
 
 @data.command(name="get")
-@click.argument("name", type=click.Choice(["gsm8k", "gsm8k-train", "gpqa-diamond"]))
+@click.argument("name", type=click.Choice(list(OUTPUT_NAMES)))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Folder (default: $PORTER_DATA/<set>).")
 def data_get(name: str, out_dir) -> None:
     """Download NAME from the Hugging Face Hub as JSONL (+ .sha256); GPQA needs HF_TOKEN."""
