@@ -26,14 +26,15 @@ class Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
-def normal_sandbox_path(value: str, allow_root: bool = True) -> str:
-    """`value` if it is an absolute path in normal form (no `..`, `.`, `//`, NUL); else ValueError saying why."""
+def normal_sandbox_path(value: str) -> str:
+    """`value` if it is a folder inside the sandbox in normal form (absolute; no `..`, `.`, `//`, NUL; not / itself);
+    else ValueError saying why."""
     if not value.startswith("/"):
         raise ValueError(f"must be an absolute path inside the sandbox, got {value!r}")
     trimmed = value.rstrip("/") or "/"
     if "\0" in value or posixpath.normpath(trimmed) != trimmed or trimmed.startswith("//"):
         raise ValueError(f"must be a normal absolute path (no `..`, `.`, `//`), got {value!r}")
-    if trimmed == "/" and not allow_root:
+    if trimmed == "/":
         raise ValueError("must be a folder inside the sandbox, not / itself")
     return trimmed
 

@@ -36,6 +36,7 @@ def _absolute(value: str) -> str:
 
 
 SandboxPath = Annotated[str, AfterValidator(_absolute)]  # where a mount, a service or the checkpoint appears
+RepoPath = Annotated[str, AfterValidator(normal_sandbox_path)]  # a source tree: a folder, no `..` to climb out
 
 
 class ModelSpec(Spec):
@@ -176,7 +177,7 @@ class SandboxSpec(Spec):
 
 class RepoSpec(Spec):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="Short name, used for branches and patch folders.")
-    path: str = Field(description="Path of the source tree inside the sandbox.")
+    path: RepoPath = Field(description="Path of the source tree inside the sandbox.")
     upstream: str | None = Field(None, description="Upstream git URL the PRs target.")
     base_branch: str = Field("main", description="Upstream branch the patches apply to.")
 
@@ -187,11 +188,6 @@ class RepoSpec(Spec):
         if value in (".", ".."):
             raise ValueError(f"{value!r} is not a repo name (it names a directory step); use a word")
         return value
-
-    @field_validator("path")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        return normal_sandbox_path(value, allow_root=False)
 
 
 class ServeSpec(Spec):
