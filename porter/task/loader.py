@@ -23,16 +23,11 @@ class TaskError(Exception):
     """A task file that cannot be used; the message names file, line, field and expectation."""
 
     def __init__(self, file: str | Path, problems: list[tuple[int | None, str, str]]):
-        self.file = str(file)
-        self.problems = problems
-        super().__init__(self.render())
-
-    def render(self) -> str:
         lines = []
-        for line, field_path, message in self.problems:
-            where = f"{self.file}:{line}" if line else self.file
+        for line, field_path, message in problems:
+            where = f"{file}:{line}" if line else str(file)
             lines.append(f"{where}: {field_path}: {message}" if field_path else f"{where}: {message}")
-        return "\n".join(lines)
+        super().__init__("\n".join(lines))
 
 
 # ---------------------------------------------------------------- loading
