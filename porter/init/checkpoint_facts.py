@@ -85,7 +85,6 @@ class Attention:
     kv_heads: int
     head_dim: int
     kv_lora_rank: int | None = None
-    rope_dim: int | None = None
     index_topk: int | None = None
     full_layers: int = 0  # layers whose KV grows with every token
     bounded_layers: str = ""  # the other layers, said in words (linear attention state, a sliding window, Mamba)
@@ -125,7 +124,6 @@ class CheckpointFacts:
     remote_code: bool
     activation: str = "silu"  # the MLP's activation; "swiglu-clamped" for gpt-oss's SwiGLU with swiglu_limit
     weight_bytes: int = 0
-    weight_from_index: bool = False
     routed_fraction: float = 0.0  # share of the weight bytes in routed experts (from the shapes)
     expert_dtype: str = ""  # what one routed expert weight is stored as
     gated: bool = True  # the MLPs' gate and up projections (SwiGLU); False: up -> activation -> down
@@ -423,7 +421,7 @@ def read_attention(text: dict, kinds: list[tuple[str, str]], why: Why, undecided
                 f"; index_topk = {topk}: each query attends its top {topk} tokens, chosen by an indexer whose "
                 f"keys ({text.get('index_head_dim')} per layer) are cached too, counted at the KV dtype"
             )
-        return Attention(kind, heads, kv_heads, head_dim, rank, rope, topk, full, bounded, per_layer * full)
+        return Attention(kind, heads, kv_heads, head_dim, rank, topk, full, bounded, per_layer * full)
     kind = "MHA" if kv_heads == heads else "MQA" if kv_heads == 1 else "GQA"
     why.attention = (
         f"num_attention_heads = {heads}, num_key_value_heads = {kv_heads}, "

@@ -102,7 +102,7 @@ def sized_facts(config: dict, index: dict | None, quant_file: dict | None = None
     facts.why.expert_dtype = result.expert_why
     total = ((index or {}).get("metadata") or {}).get("total_size")
     if isinstance(total, int) and not isinstance(total, bool) and 0 < total < 1 << 50:
-        facts.weight_bytes, facts.weight_from_index = total, True
+        facts.weight_bytes = total
         facts.why.weights = "model.safetensors.index.json metadata.total_size"
     else:
         facts.weight_bytes = result.bytes
