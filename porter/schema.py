@@ -26,12 +26,17 @@ class Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
+def absolute_sandbox_path(value: str) -> str:
+    """`value` without its trailing slashes if it is an absolute path inside the sandbox; else ValueError."""
+    if not value.startswith("/"):
+        raise ValueError(f"must be an absolute path inside the sandbox, got {value!r}")
+    return value.rstrip("/") or "/"
+
+
 def normal_sandbox_path(value: str) -> str:
     """`value` if it is a folder inside the sandbox in normal form (absolute; no `..`, `.`, `//`, NUL; not / itself);
     else ValueError saying why."""
-    if not value.startswith("/"):
-        raise ValueError(f"must be an absolute path inside the sandbox, got {value!r}")
-    trimmed = value.rstrip("/") or "/"
+    trimmed = absolute_sandbox_path(value)
     if "\0" in value or posixpath.normpath(trimmed) != trimmed or trimmed.startswith("//"):
         raise ValueError(f"must be a normal absolute path (no `..`, `.`, `//`), got {value!r}")
     if trimmed == "/":

@@ -24,19 +24,14 @@ from porter.schema import (
     PositiveFloat,
     Size,
     Spec,
+    absolute_sandbox_path,
     normal_sandbox_path,
     reject_duplicates,
 )
 
-
-def _absolute(value: str) -> str:
-    if not value.startswith("/"):
-        raise ValueError(f"must be an absolute path inside the sandbox, got {value!r}")
-    return value.rstrip("/") or "/"
-
-
-SandboxPath = Annotated[str, AfterValidator(_absolute)]  # where a mount, a service or the checkpoint appears
-RepoPath = Annotated[str, AfterValidator(normal_sandbox_path)]  # a source tree: a folder, no `..` to climb out
+# Where a mount, a service or the checkpoint appears; where a source tree is (a folder, no `..` to climb out of it).
+SandboxPath = Annotated[str, AfterValidator(absolute_sandbox_path)]
+RepoPath = Annotated[str, AfterValidator(normal_sandbox_path)]
 
 
 class ModelSpec(Spec):
