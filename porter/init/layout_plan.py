@@ -159,11 +159,6 @@ def _granule(facts: CheckpointFacts) -> int:
     return int(quant.group_size or 1)
 
 
-def need_tokens(preset: dict) -> int:
-    load = preset["throughput"]["workload"]
-    return HEADROOM_REQUESTS * (load["input_tokens"] + load["output_tokens"])
-
-
 def choose_baseline(found: list[Layout], need: int) -> tuple[Layout, str, str]:
     """(layout, KV dtype, why): the widest TP that fits with a KV pool of `need` tokens and whole expert shares,
     without expert parallelism when it can; a bf16 (auto) cache before an fp8 one."""
@@ -181,11 +176,12 @@ def choose_baseline(found: list[Layout], need: int) -> tuple[Layout, str, str]:
     return widest, "fp8", f"NOTHING FITS with {need} tokens of KV headroom: the widest layout, written to fail loudly"
 
 
-def plan(facts: CheckpointFacts, engine: Engine, gpu: Gpu, count: int, preset: dict = PRESET) -> Plan:
+def plan(facts: CheckpointFacts, engine: Engine, gpu: Gpu, count: int) -> Plan:
     found = layouts(facts, engine, gpu, count)
     if not found:
         raise ValueError(f"no TP size of {count} GPUs shards the checkpoint evenly: {tp_refusal(facts, 1)}")
-    need = need_tokens(preset)
+    load = PRESET["throughput"]["workload"]
+    need = HEADROOM_REQUESTS * (load["input_tokens"] + load["output_tokens"])
     baseline, kv, why = choose_baseline(found, need)
     result = Plan(found, baseline, kv, need)
     result.inferred.append(f"baseline {baseline.label()}: {why}")
