@@ -70,13 +70,6 @@ class Secrets:
         self.spellings = spellings + ["sk-"]
         self.byte_spellings = [spelling.encode() for spelling in self.spellings]
 
-    @classmethod
-    def from_environment(cls, environ: Mapping[str, str], key_names: Iterable[str | None] = ()) -> Secrets:
-        # A path to an existing file (AWS_CA_BUNDLE, GOOGLE_APPLICATION_CREDENTIALS) names a secret, is not one.
-        named = {name: value for name, value in environ.items() if looks_secret(name) and not _existing_path(value)}
-        named.update({name: environ[name] for name in key_names if name and name in environ})
-        return cls(named)
-
     def _label(self, found: str) -> str:
         name = self.names.get(found)
         return f"[REDACTED:{name}]" if name else "sk-[REDACTED]"
@@ -181,7 +174,10 @@ def collect(environ: Mapping[str, str] | None = None, key_names: Iterable[str | 
     """Gather the secrets of this process (and the task's key variable) once; `redact` uses them from then on."""
     global _known
     environ = os.environ if environ is None else environ
-    _known = Secrets.from_environment(environ, key_names)
+    # A path to an existing file (AWS_CA_BUNDLE, GOOGLE_APPLICATION_CREDENTIALS) names a secret, is not one.
+    named = {name: value for name, value in environ.items() if looks_secret(name) and not _existing_path(value)}
+    named.update({name: environ[name] for name in key_names if name and name in environ})
+    _known = Secrets(named)
     return _known
 
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 FlagValue = str | int | float | bool | None
 PositiveFloat = Annotated[float, Field(gt=0)]
-SIZE = r"^[0-9]+[kmgKMG]?$"  # docker's spelling of a size: bytes, or k, m, g
+Size = Annotated[str, Field(pattern=r"^[0-9]+[kmgKMG]?$")]  # docker's spelling of a size: bytes, or k, m, g
 # The model overlay is one of the run's repos under this name (its branch, patches/ and prs/ folders).
 OVERLAY_REPO = "model"
 
@@ -26,14 +26,20 @@ class Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
-def normal_sandbox_path(value: str, allow_root: bool = True) -> str:
-    """`value` if it is an absolute path in normal form (no `..`, `.`, `//`, NUL); else ValueError saying why."""
+def absolute_sandbox_path(value: str) -> str:
+    """`value` without its trailing slashes if it is an absolute path inside the sandbox; else ValueError."""
     if not value.startswith("/"):
         raise ValueError(f"must be an absolute path inside the sandbox, got {value!r}")
-    trimmed = value.rstrip("/") or "/"
+    return value.rstrip("/") or "/"
+
+
+def normal_sandbox_path(value: str) -> str:
+    """`value` if it is a folder inside the sandbox in normal form (absolute; no `..`, `.`, `//`, NUL; not / itself);
+    else ValueError saying why."""
+    trimmed = absolute_sandbox_path(value)
     if "\0" in value or posixpath.normpath(trimmed) != trimmed or trimmed.startswith("//"):
         raise ValueError(f"must be a normal absolute path (no `..`, `.`, `//`), got {value!r}")
-    if trimmed == "/" and not allow_root:
+    if trimmed == "/":
         raise ValueError("must be a folder inside the sandbox, not / itself")
     return trimmed
 

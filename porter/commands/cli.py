@@ -14,6 +14,7 @@ import click
 import yaml
 
 from porter import __version__
+from porter.checks.quality_data import OUTPUT_NAMES
 from porter.engines.known import ENGINES
 from porter.errors import RunDirError
 from porter.task import TaskError, load_task
@@ -26,11 +27,15 @@ def _fail(message: str, code: int = 2) -> None:
     sys.exit(code)
 
 
-def _load(task_path: str):
+def _load(task_path: str, sandbox_kind: str | None = None):
+    """The task file, its sandbox.kind overridden by --sandbox when given; a bad file ends the command."""
     try:
-        return load_task(task_path)
+        spec = load_task(task_path)
     except TaskError as exc:
         _fail(str(exc))
+    if sandbox_kind:
+        spec.sandbox.kind = sandbox_kind
+    return spec
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -152,15 +157,13 @@ def _start(
         if missing:
             _fail(f"{resume_dir}: not a porter run directory to resume (no {' and no '.join(missing)})")
         task = str(Path(resume_dir) / "task.yaml")  # the run's own resolved task, whatever TASK says
-    spec = _load(task)
+    spec = _load(task, sandbox_kind)
     if provider is not None or base_url is not None:
         spec.agent.api_key_env = None  # the task's key is for the task's endpoint: never send it elsewhere
     overrides = {"provider": provider, "model": model_name, "base_url": base_url, "api_key_env": api_key_env}
     for field_name, value in overrides.items():
         if value is not None:
             setattr(spec.agent, field_name, value)
-    if sandbox_kind:
-        spec.sandbox.kind = sandbox_kind
     if not skip_preflight:
         try:
             runs.choose_sandbox(spec)
@@ -178,10 +181,7 @@ def preflight(task: str, sandbox_kind) -> None:
     """Check TASK in minutes, before any model load: image, devices, weights, flags, tuners, datasets, port, key."""
     from porter.commands.preflight import preflight_main
 
-    spec = _load(task)
-    if sandbox_kind:
-        spec.sandbox.kind = sandbox_kind
-    sys.exit(preflight_main(spec))
+    sys.exit(preflight_main(_load(task, sandbox_kind)))
 
 
 @main.command()
@@ -395,7 +395,7 @@ def data() -> None:
 
 
 @data.command(name="get")
-@click.argument("name", type=click.Choice(["gsm8k", "gsm8k-train", "gpqa-diamond"]))
+@click.argument("name", type=click.Choice(list(OUTPUT_NAMES)))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Folder (default: $PORTER_DATA/<set>).")
 def data_get(name: str, out_dir) -> None:
     """Download NAME from the Hugging Face Hub as JSONL (+ .sha256); GPQA needs HF_TOKEN."""

@@ -28,17 +28,16 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from huggingface_hub import hf_hub_download
+from huggingface_hub import get_token, hf_hub_download
 from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 from huggingface_hub.utils import logging as hub_logging
 
 from porter.checks.quality import MC_FIELDS
 from porter.checks.quality_data import OUTPUT_NAMES
 
-GSM8K = {"dataset": "openai/gsm8k", "config": "main", "fields": ("question", "answer")}
-GPQA = {"repo": "Idavidrein/gpqa", "file": "gpqa_diamond.csv"}
+GSM8K_DATASET, GSM8K_CONFIG, GSM8K_FIELDS = "openai/gsm8k", "main", ("question", "answer")
+GPQA_REPO, GPQA_FILE = "Idavidrein/gpqa", "gpqa_diamond.csv"
 GPQA_FIELDS = MC_FIELDS  # the columns the multiple-choice check reads, as GPQA's CSV names them
-TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 PAGE = 100  # the viewer API's largest page
 TIMEOUT_S = 60
 
@@ -54,9 +53,7 @@ def default_out(name: str) -> Path:
 
 
 def get(name: str, out_dir: Path) -> tuple[Path, str, int]:
-    """Fetch `name` into out_dir; returns (file, sha256, rows)."""
-    if name not in OUTPUT_NAMES:
-        raise DataError(f"unknown dataset {name!r}; porter knows {sorted(OUTPUT_NAMES)}")
+    """Fetch `name` (one of OUTPUT_NAMES, as the command line's choice) into out_dir; returns (file, sha256, rows)."""
     rows = _gpqa_rows() if name == "gpqa-diamond" else _gsm8k_rows("train" if name == "gsm8k-train" else "test")
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / OUTPUT_NAMES[name]
@@ -74,7 +71,7 @@ def _gsm8k_rows(split: str) -> list[dict]:
     rows: list[dict] = []
     total = None
     while total is None or len(rows) < total:
-        query = {k: GSM8K[k] for k in ("dataset", "config")} | {"split": split, "offset": len(rows), "length": PAGE}
+        query = {"dataset": GSM8K_DATASET, "config": GSM8K_CONFIG, "split": split, "offset": len(rows), "length": PAGE}
         page = json.loads(_fetch(f"{server}/rows?{urllib.parse.urlencode(query)}"))
         total = page["num_rows_total"]
         if not page["rows"]:
@@ -82,17 +79,21 @@ def _gsm8k_rows(split: str) -> list[dict]:
         for entry in page["rows"]:
             if entry.get("truncated_cells"):
                 raise DataError(f"row {entry['row_idx']} came back truncated ({entry['truncated_cells']})")
-            rows.append({field: entry["row"][field] for field in GSM8K["fields"]})
+            rows.append({field: entry["row"][field] for field in GSM8K_FIELDS})
     return rows
 
 
 def _gpqa_rows() -> list[dict]:
-    where = f"{GPQA['repo']}/{GPQA['file']}"
+    where = f"{GPQA_REPO}/{GPQA_FILE}"
+    if get_token() is None:  # HF_TOKEN (or the older HUGGING_FACE_HUB_TOKEN), as hf_hub_download reads it
+        raise DataError(
+            "GPQA is gated on the Hugging Face Hub and HF_TOKEN is not set: accept its terms at "
+            f"https://huggingface.co/datasets/{GPQA_REPO}, create a read token, and export it as HF_TOKEN"
+        )
     hub_logging.set_verbosity_error()  # its retries' warnings would break the one line a failure gets
     try:
         with tempfile.TemporaryDirectory(prefix="porter-data-") as cache:
-            path = hf_hub_download(GPQA["repo"], GPQA["file"], repo_type="dataset", cache_dir=cache,
-                                   token=_token())  # fmt: skip
+            path = hf_hub_download(GPQA_REPO, GPQA_FILE, repo_type="dataset", cache_dir=cache)
             text = Path(path).read_text(encoding="utf-8")
     except HfHubHTTPError as exc:
         status = exc.response.status_code if exc.response is not None else "?"
@@ -108,16 +109,6 @@ def _gpqa_rows() -> list[dict]:
         raise DataError(f"{where}: the CSV lacks the columns {missing}")
     # the question as written: lm-eval's gpqa prompt holds it raw (it strips only the choices, as the check does)
     return [{field: row[field].strip() for field in GPQA_FIELDS} | {"Question": row["Question"]} for row in reader]
-
-
-def _token() -> str:
-    for name in TOKEN_VARIABLES:
-        if os.environ.get(name):
-            return os.environ[name]
-    raise DataError(
-        "GPQA is gated on the Hugging Face Hub and HF_TOKEN is not set: accept its terms at "
-        f"https://huggingface.co/datasets/{GPQA['repo']}, create a read token, and export it as HF_TOKEN"
-    )
 
 
 def _fetch(url: str) -> bytes:

@@ -31,7 +31,7 @@ from porter.models import DEFAULT_KEY_ENV, ModelError, api_key
 from porter.sandbox import DockerSandbox, LocalSandbox, Sandbox, SandboxError
 from porter.sandbox.image_build import build_task_image
 from porter.sandbox.trees.overlay import WEIGHTS_MOUNT
-from porter.task import FlagValue, Task
+from porter.task import FlagValue, Task, TuneSpec
 
 FIND_MODULE = "import importlib.util, sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)"
 
@@ -51,7 +51,7 @@ def run_preflight(task: Task) -> list[Finding]:
         with open_probe(task) as probe:
             findings.insert(0, Finding("image", True, _describe(probe)))
             findings += [_devices(task, probe), _weights(task, probe), *_serve_flags(task, probe)]
-            findings += [_tune(task, spec, probe) for spec in task.tune]
+            findings += [_tune(spec, probe) for spec in task.tune]
             findings.append(_disk(task, probe))
     except SandboxError as exc:
         findings.insert(0, Finding("image", False, str(exc).splitlines()[0], _image_fix(task)))
@@ -211,7 +211,7 @@ def _serve_flags(task: Task, probe) -> list[Finding]:
     return findings
 
 
-def _tune(task: Task, spec, probe) -> Finding:
+def _tune(spec: TuneSpec, probe: Sandbox) -> Finding:
     """The scripts (`python3 path.py`) and modules (`python3 -m mod`) the tuning command runs, present."""
     words = shlex.split(spec.command.replace("&&", " ; ").replace("|", " ; "))
     needs = []

@@ -85,11 +85,28 @@ class Attention:
     kv_heads: int
     head_dim: int
     kv_lora_rank: int | None = None
-    rope_dim: int | None = None
     index_topk: int | None = None
     full_layers: int = 0  # layers whose KV grows with every token
     bounded_layers: str = ""  # the other layers, said in words (linear attention state, a sliding window, Mamba)
     kv_elements_per_token: int = 0  # per token, all full layers, at one element per value
+
+
+@dataclass
+class Why:
+    """Each fact's reason, as `porter init` prints it beside the fact: the key it came from, or the reasoning."""
+
+    dtype: str = ""
+    quantization: str = ""
+    layers: str = ""  # a block list, one block a layer (nemotron_h)
+    attention_layers: str = ""
+    moe_layers: str = ""
+    moe: str = ""
+    mtp: str = ""
+    activation: str = ""
+    attention: str = ""
+    context: str = ""
+    expert_dtype: str = ""
+    weights: str = ""
 
 
 @dataclass
@@ -107,12 +124,11 @@ class CheckpointFacts:
     remote_code: bool
     activation: str = "silu"  # the MLP's activation; "swiglu-clamped" for gpt-oss's SwiGLU with swiglu_limit
     weight_bytes: int = 0
-    weight_from_index: bool = False
     routed_fraction: float = 0.0  # share of the weight bytes in routed experts (from the shapes)
     expert_dtype: str = ""  # what one routed expert weight is stored as
     gated: bool = True  # the MLPs' gate and up projections (SwiGLU); False: up -> activation -> down
     sharded_heads: dict[str, int] = field(default_factory=dict)  # heads of the other mixers, which TP shards too
-    why: dict[str, str] = field(default_factory=dict)  # fact -> the key it came from, or the reasoning
+    why: Why = field(default_factory=Why)
     undecided: list[str] = field(default_factory=list)
 
     def kv_bytes_per_token(self, kv_bytes: float) -> float:
@@ -137,14 +153,11 @@ def name(value: Any) -> str:
     return re.sub(r"[^\w.-]", "?", str(value))[:100]
 
 
-def text_config(config: dict, why: dict) -> dict:
+def text_config(config: dict) -> dict:
     """The text model's config: a multimodal wrapper's (keys it lacks fall back to the top)."""
     for key in WRAPPED:
         inner = config.get(key)
         if isinstance(inner, dict) and "hidden_size" in inner:
-            why["text model"] = (
-                f"{key} of the {name(config.get('model_type'))!r} wrapper (its vision tower not counted)"
-            )
             return {**{k: v for k, v in config.items() if k != key}, **inner}
     return config
 
@@ -173,9 +186,9 @@ def read_facts(config: dict, quant_file: dict | None = None) -> CheckpointFacts:
         raise FactsError(f"config.json: a field has a value init cannot read ({type(exc).__name__})") from None
 
 
-def _checked_text(config: dict, why: dict) -> dict:
+def _checked_text(config: dict) -> dict:
     """The text model's config with the sizes every fact needs, its layer count as the engine takes it."""
-    text = dict(text_config(config, why))
+    text = dict(text_config(config))
     blocks = _blocks(text)
     if blocks is not None and len(blocks) <= MAX_LAYERS:
         text["num_hidden_layers"] = len(blocks)  # the engine's count (sglang's NemotronHConfig ignores the key)
@@ -188,26 +201,25 @@ def _checked_text(config: dict, why: dict) -> dict:
 
 
 def _read_facts(config: dict, quant_file: dict | None) -> CheckpointFacts:
-    why: dict[str, str] = {}
-    undecided: list[str] = []
-    text = _checked_text(config, why)
+    why, undecided = Why(), []
+    text = _checked_text(config)
     architectures = config.get("architectures") or text.get("architectures") or ["unknown"]
     dtype_key, dtype = _one(text, ("torch_dtype", "dtype"), "dtype", undecided)
-    why["dtype"] = dtype_key or "none of torch_dtype, dtype"
+    why.dtype = dtype_key or "none of torch_dtype, dtype"
     if not dtype_key:
         undecided.append("dtype: none of torch_dtype, dtype (weights priced at 2 bytes, as bfloat16)")
-    quantization = read_quantization(config, text, quant_file, why, undecided)
+    quantization, why.quantization = read_quantization(config, text, quant_file, undecided)
     kinds = read_layer_kinds(text, why, undecided)
     moe = read_moe(text, kinds, why, undecided)
     mtp_key, mtp = _one(text, MTP, "MTP layers", undecided)
     mtp_layers = int(mtp) if mtp and (mtp_key != "num_mtp_modules" or text.get("use_mtp", True)) else 0
     if mtp_layers > MAX_LAYERS:
         raise FactsError(f"config.json: {mtp_key} = {mtp_layers}: no checkpoint has that many MTP layers")
-    why["MTP"] = f"{mtp_key} = {mtp}" if mtp_key else f"none of {', '.join(MTP)}"
+    why.mtp = f"{mtp_key} = {mtp}" if mtp_key else f"none of {', '.join(MTP)}"
     _mtp_exclude_note(text, quantization, mtp_layers, why)
     attention = read_attention(text, kinds, why, undecided)
     context_key, context = _one(text, ("max_position_embeddings", "seq_length", "max_seq_len"), "context", undecided)
-    why["context"] = f"{context_key}" if context_key else "unknown"
+    why.context = f"{context_key}" if context_key else "unknown"
     undecided.extend(_unread_keys(text))
     return CheckpointFacts(
         architecture=name(architectures[0]),
@@ -229,10 +241,10 @@ def _read_facts(config: dict, quant_file: dict | None) -> CheckpointFacts:
     )
 
 
-def _mtp_exclude_note(text: dict, quantization: Quantization, mtp_layers: int, why: dict) -> None:
+def _mtp_exclude_note(text: dict, quantization: Quantization, mtp_layers: int, why: Why) -> None:
     named = [entry for entry in quantization.exclude if f"layers.{text['num_hidden_layers']}." in entry]
     if mtp_layers and named:
-        why["MTP"] += (
+        why.mtp += (
             f"; the exclude list names it by its checkpoint index ({len(named)} entries, e.g. {named[0]!r}): an "
             "engine that registers the MTP layer under another prefix keeps it unquantized only if it maps those names"
         )
@@ -246,7 +258,7 @@ def _blocks(text: dict) -> list | None:
     return [HYBRID_PATTERN.get(char, char) for char in pattern] if isinstance(pattern, str) else None
 
 
-def read_layer_kinds(text: dict, why: dict, undecided: list[str]) -> list[tuple[str, str]]:
+def read_layer_kinds(text: dict, why: Why, undecided: list[str]) -> list[tuple[str, str]]:
     """(mixer, mlp) of every layer, from the key that lists them; a list init cannot read makes the layers undecided."""
     count, blocks = int(text["num_hidden_layers"]), _blocks(text)
     if blocks is not None:
@@ -255,28 +267,28 @@ def read_layer_kinds(text: dict, why: dict, undecided: list[str]) -> list[tuple[
             undecided.append(
                 f"layers by kind, KV and weights: the block list names kinds init does not know: {unknown}"
             )
-        why["layers"] = "layers_block_type" if "layers_block_type" in text else "hybrid_override_pattern"
-        why["layers"] += " (Mamba-2, attention, MLP or MoE: one block a layer, the engine counts the layers from it)"
+        why.layers = "layers_block_type" if "layers_block_type" in text else "hybrid_override_pattern"
+        why.layers += " (Mamba-2, attention, MLP or MoE: one block a layer, the engine counts the layers from it)"
         return [BLOCK_TYPES.get(block, ("none", "none")) for block in blocks]
     mixers = _mixers(text, count, why, undecided)
     mlps = _mlps(text, count, why, undecided)
     return list(zip(mixers, mlps, strict=True))
 
 
-def _mixers(text: dict, count: int, why: dict, undecided: list[str]) -> list[str]:
+def _mixers(text: dict, count: int, why: Why, undecided: list[str]) -> list[str]:
     kinds = text.get("layer_types")
     if isinstance(kinds, list) and kinds:
         unknown = sorted({str(kind) for kind in kinds} - set(LAYER_TYPES))
         if unknown or len(kinds) != count:
             undecided.append(f"layers by kind, KV and weights: layer_types lists {unknown or len(kinds)!r}")
-        why["attention layers"] = "layer_types"
+        why.attention_layers = "layer_types"
         return [LAYER_TYPES.get(str(kinds[i]), "full") if i < len(kinds) else "full" for i in range(count)]
     if text.get("full_attention_interval"):
         interval = int(text["full_attention_interval"])
-        why["attention layers"] = f"full_attention_interval = {interval}: the others linear attention"
+        why.attention_layers = f"full_attention_interval = {interval}: the others linear attention"
         return ["full" if (i + 1) % interval == 0 else "linear" for i in range(count)]
     if isinstance(text.get("attn_type_list"), list):  # MiniMax: 1 softmax attention, 0 lightning (linear)
-        why["attention layers"] = "attn_type_list (1 softmax attention, 0 linear)"
+        why.attention_layers = "attn_type_list (1 softmax attention, 0 linear)"
         return ["full" if kind == 1 else "linear" for kind in text["attn_type_list"][:count]] + ["full"] * max(
             0, count - len(text["attn_type_list"])
         )
@@ -286,37 +298,37 @@ def _mixers(text: dict, count: int, why: dict, undecided: list[str]) -> list[str
             "slide is not read (all counted as full attention)"
         )
     if text.get("attention_chunk_size"):
-        why["attention layers"] = f"chunked attention ({text['attention_chunk_size']}) counted as full (upper bound)"
+        why.attention_layers = f"chunked attention ({text['attention_chunk_size']}) counted as full (upper bound)"
     return ["full"] * count
 
 
-def _mlps(text: dict, count: int, why: dict, undecided: list[str]) -> list[str]:
+def _mlps(text: dict, count: int, why: Why, undecided: list[str]) -> list[str]:
     if not any(text.get(key) for key in EXPERTS) or max(int(text.get(key) or 0) for key in EXPERTS) <= 1:
         return ["dense"] * count
     if isinstance(text.get("mlp_layer_types"), list):
         kinds = text["mlp_layer_types"]
         if set(kinds) - {"sparse", "dense"} or len(kinds) != count:
             undecided.append("MoE layers: mlp_layer_types lists kinds or a length init does not read")
-        why["MoE layers"] = "mlp_layer_types"
+        why.moe_layers = "mlp_layer_types"
         return ["moe" if i < len(kinds) and kinds[i] == "sparse" else "dense" for i in range(count)]
     if text.get("first_k_dense_replace") is not None:
         dense, freq = int(text["first_k_dense_replace"]), int(text.get("moe_layer_freq") or 1)
-        why["MoE layers"] = f"first_k_dense_replace = {dense} dense layers first, then every {freq} (moe_layer_freq)"
+        why.moe_layers = f"first_k_dense_replace = {dense} dense layers first, then every {freq} (moe_layer_freq)"
         return ["moe" if i >= dense and i % freq == 0 else "dense" for i in range(count)]
     if text.get("interleave_moe_layer_step"):
         step = int(text["interleave_moe_layer_step"])
-        why["MoE layers"] = f"interleave_moe_layer_step = {step}"
+        why.moe_layers = f"interleave_moe_layer_step = {step}"
         return ["moe" if (i + 1) % step == 0 else "dense" for i in range(count)]
     only, step = set(text.get("mlp_only_layers") or []), int(text.get("decoder_sparse_step") or 1)
-    why["MoE layers"] = "every layer" if not only and step == 1 else "decoder_sparse_step, mlp_only_layers"
+    why.moe_layers = "every layer" if not only and step == 1 else "decoder_sparse_step, mlp_only_layers"
     return ["moe" if i not in only and (i + 1) % step == 0 else "dense" for i in range(count)]
 
 
-def read_moe(text: dict, kinds: list[tuple[str, str]], why: dict, undecided: list[str]) -> MoeShape | None:
+def read_moe(text: dict, kinds: list[tuple[str, str]], why: Why, undecided: list[str]) -> MoeShape | None:
     moe_layers = sum(mlp == "moe" for _, mlp in kinds)
     experts_key, experts = _one(text, EXPERTS, "routed experts", undecided)
     if not moe_layers or not experts or experts <= 1:
-        why["MoE"] = f"dense: none of {', '.join(EXPERTS)}"
+        why.moe = f"dense: none of {', '.join(EXPERTS)}"
         return None
     top_key, top_k = _one(text, TOP_K, "top-k", undecided)
     if not top_key:
@@ -328,10 +340,10 @@ def read_moe(text: dict, kinds: list[tuple[str, str]], why: dict, undecided: lis
     latent = int(text.get("moe_latent_size") or 0)
     dense_width = int(text.get("intermediate_size_mlp") or text.get("intermediate_size") or width)
     shared, shared_width, shared_why = _shared_experts(text, width, undecided)
-    why["MoE"] = (
+    why.moe = (
         f"{experts_key} = {experts}, {top_key} = {top_k}, expert width {width_key} = {width}, "
         + (f"experts on moe_latent_size = {latent} (projected from hidden_size)" if latent else "hidden_size")
-        + f"; {shared_why}; {why.get('MoE layers') or why.get('layers')}"
+        + f"; {shared_why}; {why.moe_layers or why.layers}"
     )
     return MoeShape(
         latent or hidden,
@@ -361,9 +373,9 @@ def _shared_experts(text: dict, width: int, undecided: list[str]) -> tuple[int, 
     return 0, 0, "no shared-expert key"
 
 
-def _activation(text: dict, why: dict, undecided: list[str]) -> str:
+def _activation(text: dict, why: Why, undecided: list[str]) -> str:
     if text.get("swiglu_limit"):
-        why["activation"] = f"swiglu_limit = {text['swiglu_limit']}: gpt-oss's clamped SwiGLU"
+        why.activation = f"swiglu_limit = {text['swiglu_limit']}: gpt-oss's clamped SwiGLU"
         return "swiglu-clamped"
     key, value = next(((key, text[key]) for key in ACTIVATION if text.get(key)), (None, None))
     if key is None:
@@ -372,7 +384,7 @@ def _activation(text: dict, why: dict, undecided: list[str]) -> str:
     gated = str(text.get("model_type")) not in NOT_GATED
     if gated and value not in GATED_ACTIVATIONS:
         undecided.append(f"whether the MLP is gated: {key} = {name(value)!r} is none of {sorted(GATED_ACTIVATIONS)}")
-    why["activation"] = f"{key} = {name(value)!r}, {'gated' if gated else 'not gated (up -> act -> down)'}"
+    why.activation = f"{key} = {name(value)!r}, {'gated' if gated else 'not gated (up -> act -> down)'}"
     return name(value) if gated else f"{name(value)} (not gated)"
 
 
@@ -383,7 +395,7 @@ def _mixer_heads(text: dict, kinds: list[tuple[str, str]]) -> dict[str, int]:
     return {key: int(text[key]) for key in keys if isinstance(text.get(key), int)}
 
 
-def read_attention(text: dict, kinds: list[tuple[str, str]], why: dict, undecided: list[str]) -> Attention:
+def read_attention(text: dict, kinds: list[tuple[str, str]], why: Why, undecided: list[str]) -> Attention:
     heads = int(text["num_attention_heads"])
     kv_heads = int(text.get("num_key_value_heads") or heads)
     dim_key, head_dim = _one(text, HEAD_DIM, "head dim", undecided)
@@ -403,15 +415,15 @@ def read_attention(text: dict, kinds: list[tuple[str, str]], why: dict, undecide
         if not isinstance(nope := text.get("qk_nope_head_dim"), int):
             undecided.append("the MLA head dim: no qk_nope_head_dim (a query/key head is qk_nope + qk_rope wide)")
         head_dim = nope + rope if isinstance(nope, int) else head_dim  # sglang deepseek_v2.py: qk_head_dim
-        why["attention"] = f"kv_lora_rank = {rank}, qk_rope_head_dim = {rope}: one latent of {rank + rope} per layer"
+        why.attention = f"kv_lora_rank = {rank}, qk_rope_head_dim = {rope}: one latent of {rank + rope} per layer"
         if topk:
-            why["attention"] += (
+            why.attention += (
                 f"; index_topk = {topk}: each query attends its top {topk} tokens, chosen by an indexer whose "
                 f"keys ({text.get('index_head_dim')} per layer) are cached too, counted at the KV dtype"
             )
-        return Attention(kind, heads, kv_heads, head_dim, rank, rope, topk, full, bounded, per_layer * full)
+        return Attention(kind, heads, kv_heads, head_dim, rank, topk, full, bounded, per_layer * full)
     kind = "MHA" if kv_heads == heads else "MQA" if kv_heads == 1 else "GQA"
-    why["attention"] = (
+    why.attention = (
         f"num_attention_heads = {heads}, num_key_value_heads = {kv_heads}, "
         f"{f'{dim_key} = {head_dim}' if dim_key else f'head dim hidden_size / heads = {head_dim}'}"
     )

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from porter.engines.engine import Draft, Engine
 from porter.init.checkpoint_facts import CheckpointFacts
-from porter.init.hardware import GIB, Gpu
+from porter.init.hardware import Gpu
 from porter.schema import FlagValue
 from porter.upstream_facts import (
     AITER_FMOE_UNTUNED_COLUMNS,
@@ -140,7 +140,7 @@ def _layout(facts: CheckpointFacts, engine: Engine, gpu: Gpu, tp: int, dp: int, 
     }
     share, whole = 0.0, True
     if facts.moe:
-        width = _padded_width(facts)
+        width = _mxfp4_padded(facts, facts.moe.expert_width)
         share = width if expert_parallel else width / moe_ranks
         granule = _granule(facts)
         whole = share == int(share) and int(share) % granule == 0
@@ -157,16 +157,6 @@ def _granule(facts: CheckpointFacts) -> int:
     if quant.block:
         return int(quant.block[0])
     return int(quant.group_size or 1)
-
-
-def _padded_width(facts: CheckpointFacts) -> int:
-    width = facts.moe.expert_width
-    return _padded(width) if facts.quantization.method == "mxfp4" else width
-
-
-def need_tokens(preset: dict) -> int:
-    load = preset["throughput"]["workload"]
-    return HEADROOM_REQUESTS * (load["input_tokens"] + load["output_tokens"])
 
 
 def choose_baseline(found: list[Layout], need: int) -> tuple[Layout, str, str]:
@@ -186,11 +176,12 @@ def choose_baseline(found: list[Layout], need: int) -> tuple[Layout, str, str]:
     return widest, "fp8", f"NOTHING FITS with {need} tokens of KV headroom: the widest layout, written to fail loudly"
 
 
-def plan(facts: CheckpointFacts, engine: Engine, gpu: Gpu, count: int, preset: dict = PRESET) -> Plan:
+def plan(facts: CheckpointFacts, engine: Engine, gpu: Gpu, count: int) -> Plan:
     found = layouts(facts, engine, gpu, count)
     if not found:
         raise ValueError(f"no TP size of {count} GPUs shards the checkpoint evenly: {tp_refusal(facts, 1)}")
-    need = need_tokens(preset)
+    load = PRESET["throughput"]["workload"]
+    need = HEADROOM_REQUESTS * (load["input_tokens"] + load["output_tokens"])
     baseline, kv, why = choose_baseline(found, need)
     result = Plan(found, baseline, kv, need)
     result.inferred.append(f"baseline {baseline.label()}: {why}")
@@ -208,12 +199,9 @@ def plan(facts: CheckpointFacts, engine: Engine, gpu: Gpu, count: int, preset: d
     return result
 
 
-def fitting(result: Plan) -> list[Layout]:
-    return [layout for layout in result.layouts if layout.whole_blocks and layout.tokens("fp8") >= result.need_tokens]
-
-
 def _topology(result: Plan, facts: CheckpointFacts, engine: Engine) -> None:
-    baseline, fits = result.baseline, fitting(result)
+    baseline, need = result.baseline, result.need_tokens
+    fits = [layout for layout in result.layouts if layout.whole_blocks and layout.tokens("fp8") >= need]
     same_ep = [layout for layout in fits if layout.expert_parallel == baseline.expert_parallel] or [baseline]
     tps = [baseline.tp] + sorted({layout.tp for layout in same_ep} - {baseline.tp}, reverse=True)
     dps = [baseline.dp] + sorted({layout.dp for layout in same_ep} - {baseline.dp})
@@ -232,8 +220,10 @@ def _topology(result: Plan, facts: CheckpointFacts, engine: Engine) -> None:
     ep_fits = [layout for layout in fits if layout.expert_parallel and layout.tp == baseline.tp]
     on: FlagValue = True if engine.expert_parallel_switch else baseline.tp
     if baseline.expert_parallel:
+        no_ep = next(layout for layout in result.layouts if layout.tp == baseline.tp and not layout.expert_parallel)
+        share = f"{no_ep.expert_share:g} of {facts.moe.expert_width}, not whole {_granule(facts)}-wide blocks"
         result.flags[ep_flag], result.tunables[ep_flag] = on, [on]
-        result.comments[ep_flag] = f"needed: without it a rank's expert share is {_share_text(facts, result)}"
+        result.comments[ep_flag] = f"needed: without it a rank's expert share is {share}"
     elif ep_fits:
         result.flags[ep_flag], result.tunables[ep_flag] = None, [None, on]
         result.comments[ep_flag] = "whole experts per rank (an all-to-all instead of the expert all-reduce)"
@@ -274,11 +264,6 @@ def _why_not(layout: Layout, facts: CheckpointFacts, result: Plan) -> str:
     return f"{layout.label()} (KV pool under {result.need_tokens} tokens)"
 
 
-def _share_text(facts: CheckpointFacts, result: Plan) -> str:
-    no_ep = next(layout for layout in result.layouts if layout.tp == result.baseline.tp and not layout.expert_parallel)
-    return f"{no_ep.expert_share:g} of {facts.moe.expert_width}, not whole {_granule(facts)}-wide blocks"
-
-
 def _memory_and_cache(result: Plan, facts: CheckpointFacts, engine: Engine) -> None:
     share = engine.memory_share
     result.flags[engine.memory_fraction] = share
@@ -317,7 +302,7 @@ def _speculative(result: Plan, facts: CheckpointFacts, engine: Engine) -> None:
 def tune_shapes(result: Plan, facts: CheckpointFacts) -> list[tuple[int, int, int, int]]:
     """(model_dim, inter_dim, expert, topk) of every layout in the tunables, as aiter's own lists write them."""
     moe, shapes = facts.moe, []
-    model_dim = _padded(moe.hidden) if facts.quantization.method == "mxfp4" else moe.hidden
+    model_dim = _mxfp4_padded(facts, moe.hidden)
     fused = moe.shared_experts and moe.shared_width == moe.expert_width
     for layout in result.reachable or [result.baseline]:
         if layout.expert_parallel:
@@ -331,8 +316,11 @@ def tune_shapes(result: Plan, facts: CheckpointFacts) -> list[tuple[int, int, in
     return list(dict.fromkeys(shapes))
 
 
-def _padded(value: int) -> int:
-    return value if value % AITER_MXFP4_PAD == 0 else value + AITER_MXFP4_PAD - value % AITER_MXFP4_PAD
+def _mxfp4_padded(facts: CheckpointFacts, value: int) -> int:
+    """A width as aiter tunes it: an MXFP4 checkpoint's padded to a multiple of AITER_MXFP4_PAD."""
+    if facts.quantization.method != "mxfp4" or value % AITER_MXFP4_PAD == 0:
+        return value
+    return value + AITER_MXFP4_PAD - value % AITER_MXFP4_PAD
 
 
 def quant_key(facts: CheckpointFacts, gpu: Gpu) -> tuple[str | None, str]:
@@ -389,7 +377,3 @@ def _tuning(result: Plan, facts: CheckpointFacts, gpu: Gpu) -> None:
         f"{len(shapes)} shapes: each layout's expert share, a same-width shared expert fused or "
         "not)"
     )
-
-
-def gib(value: float) -> str:
-    return f"{value / GIB:.0f} GiB"

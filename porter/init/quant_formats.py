@@ -41,16 +41,17 @@ class Quantization:
     per_module: dict[str, tuple[int, int | None]] = field(default_factory=dict)  # module -> (bits, group), mixed
 
 
-def read_quantization(config: dict, text: dict, quant_file: dict | None, why: dict, undecided: list) -> Quantization:
-    """config.json's quantization_config (the wrapper's or its text model's), else ModelOpt's hf_quant_config.json."""
+def read_quantization(config: dict, text: dict, quant_file: dict | None, undecided: list) -> tuple[Quantization, str]:
+    """config.json's quantization_config (the wrapper's or its text model's), else ModelOpt's hf_quant_config.json;
+    and where it was read."""
     quant = config.get("quantization_config") or text.get("quantization_config")
     source = "quantization_config"
     modelopt = (quant_file or {}).get("quantization") if isinstance(quant_file, dict) else None
     if not isinstance(quant, dict) and isinstance(modelopt, dict):
         quant, source = {"quant_method": "modelopt", **modelopt}, "hf_quant_config.json"
     if not isinstance(quant, dict):
-        why["quantization"] = "no quantization_config nor hf_quant_config.json: weights in the checkpoint's dtype"
-        return Quantization("none", "unquantized")
+        unquantized = "no quantization_config nor hf_quant_config.json: weights in the checkpoint's dtype"
+        return Quantization("none", "unquantized"), unquantized
     method = re.sub(r"[^\w.-]", "?", str(quant.get("quant_method") or "unknown"))[:60]  # a name, never ${VAR}
     reader = QUANT_READERS.get(method)
     if reader is None:
@@ -65,8 +66,7 @@ def read_quantization(config: dict, text: dict, quant_file: dict | None, why: di
     unread = sorted(str(key)[:60] for key in quant if key not in READ and RISKY.search(str(key).lower()))
     if unread:
         undecided.append(f"expert dtype and weight bytes: {source} keys init does not read: {unread}")
-    why["quantization"] = f"{source}.quant_method = {method[:60]!r}"
-    return result
+    return result, f"{source}.quant_method = {method[:60]!r}"
 
 
 def _fp8(quant: dict, undecided: list) -> Quantization:

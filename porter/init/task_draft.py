@@ -28,7 +28,7 @@ from porter.init.checkpoint_facts import CheckpointFacts, FactsError
 from porter.init.checkpoint_source import CheckpointError, CheckpointFiles, read_checkpoint
 from porter.init.hardware import GIB, Gpu, parse_hardware
 from porter.init.weight_estimate import sized_facts
-from porter.upstream_facts import AITER_FMOE_TUNE_FLAGS, AITER_FMOE_TUNER, default_image, layouts_of
+from porter.upstream_facts import AITER_FMOE_TUNE_FLAGS, AITER_FMOE_TUNER, ImageLayout, default_image, layouts_of
 
 DATA = "${PORTER_DATA:-/data/evals}"
 QUALITY = [
@@ -100,7 +100,7 @@ def init_main(
     else:
         sys.stdout.write(text)
     report = sys.stdout if out else sys.stderr
-    print(describe(files, facts, plan, engine, gpu, count, task, out), file=report)
+    print(describe(files, facts, plan, engine, gpu, count, out), file=report)
     return 0
 
 
@@ -137,8 +137,8 @@ def build_task(
 ) -> tuple[dict, dict]:
     image = image or default_image(engine.name)
     base = files.model_id.split("/")[-1]
-    comments: dict[tuple, str] = {}
-    repos = [{"name": entry.repo, "path": entry.path, "upstream": entry.upstream} for entry in layouts_of(image or "")]
+    layouts = layouts_of(image or "")
+    repos = [{"name": entry.repo, "path": entry.path, "upstream": entry.upstream} for entry in layouts]
     if not repos:
         plan.undecided.append(f"image {image} is not pinned in porter/upstream_facts.py: declare the repos to patch")
     serve = {
@@ -151,15 +151,13 @@ def build_task(
         "flags": plan.flags,
         "tunables": plan.tunables,
     }
-    for flag, why in plan.comments.items():
-        comments[("serve", "flags", flag)] = why
     task = {
-        "name": _slug(f"{base}-{gpu.name}-{engine.name}"),
+        "name": re.sub(r"[^a-z0-9_.-]+", "-", f"{base}-{gpu.name}-{engine.name}".lower()).strip("-"),
         "description": f"Serve {files.model_id} on {count}x {gpu.name} with {engine.name}: quality within tolerance "
         "of its first healthy configuration, throughput and single stream as high as the budget allows.",
         "model": _model(files, facts, base),
         "hardware": {"gpu": gpu.name, "count": count, "nodes": 1},
-        "sandbox": _sandbox(engine, image, repos),
+        "sandbox": _sandbox(engine, image, layouts),
         "repos": repos,
         "serve": serve,
         "checks": {
@@ -167,7 +165,7 @@ def build_task(
             "quality": copy.deepcopy(QUALITY),
             **copy.deepcopy(layout_plan.PRESET),
         },
-        "tune": _tune(plan, repos),
+        "tune": _tune(plan, facts, layouts),
         "agent": {
             "provider": "anthropic",
             "model": "claude-sonnet-4-5",
@@ -176,11 +174,12 @@ def build_task(
         },
         "outputs": {"runs_dir": "runs"},
     }
-    comments[("checks", "plateau_candidates")] = (
-        "a relative target ends after this many candidates in a row within noise"
-    )
-    comments[("checks", "quality")] = "reference first_healthy: the score of the run's first healthy configuration"
-    comments[("checks", "throughput")] = "target max: as high as the budget allows"
+    comments = {("serve", "flags", flag): why for flag, why in plan.comments.items()}
+    comments |= {
+        ("checks", "plateau_candidates"): "a relative target ends after this many candidates in a row within noise",
+        ("checks", "quality"): "reference first_healthy: the score of the run's first healthy configuration",
+        ("checks", "throughput"): "target max: as high as the budget allows",
+    }
     return task, comments
 
 
@@ -198,7 +197,7 @@ def _model(files: CheckpointFiles, facts: CheckpointFacts, base: str) -> dict:
     }
 
 
-def _sandbox(engine: Engine, image: str | None, repos: list[dict]) -> dict:
+def _sandbox(engine: Engine, image: str | None, layouts: list[ImageLayout]) -> dict:
     return {
         "kind": "docker",
         "image": image,
@@ -216,12 +215,12 @@ def _sandbox(engine: Engine, image: str | None, repos: list[dict]) -> dict:
         "memory": "1536g",
         "pids": 32768,
         "max_file_size": "256g",
-        "workdir": repos[0]["path"] if repos else "/",
+        "workdir": layouts[0].path if layouts else "/",
     }
 
 
-def _tune(plan: layout_plan.Plan, repos: list[dict]) -> list[dict]:
-    aiter = next((repo for repo in repos if repo["name"] == "aiter"), None)
+def _tune(plan: layout_plan.Plan, facts: CheckpointFacts, layouts: list[ImageLayout]) -> list[dict]:
+    aiter = next((entry for entry in layouts if entry.repo == "aiter"), None)
     if not plan.tune_rows:
         return []
     if aiter is None:
@@ -232,20 +231,16 @@ def _tune(plan: layout_plan.Plan, repos: list[dict]) -> list[dict]:
     untuned, tuned = "/tmp/porter_untuned_fmoe.csv", "porter_tuned_fmoe.csv"
     command = f"printf '%s\\n' {header} {rows} > {untuned} && rm -f {tuned} && "
     command += f"python3 {AITER_FMOE_TUNER} -i {untuned} -o {tuned} {AITER_FMOE_TUNE_FLAGS}"
-    shape = plan.tune_shape
+    moe = facts.moe
     description = (
-        f"Tune aiter's fused MoE for the checkpoint's experts (model_dim {shape['model_dim']}, expert width "
-        f"{shape['inter_dim']}, E={shape['experts']}, topk={shape['topk']}) at every padded M and each layout's "
+        f"Tune aiter's fused MoE for the checkpoint's experts (model_dim {moe.hidden}, expert width "
+        f"{moe.expert_width}, E={moe.experts}, topk={moe.top_k}) at every padded M and each layout's "
         "share. Every row is tuned, those aiter already ships included: the tuner keeps a row only where the engine's "
         "operator runs faster with it than with the shipped one on this machine, and porter merges the rows kept into "
         "aiter's tables. The engine falls back to a slow default for a shape with no row."
     )
-    entry = {"name": "moe", "description": description, "workdir": aiter["path"], "command": command}
+    entry = {"name": "moe", "description": description, "workdir": aiter.path, "command": command}
     return [{**entry, "timeout_s": 14400, "aiter_tuned_output": tuned}]
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9_.-]+", "-", text.lower()).strip("-")
 
 
 def _variables(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -310,15 +305,8 @@ def _rebase_paths(task: dict, profile_dir: Path, out_dir: Path) -> None:
 
 
 def _header(files: CheckpointFiles, engine: Engine, hardware: str, out, profile, variables) -> list[str]:
-    words = [
-        "porter",
-        "init",
-        files.model_id if not files.local else "CHECKPOINT",
-        "--engine",
-        engine.name,
-        "--hardware",
-        hardware,
-    ]
+    words = ["porter", "init", files.model_id if not files.local else "CHECKPOINT"]
+    words += ["--engine", engine.name, "--hardware", hardware]
     words += ["--profile", str(profile)] if profile else []
     words += [item for pair in variables for item in ("--var", pair)]
     words += ["--out", str(out)] if out else []
@@ -331,34 +319,27 @@ def _header(files: CheckpointFiles, engine: Engine, hardware: str, out, profile,
 
 
 def describe(
-    files,
-    facts: CheckpointFacts,
-    plan: layout_plan.Plan,
-    engine: Engine,
-    gpu: Gpu,
-    count: int,
-    task: dict,
-    out: str | None,
+    files: CheckpointFiles, facts: CheckpointFacts, plan: layout_plan.Plan, engine: Engine, gpu: Gpu, count: int, out
 ) -> str:
     moe = facts.moe
     lines = [f"porter init: {files.model_id} ({files.source}) for {engine.name} on {count}x {gpu.name}", "Inferred:"]
     facts_rows = [
-        ("architecture", f"{facts.architecture} ({facts.model_type}), dtype {facts.dtype}", facts.why.get("dtype")),
-        ("quantization", facts.quantization.summary + _exclude_text(facts), facts.why.get("quantization")),
-        ("layers", _layers_text(facts), facts.why.get("layers") or facts.why.get("attention layers")),
-        ("MoE", _moe_text(moe), facts.why.get("MoE")),
-        ("MLP activation", facts.activation, facts.why.get("activation")),
-        ("expert dtype", facts.expert_dtype or "no routed experts", facts.why.get("expert dtype")),
-        ("MTP layers", str(facts.mtp_layers), facts.why.get("MTP")),
+        ("architecture", f"{facts.architecture} ({facts.model_type}), dtype {facts.dtype}", facts.why.dtype),
+        ("quantization", facts.quantization.summary + _exclude_text(facts), facts.why.quantization),
+        ("layers", _layers_text(facts), facts.why.layers or facts.why.attention_layers),
+        ("MoE", _moe_text(moe), facts.why.moe),
+        ("MLP activation", facts.activation, facts.why.activation),
+        ("expert dtype", facts.expert_dtype or "no routed experts", facts.why.expert_dtype),
+        ("MTP layers", str(facts.mtp_layers), facts.why.mtp),
         (
             "attention",
             f"{facts.attention.kind} ({facts.attention.heads} heads, {facts.attention.kv_heads} KV heads, head dim "
             f"{facts.attention.head_dim}), {facts.attention.full_layers} layers with a growing KV cache"
             + (f"; {facts.attention.bounded_layers}" if facts.attention.bounded_layers else ""),
-            facts.why.get("attention"),
+            facts.why.attention,
         ),
-        ("context", str(facts.context_length), facts.why.get("context")),
-        ("weights", f"{facts.weight_bytes / 1e9:.1f} GB", facts.why.get("weights")),
+        ("context", str(facts.context_length), facts.why.context),
+        ("weights", f"{facts.weight_bytes / 1e9:.1f} GB", facts.why.weights),
         (
             "KV per token",
             f"{facts.kv_bytes_per_token(2) / 1024:.1f} KiB bf16, {facts.kv_bytes_per_token(1) / 1024:.1f} KiB fp8",

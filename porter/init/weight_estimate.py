@@ -93,20 +93,20 @@ def _forms(name: str) -> list[str]:
 def sized_facts(config: dict, index: dict | None, quant_file: dict | None = None) -> CheckpointFacts:
     """The checkpoint's facts with its weight bytes: the index's metadata.total_size, else the estimate."""
     facts = read_facts(config, quant_file)
-    text = text_config(config, {})
+    text = text_config(config)
     try:
         result = estimate(text, facts)
     except (TypeError, ValueError, KeyError, ZeroDivisionError, AttributeError, OverflowError) as exc:
         raise FactsError(f"config.json: a shape init cannot read ({type(exc).__name__})") from None
     facts.routed_fraction, facts.expert_dtype = result.routed_fraction, result.expert_dtype
-    facts.why["expert dtype"] = result.expert_why
+    facts.why.expert_dtype = result.expert_why
     total = ((index or {}).get("metadata") or {}).get("total_size")
     if isinstance(total, int) and not isinstance(total, bool) and 0 < total < 1 << 50:
-        facts.weight_bytes, facts.weight_from_index = total, True
-        facts.why["weights"] = "model.safetensors.index.json metadata.total_size"
+        facts.weight_bytes = total
+        facts.why.weights = "model.safetensors.index.json metadata.total_size"
     else:
         facts.weight_bytes = result.bytes
-        facts.why["weights"] = f"ESTIMATE from the shapes (no weight index with metadata.total_size): {result.how}"
+        facts.why.weights = f"ESTIMATE from the shapes (no weight index with metadata.total_size): {result.how}"
         facts.undecided.extend(result.left_out)
     return facts
 

@@ -23,16 +23,11 @@ class TaskError(Exception):
     """A task file that cannot be used; the message names file, line, field and expectation."""
 
     def __init__(self, file: str | Path, problems: list[tuple[int | None, str, str]]):
-        self.file = str(file)
-        self.problems = problems
-        super().__init__(self.render())
-
-    def render(self) -> str:
         lines = []
-        for line, field_path, message in self.problems:
-            where = f"{self.file}:{line}" if line else self.file
+        for line, field_path, message in problems:
+            where = f"{file}:{line}" if line else str(file)
             lines.append(f"{where}: {field_path}: {message}" if field_path else f"{where}: {message}")
-        return "\n".join(lines)
+        super().__init__("\n".join(lines))
 
 
 # ---------------------------------------------------------------- loading
@@ -56,13 +51,9 @@ def load_task(path: str | Path, environ: dict[str, str] | None = None) -> Task:
     except ValidationError as exc:
         errors = exc.errors()
         problems = [(reader.line_of(tuple(e["loc"])), _dotted(tuple(e["loc"])), _explain(e)) for e in errors]
-        raise TaskError(path, _capped(problems)) from None
-
-
-def _capped(problems: list[tuple[int | None, str, str]]) -> list[tuple[int | None, str, str]]:
-    if len(problems) <= MAX_PROBLEMS:
-        return problems
-    return [*problems[:MAX_PROBLEMS], (None, "", f"... and {len(problems) - MAX_PROBLEMS} more problems")]
+        if len(problems) > MAX_PROBLEMS:
+            problems[MAX_PROBLEMS:] = [(None, "", f"... and {len(problems) - MAX_PROBLEMS} more problems")]
+        raise TaskError(path, problems) from None
 
 
 class _Reader:

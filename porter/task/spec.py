@@ -20,22 +20,18 @@ from porter.redaction import looks_secret
 from porter.schema import (
     ENV_NAME,
     OVERLAY_REPO,
-    SIZE,
     FlagValue,
     PositiveFloat,
+    Size,
     Spec,
+    absolute_sandbox_path,
     normal_sandbox_path,
     reject_duplicates,
 )
 
-
-def _absolute(value: str) -> str:
-    if not value.startswith("/"):
-        raise ValueError(f"must be an absolute path inside the sandbox, got {value!r}")
-    return value.rstrip("/") or "/"
-
-
-SandboxPath = Annotated[str, AfterValidator(_absolute)]  # where a mount, a service or the checkpoint appears
+# Where a mount, a service or the checkpoint appears; where a source tree is (a folder, no `..` to climb out of it).
+SandboxPath = Annotated[str, AfterValidator(absolute_sandbox_path)]
+RepoPath = Annotated[str, AfterValidator(normal_sandbox_path)]
 
 
 class ModelSpec(Spec):
@@ -124,24 +120,21 @@ class SandboxSpec(Spec):
         "a service on 0.0.0.0) through its network's gateway. Off: a firewall rule porter puts on the Docker host "
         "refuses them, and only the host opens connections (the checks). bridge and host reach the host anyway.",
     )
-    memory: str | None = Field(
+    memory: Size | None = Field(
         "32g",
-        pattern=SIZE,
         description="Memory (RAM and swap together) the sandbox may use, e.g. 1536g on an 8-GPU node; past it the "
         "kernel kills a process inside the sandbox, never the host's. null: no limit.",
     )
     pids: int | None = Field(
         4096, ge=16, description="Processes and threads the sandbox may run at once (a fork bomb stops there)."
     )
-    max_file_size: str | None = Field(
+    max_file_size: Size | None = Field(
         "16g",
-        pattern=SIZE,
         description="Largest file a sandbox process may write, in its mounts too (RLIMIT_FSIZE: a write past it "
         "fails with 'File too large'). null: no limit.",
     )
-    max_written: str | None = Field(
+    max_written: Size | None = Field(
         "64g",
-        pattern=SIZE,
         description="Most bytes the sandbox may add to its scratch, repo trees, writable mounts and own layer; past "
         "it every process in it is killed, with one line saying so (sandbox/write_watch.py). null: no limit.",
     )
@@ -179,7 +172,7 @@ class SandboxSpec(Spec):
 
 class RepoSpec(Spec):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="Short name, used for branches and patch folders.")
-    path: str = Field(description="Path of the source tree inside the sandbox.")
+    path: RepoPath = Field(description="Path of the source tree inside the sandbox.")
     upstream: str | None = Field(None, description="Upstream git URL the PRs target.")
     base_branch: str = Field("main", description="Upstream branch the patches apply to.")
 
@@ -190,11 +183,6 @@ class RepoSpec(Spec):
         if value in (".", ".."):
             raise ValueError(f"{value!r} is not a repo name (it names a directory step); use a word")
         return value
-
-    @field_validator("path")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        return normal_sandbox_path(value, allow_root=False)
 
 
 class ServeSpec(Spec):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import upstream_wheels
 
-from porter.init.checkpoint_facts import _blocks, read_layer_kinds
+from porter.init.checkpoint_facts import Why, _blocks, read_layer_kinds
 
 MEMBER = "sglang/srt/configs/nemotron_h.py"
 CHECKPOINTS = Path(__file__).resolve().parents[2].parent / "shared" / "model_configs" / "checkpoints"
@@ -47,5 +47,5 @@ def test_a_block_sglang_refuses_leaves_the_layers_undecided(wheels):
     with pytest.raises(ValueError, match="Pattern must only contain"):
         sglang_pattern_to_list(wheels)._pattern_to_list("M*X")
     undecided: list[str] = []
-    read_layer_kinds({"hybrid_override_pattern": "M*X", "num_hidden_layers": 3}, {}, undecided)
+    read_layer_kinds({"hybrid_override_pattern": "M*X", "num_hidden_layers": 3}, Why(), undecided)
     assert undecided and "'X'" in undecided[0]
