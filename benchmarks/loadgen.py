@@ -1,22 +1,34 @@
-"""Benchmark of porter's load client against sglang's own bench_serving, and of its TTFT error, on the test SSE server
-(tests/sse_server.py, its own process).
+"""Porter's load client against sglang's own bench_serving (client CPU), and its TTFT error, on tests/sse_server.py.
 
-(a) Client CPU at 200 RPS x 2000 output tokens (Poisson arrivals; the server streams as fast as it can), porter's
-    client (loadgen.run_schedule) and sglang's bench_serving run alternately in this one process, each run charged
-    the process CPU time it took (time.process_time, a full gc.collect included): CPU ms per request and token frames
-    per client CPU second, and their ratio. bench_serving is the pinned release's own code, imported from its wheel
+The server runs in its own process.
+
+(a) Client CPU at 200 RPS x 2000 output tokens (Poisson arrivals; the server streams as fast as it can), porter's client
+    (loadgen.run_schedule) and sglang's bench_serving run alternately in this one process, each run charged the process
+    CPU time it took (time.process_time, a full gc.collect included): CPU ms per request and token frames per client CPU
+    second, and their ratio. bench_serving is the pinned release's own code, imported from its wheel
     (sglang.benchmark.serving, which `sglang.bench_serving` re-exports): its Poisson scheduler get_request and its
     request function async_request_openai_completions (--backend sglang-oai, /v1/completions), driven as benchmark()
-    drives them (a task per request as it arrives); only what it imports for other paths is stubbed (transformers,
-    orjson, sglang's package root and server utilities, its datasets). On this server's closing usage frame
-    (`choices: []`, which porter asks for and bench_serving does not) bench_serving ends with its IndexError, after
-    timing every token frame. Without the wheel (tests/conformance/requirements.lock pins it) the comparison is skipped
-    with a line saying how to fetch it. With two or more cores the server runs on core 0 and the client on core 1.
+    drives them (a task per request as it arrives, each opening its own session, as it does); only what it imports for
+    other paths is stubbed (transformers, orjson, sglang's package root and server utilities, its datasets). On this
+    server's closing usage frame (`choices: []`, which porter asks for and bench_serving does not) bench_serving ends
+    with its IndexError, after timing every token frame. Without the wheel (tests/conformance/requirements.lock pins it)
+    the comparison is skipped with a line saying how to fetch it. With two or more cores the server runs on core 0 and
+    the client on core 1.
 (b) TTFT error vs injected truth at 1, 64 and 256 concurrent streams: measured TTFT minus the injected TTFT (end to
     end, includes the server's own jitter), and the client-side error alone (arrival of the first frame vs the
     server's monotonic clock when it wrote it; same host clock).
 Warm-up run first, then the median over repeats. Last line: one JSON object.
 Usage: python3 benchmarks/loadgen.py [--repeats 5] [--requests 200]
+
+Measured 2026-12-06 on a shared 2-core VM (other sessions running; load average 4.34 before, 2.39 after), defaults,
+aiohttp 3.14.5: (a) porter 22.8 client CPU ms per request (87,710 frames per CPU second), bench_serving 20.1 (99,631):
+0.88x, per pair 0.70-1.04; in another run, alternating with the client as it was before the per-read changes (d8c98a1),
+load average 3.37 to 4.94: before 22.7, after 18.7, bench_serving 20.2 ms (0.89x before, 1.08x after). Porter's client
+holds no 2x lead over the real bench_serving: the receive path both share (aiohttp's reader per HTTP chunk, a task
+wake-up per socket read) costs porter's client, its parse skipped, 17.4 ms there (86% of bench_serving's whole request),
+and a client's cost per request moves with how many frames each socket read carries, which the machine's load sets.
+(b) TTFT error median 1.65 / 1.86 / 1.52 ms (p99 4.74 / 12.45 / 6.98) at 1 / 64 / 256 streams; client-side median
+0.28 / 0.15 / 0.11 ms (p99 0.38 / 3.64 / 3.38); the client's lag flagged saturation at 64 and 256 streams.
 """
 
 from __future__ import annotations
