@@ -181,6 +181,18 @@ def test_first_token_time_is_the_read_that_completed_the_frame():
     assert (record.prompt_tokens, record.output_tokens, record.cached_tokens) == (7, 1, None)
 
 
+def test_a_blank_line_split_across_reads_times_its_frame_at_the_second_read():
+    record = loadgen.RequestRecord(0, 0.0, sent_s=0.0)
+    frames = [
+        (1.0, b'data: {"choices":[{"text":"x"}]}\n'),
+        (1.5, b""),
+        (2.0, b'\ndata: {"choices":[{"text":"y"}]}\n\n\n'),
+        (3.0, b"\ndata: [DONE]\n\n"),
+    ]
+    stream_parse.parse_stream(record, frames)
+    assert (record.token_times_s, record.text, record.error) == ([2.0, 2.0], "xy", None)
+
+
 @pytest.mark.parametrize("cache_hit_rate", [0.0, 0.25, 0.6])
 def test_achieved_cache_hit_rate_is_the_asked_one(server, cache_hit_rate):
     server.reset(ttft_ms=1, itl_ms=1, block=1)

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, repeat
 
 from porter.checks.request_failures import answer_text
 
@@ -58,28 +59,21 @@ MAX_FRAME_EVIDENCE = 4096  # bytes of an error frame kept as the server's words
 def split_events(frames: list[tuple[float, bytes]]) -> list[tuple[float, bytes, bool]]:
     """SSE events as (arrival time of the read that completed it, data field, terminated by a blank line).
 
-    The reads are joined once and cut at each blank line; the arrival time of an event is that of
-    the read holding its last byte, found by walking the reads' end offsets alongside.
+    The reads are joined once and split at each blank line (bytes.split cuts where a scan for the next blank line
+    would); the arrival time of an event is that of the first read whose end offset reaches the event's end.
     """
     body = b"".join(chunk for _, chunk in frames)
     if b"\r" in body:
         # CRLF line ends; dropping every CR also mends a CRLF split across two reads (JSON escapes its own CRs)
         frames = [(arrived, chunk.replace(b"\r", b"")) for arrived, chunk in frames]
         body = b"".join(chunk for _, chunk in frames)
+    *terminated, rest = body.split(b"\n\n")
     ends = list(accumulate(len(chunk) for _, chunk in frames))
-    events: list[tuple[float, bytes, bool]] = []
-    position = read = 0
-    while position < len(body):
-        boundary = body.find(b"\n\n", position)
-        terminated = boundary >= 0
-        stop = boundary + 2 if terminated else len(body)
-        while read < len(ends) - 1 and ends[read] < stop:
-            read += 1
-        data = _data_field(body[position : boundary if terminated else stop])
-        if data:
-            events.append((frames[read][0], data, terminated))
-        position = stop
-    return events
+    reads = map(bisect_left, repeat(ends), accumulate(len(piece) + 2 for piece in terminated))
+    events = [(frames[read][0], _data_field(piece), True) for read, piece in zip(reads, terminated, strict=True)]
+    if rest:
+        events.append((frames[-1][0], _data_field(rest), False))
+    return [event for event in events if event[1]]
 
 
 def _data_field(event: bytes) -> bytes:
@@ -103,21 +97,22 @@ async def parse_stream_yielding(record: RequestRecord, frames: list[tuple[float,
 
 def _parse_steps(record: RequestRecord, frames: list[tuple[float, bytes]]) -> Iterator[None]:
     events = split_events(frames)
-    done = any(data == b"[DONE]" for _, data, _ in events)
-    events = [event for event in events if event[1] != b"[DONE]"]
-    pieces: list[str] = []
-    for number, ((arrived, data, terminated), payload) in enumerate(zip(events, _decode_all(events), strict=True), 1):
-        if number % PARSE_SLICE == 0:
+    kept = [event for event in events if event[1] != b"[DONE]"]
+    done, payloads, pieces = len(kept) < len(events), _decode_all(kept), []
+    for start in range(0, len(kept), PARSE_SLICE):
+        if start:
             yield
-        if payload is None:
-            kind = "malformed SSE frame (not JSON)" if terminated else "stream cut inside a frame"
-            _fail(record, f"{kind}: {data[:120].decode('utf-8', 'replace')!r}")
-        elif not isinstance(payload, dict) or payload.get("error"):
-            if record.error is None:
-                record.body = answer_text(data[:MAX_FRAME_EVIDENCE])
-            _fail(record, f"error frame in stream: {data[:200].decode('utf-8', 'replace')}")
-        else:
-            _read_payload(record, payload, arrived, pieces)
+        stop = start + PARSE_SLICE
+        for (arrived, data, terminated), payload in zip(kept[start:stop], payloads[start:stop], strict=True):
+            if isinstance(payload, dict) and not payload.get("error"):
+                _read_payload(record, payload, arrived, pieces)
+            elif payload is None:
+                kind = "malformed SSE frame (not JSON)" if terminated else "stream cut inside a frame"
+                _fail(record, f"{kind}: {data[:120].decode('utf-8', 'replace')!r}")
+            else:
+                if record.error is None:
+                    record.body = answer_text(data[:MAX_FRAME_EVIDENCE])
+                _fail(record, f"error frame in stream: {data[:200].decode('utf-8', 'replace')}")
     record.text = "".join(pieces)
     if record.error is None and not record.timed_out and not done:
         record.error = f"stream ended without [DONE] after {len(record.token_times_s)} token frames"
@@ -167,7 +162,8 @@ def _read_payload(record: RequestRecord, payload: dict, arrived: float, pieces: 
         if not isinstance(choice, dict):
             _fail(record, f"a choice is a {type(choice).__name__}, not an object: {str(choice)[:80]!r}")
             continue
-        delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+        delta = choice.get("delta")
+        delta = delta if isinstance(delta, dict) else {}
         content = choice.get("text") or delta.get("content") or ""
         if not isinstance(content, str):
             _fail(record, f"token text is a {type(content).__name__}, not a string")
