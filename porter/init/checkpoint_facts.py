@@ -5,9 +5,9 @@ Covers the architecture and dtype (a multimodal wrapper's text model is read fro
 dense or none) from the key that lists them, the MoE shape (hidden size or latent, expert width, routed experts,
 top-k, shared experts, activation), MTP layers, the attention kind (MHA/GQA/MQA, MLA, MLA with DSA sparse attention),
 context length and the KV-cache bytes per token; the weight bytes are weight_estimate.py's. Each family spells these
-its own way; the spellings are listed here, once, with the upstream file each was read from. A key init does not
-read that could change a fact makes that fact undecided, never defaulted; two spellings that disagree too. Does not
-plan anything (layout_plan.py).
+its own way; the spellings are listed once, in config_keys.py, with the upstream file each was read from. A key
+init does not read that could change a fact makes that fact undecided, never defaulted; two spellings that disagree
+too. Does not plan anything (layout_plan.py).
 """
 
 from __future__ import annotations
@@ -16,53 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from porter.init import config_keys as keys
 from porter.init.quant_formats import Quantization, read_quantization
-
-# Each fact's keys, as the families spell them; two present with different values leave the fact undecided.
-EXPERTS = ("n_routed_experts", "num_experts", "num_local_experts")
-TOP_K = ("num_experts_per_tok", "experts_per_token", "moe_topk")
-MTP = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules")
-HEAD_DIM = ("head_dim", "attention_head_dim")
-ACTIVATION = ("mlp_hidden_act", "hidden_act")
-SHARED_WIDTH = ("moe_shared_expert_intermediate_size", "shared_expert_intermediate_size", "shared_intermediate_size")
-# Per-layer kinds as (mixer, mlp). nemotron_h lists one block a layer in layers_block_type, or in its legacy
-# hybrid_override_pattern one character a block (sglang srt/configs/nemotron_h.py _pattern_to_list; the engine takes
-# the list's length as the layer count); layer_types: transformers' qwen3_next / qwen3_5 / gpt_oss configurations.
-BLOCK_TYPES = {
-    "mamba": ("mamba", "none"),
-    "attention": ("full", "none"),
-    "mlp": ("none", "dense"),
-    "moe": ("none", "moe"),
-}
-HYBRID_PATTERN = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
-LAYER_TYPES = {"full_attention": "full", "linear_attention": "linear", "sliding_attention": "sliding"}
-# Families whose MLP is not gated (up -> act -> down, two matrices): sglang srt/models/nemotron_h.py NemotronHMLP.
-NOT_GATED = {"nemotron_h"}
-# Activations the other families gate (SwiGLU: transformers' Llama/Qwen/DeepSeek MLPs; GeGLU: Gemma's).
-GATED_ACTIVATIONS = {"silu", "swish", "gelu", "gelu_pytorch_tanh"}
-# Where a multimodal wrapper keeps its language model's config: transformers' Llava / Qwen-VL / Kimi `text_config`,
-# DeepSeek-VL2's `language_config`, InternVL's `llm_config`.
-WRAPPED = ("text_config", "language_config", "llm_config")
-MAX_SIZE = 1 << 40  # no count or width in a real config comes near; a larger integer is refused, not computed with
-MAX_LAYERS = 10_000  # init lists every layer: a count past this is no checkpoint's
-# A key init does not read is a risk when its name says it shapes layers, attention, experts or their dtype.
-RISKY = re.compile(
-    r"layer|pattern|block|ratio|compress|window|sliding|swa|global|local|expert|topk|top_k|per_tok|latent|head|kv|"
-    r"dtype|quant|bits|mixer|attn|attention|moe|mlp|intermediate|mamba|ssm|linear|mtp|nextn|hidden|rank|dim|^index|indexer|_types"
-)
-# Keys whose names look risky but change none of the facts (dropout, biases, norms, routing scores, training knobs,
-# transformers' PretrainedConfig generation defaults such as top_k).
-HARMLESS = frozenset(
-    "attention_bias attention_dropout hidden_dropout mlp_bias mamba_hidden_act mamba_proj_bias mamba_ssm_cache_dtype "
-    "mamba_ssm_dtype moe_router_dtype moe_shared_expert_overlap output_attentions output_hidden_states "
-    "add_cross_attention cross_attention_hidden_size use_mamba_kernels linear_conv_kernel_dim no_rope_layers "
-    "use_qk_norm qk_norm_type mtp_use_dedicated_embeddings indexer_rope_interleave output_router_logits "
-    "router_aux_loss_coef router_jitter_noise ep_size topk_group topk_method norm_topk_prob n_group "
-    "max_window_layers mtp_transformer_layers mtp_hybrid_override_pattern qk_head_dim rope_interleave "
-    "partial_rotary_factor rotary_dim initializer_range chunk_size_feed_forward attn_output_gate use_sliding_window "
-    "sliding_window vision_config text_config language_config llm_config quantization_config layer_norm_epsilon "
-    "pruned_heads time_step_rank top_k _attn_implementation_autoset for_llm_compressor".split()
-)
 
 
 @dataclass
@@ -155,7 +110,7 @@ def name(value: Any) -> str:
 
 def text_config(config: dict) -> dict:
     """The text model's config: a multimodal wrapper's (keys it lacks fall back to the top)."""
-    for key in WRAPPED:
+    for key in keys.WRAPPED:
         inner = config.get(key)
         if isinstance(inner, dict) and "hidden_size" in inner:
             return {**{k: v for k, v in config.items() if k != key}, **inner}
@@ -170,7 +125,7 @@ def check_sizes(value: Any, path: str = "config.json") -> None:
     elif isinstance(value, list):
         for item in value[:100_000]:
             check_sizes(item, path)
-    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_SIZE:
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > keys.MAX_SIZE:
         raise FactsError(f"{path} is an integer of {value.bit_length()} bits: no checkpoint has a size that large")
 
 
@@ -190,12 +145,12 @@ def _checked_text(config: dict) -> dict:
     """The text model's config with the sizes every fact needs, its layer count as the engine takes it."""
     text = dict(text_config(config))
     blocks = _blocks(text)
-    if blocks is not None and len(blocks) <= MAX_LAYERS:
+    if blocks is not None and len(blocks) <= keys.MAX_LAYERS:
         text["num_hidden_layers"] = len(blocks)  # the engine's count (sglang's NemotronHConfig ignores the key)
     for key in ("hidden_size", "num_hidden_layers", "num_attention_heads"):
         if not isinstance(text.get(key), int) or text[key] <= 0:
             raise FactsError(f"config.json has no positive integer {key!r}: not a transformer LM config init can read")
-    if text["num_hidden_layers"] > MAX_LAYERS:
+    if text["num_hidden_layers"] > keys.MAX_LAYERS:
         raise FactsError(f"config.json: num_hidden_layers = {text['num_hidden_layers']}: no checkpoint has that many")
     return text
 
@@ -211,16 +166,16 @@ def _read_facts(config: dict, quant_file: dict | None) -> CheckpointFacts:
     quantization, why.quantization = read_quantization(config, text, quant_file, undecided)
     kinds = read_layer_kinds(text, why, undecided)
     moe = read_moe(text, kinds, why, undecided)
-    mtp_key, mtp = _one(text, MTP, "MTP layers", undecided)
+    mtp_key, mtp = _one(text, keys.MTP, "MTP layers", undecided)
     mtp_layers = int(mtp) if mtp and (mtp_key != "num_mtp_modules" or text.get("use_mtp", True)) else 0
-    if mtp_layers > MAX_LAYERS:
+    if mtp_layers > keys.MAX_LAYERS:
         raise FactsError(f"config.json: {mtp_key} = {mtp_layers}: no checkpoint has that many MTP layers")
-    why.mtp = f"{mtp_key} = {mtp}" if mtp_key else f"none of {', '.join(MTP)}"
+    why.mtp = f"{mtp_key} = {mtp}" if mtp_key else f"none of {', '.join(keys.MTP)}"
     _mtp_exclude_note(text, quantization, mtp_layers, why)
     attention = read_attention(text, kinds, why, undecided)
     context_key, context = _one(text, ("max_position_embeddings", "seq_length", "max_seq_len"), "context", undecided)
     why.context = f"{context_key}" if context_key else "unknown"
-    undecided.extend(_unread_keys(text))
+    undecided.extend(keys.unread_keys(text))
     return CheckpointFacts(
         architecture=name(architectures[0]),
         model_type=name(text.get("model_type") or config.get("model_type") or "unknown"),
@@ -234,7 +189,7 @@ def _read_facts(config: dict, quant_file: dict | None) -> CheckpointFacts:
         layer_kinds=kinds,
         remote_code=bool(config.get("auto_map") or text.get("auto_map")),
         activation=_activation(text, why, undecided),
-        gated=str(text.get("model_type")) not in NOT_GATED,
+        gated=str(text.get("model_type")) not in keys.NOT_GATED,
         sharded_heads=_mixer_heads(text, kinds),
         why=why,
         undecided=undecided,
@@ -255,21 +210,21 @@ def _blocks(text: dict) -> list | None:
     if isinstance(text.get("layers_block_type"), list):
         return text["layers_block_type"]
     pattern = text.get("hybrid_override_pattern")
-    return [HYBRID_PATTERN.get(char, char) for char in pattern] if isinstance(pattern, str) else None
+    return [keys.HYBRID_PATTERN.get(char, char) for char in pattern] if isinstance(pattern, str) else None
 
 
 def read_layer_kinds(text: dict, why: Why, undecided: list[str]) -> list[tuple[str, str]]:
     """(mixer, mlp) of every layer, from the key that lists them; a list init cannot read makes the layers undecided."""
     count, blocks = int(text["num_hidden_layers"]), _blocks(text)
     if blocks is not None:
-        unknown = sorted({str(block)[:40] for block in blocks} - set(BLOCK_TYPES))
+        unknown = sorted({str(block)[:40] for block in blocks} - set(keys.BLOCK_TYPES))
         if unknown:
             undecided.append(
                 f"layers by kind, KV and weights: the block list names kinds init does not know: {unknown}"
             )
         why.layers = "layers_block_type" if "layers_block_type" in text else "hybrid_override_pattern"
         why.layers += " (Mamba-2, attention, MLP or MoE: one block a layer, the engine counts the layers from it)"
-        return [BLOCK_TYPES.get(block, ("none", "none")) for block in blocks]
+        return [keys.BLOCK_TYPES.get(block, ("none", "none")) for block in blocks]
     mixers = _mixers(text, count, why, undecided)
     mlps = _mlps(text, count, why, undecided)
     return list(zip(mixers, mlps, strict=True))
@@ -278,11 +233,11 @@ def read_layer_kinds(text: dict, why: Why, undecided: list[str]) -> list[tuple[s
 def _mixers(text: dict, count: int, why: Why, undecided: list[str]) -> list[str]:
     kinds = text.get("layer_types")
     if isinstance(kinds, list) and kinds:
-        unknown = sorted({str(kind) for kind in kinds} - set(LAYER_TYPES))
+        unknown = sorted({str(kind) for kind in kinds} - set(keys.LAYER_TYPES))
         if unknown or len(kinds) != count:
             undecided.append(f"layers by kind, KV and weights: layer_types lists {unknown or len(kinds)!r}")
         why.attention_layers = "layer_types"
-        return [LAYER_TYPES.get(str(kinds[i]), "full") if i < len(kinds) else "full" for i in range(count)]
+        return [keys.LAYER_TYPES.get(str(kinds[i]), "full") if i < len(kinds) else "full" for i in range(count)]
     if text.get("full_attention_interval"):
         interval = int(text["full_attention_interval"])
         why.attention_layers = f"full_attention_interval = {interval}: the others linear attention"
@@ -303,7 +258,7 @@ def _mixers(text: dict, count: int, why: Why, undecided: list[str]) -> list[str]
 
 
 def _mlps(text: dict, count: int, why: Why, undecided: list[str]) -> list[str]:
-    if not any(text.get(key) for key in EXPERTS) or max(int(text.get(key) or 0) for key in EXPERTS) <= 1:
+    if not any(text.get(key) for key in keys.EXPERTS) or max(int(text.get(key) or 0) for key in keys.EXPERTS) <= 1:
         return ["dense"] * count
     if isinstance(text.get("mlp_layer_types"), list):
         kinds = text["mlp_layer_types"]
@@ -326,13 +281,13 @@ def _mlps(text: dict, count: int, why: Why, undecided: list[str]) -> list[str]:
 
 def read_moe(text: dict, kinds: list[tuple[str, str]], why: Why, undecided: list[str]) -> MoeShape | None:
     moe_layers = sum(mlp == "moe" for _, mlp in kinds)
-    experts_key, experts = _one(text, EXPERTS, "routed experts", undecided)
+    experts_key, experts = _one(text, keys.EXPERTS, "routed experts", undecided)
     if not moe_layers or not experts or experts <= 1:
-        why.moe = f"dense: none of {', '.join(EXPERTS)}"
+        why.moe = f"dense: none of {', '.join(keys.EXPERTS)}"
         return None
-    top_key, top_k = _one(text, TOP_K, "top-k", undecided)
+    top_key, top_k = _one(text, keys.TOP_K, "top-k", undecided)
     if not top_key:
-        undecided.append(f"top-k: none of {', '.join(TOP_K)} (no MoE tuning rows)")
+        undecided.append(f"top-k: none of {', '.join(keys.TOP_K)} (no MoE tuning rows)")
     # moe_intermediate_size where a family has it; families that name experts num_local_experts (Mixtral's
     # spelling: MiniMax, gpt-oss, Llama 4) size each expert with intermediate_size
     width_key = "moe_intermediate_size" if text.get("moe_intermediate_size") else "intermediate_size"
@@ -359,7 +314,7 @@ def read_moe(text: dict, kinds: list[tuple[str, str]], why: Why, undecided: list
 
 
 def _shared_experts(text: dict, width: int, undecided: list[str]) -> tuple[int, int, str]:
-    size_key, size = _one(text, SHARED_WIDTH, "shared expert width", undecided)
+    size_key, size = _one(text, keys.SHARED_WIDTH, "shared expert width", undecided)
     if text.get("n_shared_experts"):
         count = int(text["n_shared_experts"])
         if size_key:
@@ -377,13 +332,14 @@ def _activation(text: dict, why: Why, undecided: list[str]) -> str:
     if text.get("swiglu_limit"):
         why.activation = f"swiglu_limit = {text['swiglu_limit']}: gpt-oss's clamped SwiGLU"
         return "swiglu-clamped"
-    key, value = next(((key, text[key]) for key in ACTIVATION if text.get(key)), (None, None))
+    key, value = next(((key, text[key]) for key in keys.ACTIVATION if text.get(key)), (None, None))
     if key is None:
-        undecided.append(f"activation: none of {', '.join(ACTIVATION)}")
+        undecided.append(f"activation: none of {', '.join(keys.ACTIVATION)}")
         return "unknown"
-    gated = str(text.get("model_type")) not in NOT_GATED
-    if gated and value not in GATED_ACTIVATIONS:
-        undecided.append(f"whether the MLP is gated: {key} = {name(value)!r} is none of {sorted(GATED_ACTIVATIONS)}")
+    gated = str(text.get("model_type")) not in keys.NOT_GATED
+    if gated and value not in keys.GATED_ACTIVATIONS:
+        gating = sorted(keys.GATED_ACTIVATIONS)
+        undecided.append(f"whether the MLP is gated: {key} = {name(value)!r} is none of {gating}")
     why.activation = f"{key} = {name(value)!r}, {'gated' if gated else 'not gated (up -> act -> down)'}"
     return name(value) if gated else f"{name(value)} (not gated)"
 
@@ -398,7 +354,7 @@ def _mixer_heads(text: dict, kinds: list[tuple[str, str]]) -> dict[str, int]:
 def read_attention(text: dict, kinds: list[tuple[str, str]], why: Why, undecided: list[str]) -> Attention:
     heads = int(text["num_attention_heads"])
     kv_heads = int(text.get("num_key_value_heads") or heads)
-    dim_key, head_dim = _one(text, HEAD_DIM, "head dim", undecided)
+    dim_key, head_dim = _one(text, keys.HEAD_DIM, "head dim", undecided)
     head_dim = int(head_dim or text["hidden_size"] // heads)
     full = sum(mixer == "full" for mixer, _ in kinds)
     others = sorted({mixer for mixer, _ in kinds} - {"full", "none"})
@@ -431,32 +387,3 @@ def read_attention(text: dict, kinds: list[tuple[str, str]], why: Why, undecided
         kind, heads, kv_heads, head_dim, full_layers=full, bounded_layers=bounded,
         kv_elements_per_token=2 * kv_heads * head_dim * full,
     )  # fmt: skip
-
-
-def _unread_keys(text: dict) -> list[str]:
-    """Keys this module neither reads nor knows to be harmless, whose names say they could change a fact."""
-    found = []
-    for key in sorted(text):
-        unset = text[key] in (None, False, [], {})
-        if not unset and RISKY.search(str(key).lower()) and key not in HARMLESS and key not in READ:
-            shown = repr(text[key])
-            found.append(
-                f"{str(key)[:60]!r} = {shown[:60]}{'...' if len(shown) > 60 else ''}: a key init does not read; it "
-                "could change the layers by kind, the MoE shape, the KV bytes or the weight bytes"
-            )
-    return found
-
-
-READ = frozenset(
-    (*EXPERTS, *TOP_K, *MTP, *HEAD_DIM, *ACTIVATION, *SHARED_WIDTH)
-    + tuple(
-        "model_type hidden_size num_hidden_layers num_attention_heads num_key_value_heads torch_dtype dtype "
-        "hybrid_override_pattern layers_block_type mtp_layers_block_type "
-        "layer_types full_attention_interval attn_type_list attention_chunk_size mlp_layer_types first_k_dense_replace "
-        "moe_layer_freq interleave_moe_layer_step mlp_only_layers decoder_sparse_step moe_intermediate_size "
-        "intermediate_size intermediate_size_mlp moe_latent_size n_shared_experts kv_lora_rank qk_rope_head_dim "
-        "qk_nope_head_dim v_head_dim q_lora_rank index_topk index_head_dim index_n_heads linear_num_key_heads "
-        "linear_key_head_dim linear_num_value_heads linear_value_head_dim mamba_num_heads mamba_head_dim n_groups "
-        "ssm_state_size swiglu_limit use_mtp".split()
-    )
-)
