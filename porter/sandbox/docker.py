@@ -306,11 +306,9 @@ class DockerSandbox:
 
     def exec(self, cmd: str, timeout: float, workdir: str | None = None) -> ExecResult:
         workdir = workdir or self.task.sandbox.workdir
-        pgid_file = f"/tmp/porter/{uuid.uuid4().hex}.pgid"
-        exec_id = self._exec_create(session_command(cmd, workdir, pgid_file))
+        exec_id, stream, pgid_file = self._start_session(cmd, workdir)
         title = f"exec (timeout {timeout:g}s, workdir {workdir}): {cmd}"
         capture = OutputCapture(self.exec_log, title, self.output_limit)
-        stream = self.client.api.exec_start(exec_id, stream=True)
         result = capture.run(
             stream, timeout, lambda: self.signal_group(pgid_file, "KILL"), lambda: self._exit_code(exec_id)
         )
@@ -323,9 +321,7 @@ class DockerSandbox:
 
     def spawn(self, cmd: str, log_path: Path, env: dict[str, str] | None = None) -> DockerProcess:
         refuse_secrets(env or {}, self.task)
-        pgid_file = f"/tmp/porter/{uuid.uuid4().hex}.pgid"
-        exec_id = self._exec_create(session_command(cmd, self.task.sandbox.workdir, pgid_file), env)
-        stream = self.client.api.exec_start(exec_id, stream=True)
+        exec_id, stream, pgid_file = self._start_session(cmd, self.task.sandbox.workdir, env)
         return DockerProcess(self, exec_id, stream, Path(log_path), pgid_file)
 
     def kill_recorded(self, record: dict) -> bool:
@@ -343,17 +339,21 @@ class DockerSandbox:
         self.container.exec_run(["rm", "-f", str(pgid_file)])
         return True
 
-    def _exec_create(self, argv: list[str], env: dict[str, str] | None = None) -> str:
+    def _start_session(self, cmd: str, workdir: str, env: dict[str, str] | None = None) -> tuple[str, object, str]:
+        """(exec id, output stream, pgid file) of `cmd` started in a session of its own (session_command)."""
         if self.container is None:
             self.start()
+        pgid_file = f"/tmp/porter/{uuid.uuid4().hex}.pgid"
+        argv = session_command(cmd, workdir, pgid_file)
         try:
-            return self.client.api.exec_create(self.container.id, argv, environment=env)["Id"]
+            exec_id = self.client.api.exec_create(self.container.id, argv, environment=env)["Id"]
         except docker.errors.NotFound:
             raise self._died("the sandbox container is gone") from None
         except docker.errors.APIError as exc:
             if exc.status_code == 409:  # "container ... is not running"
                 raise self._died("the sandbox container is not running") from None
             raise SandboxError(f"docker exec failed: {exc.explanation}") from None
+        return exec_id, self.client.api.exec_start(exec_id, stream=True), pgid_file
 
     def _exit_code(self, exec_id: str) -> int | None:
         """The exit code docker recorded; one that may be the container's death (none, or a signal's) is checked."""

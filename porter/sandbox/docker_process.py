@@ -46,19 +46,15 @@ class DockerProcess:
             return {"Running": False, "ExitCode": None}
 
     def alive(self) -> bool:
-        return bool(self._finished_inspect()["Running"])
+        if self._inspect()["Running"]:
+            return True
+        # Callers read the log as soon as the process is over (a crash's traceback is its last
+        # lines): let the writer drain the stream first.
+        self.writer.join(5)
+        return False
 
     def exit_code(self) -> int | None:
-        info = self._finished_inspect()
-        return None if info["Running"] else info["ExitCode"]
-
-    def _finished_inspect(self) -> dict:
-        info = self._inspect()
-        if not info["Running"]:
-            # Callers read the log as soon as the process is over (a crash's traceback is its last
-            # lines): let the writer drain the stream first.
-            self.writer.join(5)
-        return info
+        return None if self.alive() else self._inspect()["ExitCode"]
 
     def stop(self, grace_s: float = 10) -> None:
         """TERM the process group, KILL it if it is still there after `grace_s`."""
