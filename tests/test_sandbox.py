@@ -228,11 +228,11 @@ def test_repos_keep_the_upstream_commit_or_get_a_baseline(sandbox):
 
 
 def test_files_round_trip_through_repos_and_scratch(sandbox):
-    sandbox.write_file("/porter/scratch/notes/a.txt", "scratch ✓\n")
-    assert sandbox.read_file("/porter/scratch/notes/a.txt") == "scratch ✓\n"
-    sandbox.write_file("/opt/upstream/lib.py", "x = 2\n")
+    sandbox.paths.write_text("/porter/scratch/notes/a.txt", "scratch ✓\n")
+    assert sandbox.paths.read_text("/porter/scratch/notes/a.txt") == "scratch ✓\n"
+    sandbox.paths.write_text("/opt/upstream/lib.py", "x = 2\n")
     assert sandbox.exec("cat lib.py", timeout=30, workdir="/opt/upstream").output == "x = 2\n"
-    sandbox.write_file("/opt/upstream/lib.py", "x = 1\n")
+    sandbox.paths.write_text("/opt/upstream/lib.py", "x = 1\n")
 
 
 @pytest.mark.parametrize(
@@ -248,7 +248,7 @@ def test_files_round_trip_through_repos_and_scratch(sandbox):
 def test_file_access_is_confined(sandbox, path, problem):
     sandbox.exec("ln -sfn /etc/passwd escape", timeout=30)
     with pytest.raises(SandboxError, match=problem):
-        sandbox.read_file(path)
+        sandbox.paths.read_text(path)
     sandbox.exec("rm -f escape", timeout=30)
 
 
@@ -260,7 +260,7 @@ def test_local_copies_a_host_repo_and_leaves_it_untouched(tmp_path):
     spec["repos"] = [{"name": "origin", "path": str(origin)}]
     box = LocalSandbox(Task.model_validate(spec), tmp_path / "run", "copy")
     box.start()
-    box.write_file(f"{origin}/a.txt", "patched\n")
+    box.paths.write_text(f"{origin}/a.txt", "patched\n")
     assert (origin / "a.txt").read_text() == "original\n"
     assert git.Repo(box.repo_dir("origin")).git.diff().endswith("+patched")
     spec["repos"] = [{"name": "gone", "path": str(tmp_path / "gone")}]

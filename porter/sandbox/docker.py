@@ -396,12 +396,6 @@ class DockerSandbox:
 
     # ------------------------------------------------------------------ files and addresses
 
-    def read_file(self, path: str) -> str:
-        return self.paths.read_text(path)
-
-    def write_file(self, path: str, text: str) -> None:
-        self.paths.write_text(path, text)
-
     def repo_dir(self, name: str) -> Path:
         try:
             return repo_host_dir(self.run_dir, self.task.repo(name).name)

@@ -150,12 +150,6 @@ class LocalSandbox:
     def kill_recorded(self, record: dict) -> bool:
         return kill_group_record(record)
 
-    def read_file(self, path: str) -> str:
-        return self.paths.read_text(path)
-
-    def write_file(self, path: str, text: str) -> None:
-        self.paths.write_text(path, text)
-
     def repo_dir(self, name: str) -> Path:
         try:
             return self.host_path(self.task.repo(name).path)
