@@ -272,9 +272,8 @@ class DockerSandbox:
                 pass  # removed by the other porter meanwhile
 
     def _internal_networks(self, name: str) -> list:
-        networks = [
-            n for n in self.client.networks.list(names=[name], greedy=True) if n.name == name
-        ]  # a substring filter
+        # `names` filters by substring: the exact name is kept
+        networks = [n for n in self.client.networks.list(names=[name], greedy=True) if n.name == name]
         return sorted(networks, key=lambda n: (not n.attrs.get("Containers"), n.attrs.get("Created", ""), n.id))
 
     def _drop_default_route(self) -> None:
