@@ -3,9 +3,9 @@
 Covers building or finding the image, copying the task's repos out of it into host git trees that
 are bind-mounted back, creating/reusing/restarting the labelled container, `exec` (each command in
 its own session so a timeout kills its whole process group inside the container), `spawn` (a
-background process whose output streams to a host file), file access confined to repos and scratch,
-the host endpoint of a served port, and detecting a dead container. Does not cover what the options
-are (docker_options.py) or how git history is made of patches (porter/sandbox/trees/tracked.py).
+background process whose output streams to a host file), the host endpoint of a served port, and
+detecting a dead container. Does not cover what the options are (docker_options.py), file access (the run's
+guard.PathGuard over the host trees) or how git history is made of patches (porter/sandbox/trees/tracked.py).
 
 Commands run as `bash -c`, not `bash -lc`: a login shell sources /etc/profile, which on Debian
 resets PATH and would hide the image's own PATH (ROCm, conda) that the serving engine needs.
@@ -35,11 +35,9 @@ from porter.sandbox.docker_options import (
     repo_host_dir,
 )
 from porter.sandbox.docker_process import DockerProcess
-from porter.sandbox.guard import PathGuard
 from porter.sandbox.host_firewall import close_host_listeners
 from porter.sandbox.interface import (
     DEFAULT_OUTPUT_LIMIT,
-    SCRATCH_DIR,
     ExecResult,
     OutputCapture,
     SandboxDied,
@@ -96,8 +94,6 @@ class DockerSandbox:
         self.output_limit = DEFAULT_OUTPUT_LIMIT  # bytes of output an ExecResult keeps (head + tail)
         # Owned by this process (labelled with its pid); the manual sandbox, shared by CLI calls, is not.
         self.owned = True
-        roots = {repo.path: repo_host_dir(self.run_dir, repo.name) for repo in task.patchable_repos()}
-        self.paths = PathGuard({**roots, SCRATCH_DIR: self.run_dir / "scratch"})
 
     # ------------------------------------------------------------------ lifecycle
 
