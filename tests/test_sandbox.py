@@ -23,6 +23,7 @@ from helpers import free_port
 from porter import redaction
 from porter.sandbox import SANDBOXES, LocalSandbox, Process, Sandbox, SandboxError, make_sandbox
 from porter.sandbox.docker_options import container_options
+from porter.sandbox.guard import PathGuard
 from porter.sandbox.interface import SPOOL_LIMIT, SPOOL_TAIL, OutputCapture
 from porter.task import Task
 
@@ -227,12 +228,18 @@ def test_repos_keep_the_upstream_commit_or_get_a_baseline(sandbox):
         sandbox.repo_dir("nope")
 
 
-def test_files_round_trip_through_repos_and_scratch(sandbox):
-    sandbox.write_file("/porter/scratch/notes/a.txt", "scratch ✓\n")
-    assert sandbox.read_file("/porter/scratch/notes/a.txt") == "scratch ✓\n"
-    sandbox.write_file("/opt/upstream/lib.py", "x = 2\n")
+def repo_guard(box: Sandbox) -> PathGuard:
+    """The file tools' guard over the sandbox's repos, as the run builds it (RunContext.guard)."""
+    return PathGuard({repo.path: box.repo_dir(repo.name) for repo in box.task.patchable_repos()})
+
+
+def test_files_round_trip_through_the_repos(sandbox):
+    repo_guard(sandbox).write_text("/opt/upstream/notes/a.txt", "notes ✓\n")
+    assert repo_guard(sandbox).read_text("/opt/upstream/notes/a.txt") == "notes ✓\n"
+    repo_guard(sandbox).write_text("/opt/upstream/lib.py", "x = 2\n")
     assert sandbox.exec("cat lib.py", timeout=30, workdir="/opt/upstream").output == "x = 2\n"
-    sandbox.write_file("/opt/upstream/lib.py", "x = 1\n")
+    repo_guard(sandbox).write_text("/opt/upstream/lib.py", "x = 1\n")
+    sandbox.exec("rm -r notes", timeout=30, workdir="/opt/upstream")
 
 
 @pytest.mark.parametrize(
@@ -248,7 +255,7 @@ def test_files_round_trip_through_repos_and_scratch(sandbox):
 def test_file_access_is_confined(sandbox, path, problem):
     sandbox.exec("ln -sfn /etc/passwd escape", timeout=30)
     with pytest.raises(SandboxError, match=problem):
-        sandbox.read_file(path)
+        repo_guard(sandbox).read_text(path)
     sandbox.exec("rm -f escape", timeout=30)
 
 
@@ -260,7 +267,7 @@ def test_local_copies_a_host_repo_and_leaves_it_untouched(tmp_path):
     spec["repos"] = [{"name": "origin", "path": str(origin)}]
     box = LocalSandbox(Task.model_validate(spec), tmp_path / "run", "copy")
     box.start()
-    box.write_file(f"{origin}/a.txt", "patched\n")
+    repo_guard(box).write_text(f"{origin}/a.txt", "patched\n")
     assert (origin / "a.txt").read_text() == "original\n"
     assert git.Repo(box.repo_dir("origin")).git.diff().endswith("+patched")
     spec["repos"] = [{"name": "gone", "path": str(tmp_path / "gone")}]

@@ -176,7 +176,7 @@ def test_killed_container_raises_died_and_restart_keeps_the_patch(sandbox_factor
     task = small_task("phoenix", repos=[{"name": "etc-apt", "path": "/etc/apt"}])
     box = sandbox_factory(task, run_id)
     box.start()
-    box.write_file("/etc/apt/porter-patch.conf", "patched\n")
+    (box.repo_dir("etc-apt") / "porter-patch.conf").write_text("patched\n")
     first_id = box.container.id
     docker_client.containers.get(first_id).kill()
     with pytest.raises(SandboxDied, match=r"not running.*the repos and the pending change live on the host") as died:

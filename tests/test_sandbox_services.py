@@ -12,7 +12,8 @@ import pytest
 import yaml
 from twin_tasks import ROOT, task_data
 
-from porter.sandbox import SandboxError, container_options
+from porter.sandbox import SandboxError
+from porter.sandbox.docker_options import container_options
 from porter.sandbox.image_build import build_task_image
 from porter.sandbox.services import start_services, stop_services
 from porter.task import load_task

@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from porter.sandbox.docker import DockerSandbox
-from porter.sandbox.docker_options import container_options
 from porter.sandbox.interface import Process, Sandbox, SandboxDied, SandboxError
 from porter.sandbox.local import LocalSandbox
 from porter.task import Task
@@ -33,6 +32,5 @@ __all__ = [
     "Sandbox",
     "SandboxDied",
     "SandboxError",
-    "container_options",
     "make_sandbox",
 ]

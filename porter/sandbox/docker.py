@@ -3,9 +3,9 @@
 Covers building or finding the image, copying the task's repos out of it into host git trees that
 are bind-mounted back, creating/reusing/restarting the labelled container, `exec` (each command in
 its own session so a timeout kills its whole process group inside the container), `spawn` (a
-background process whose output streams to a host file), file access confined to repos and scratch,
-the host endpoint of a served port, and detecting a dead container. Does not cover what the options
-are (docker_options.py) or how git history is made of patches (porter/sandbox/trees/tracked.py).
+background process whose output streams to a host file), the host endpoint of a served port, and
+detecting a dead container. Does not cover what the options are (docker_options.py), file access (the run's
+guard.PathGuard over the host trees) or how git history is made of patches (porter/sandbox/trees/tracked.py).
 
 Commands run as `bash -c`, not `bash -lc`: a login shell sources /etc/profile, which on Debian
 resets PATH and would hide the image's own PATH (ROCm, conda) that the serving engine needs.
@@ -35,11 +35,9 @@ from porter.sandbox.docker_options import (
     repo_host_dir,
 )
 from porter.sandbox.docker_process import DockerProcess
-from porter.sandbox.guard import PathGuard
 from porter.sandbox.host_firewall import close_host_listeners
 from porter.sandbox.interface import (
     DEFAULT_OUTPUT_LIMIT,
-    SCRATCH_DIR,
     ExecResult,
     OutputCapture,
     SandboxDied,
@@ -96,8 +94,6 @@ class DockerSandbox:
         self.output_limit = DEFAULT_OUTPUT_LIMIT  # bytes of output an ExecResult keeps (head + tail)
         # Owned by this process (labelled with its pid); the manual sandbox, shared by CLI calls, is not.
         self.owned = True
-        roots = {repo.path: repo_host_dir(self.run_dir, repo.name) for repo in task.patchable_repos()}
-        self.paths = PathGuard({**roots, SCRATCH_DIR: self.run_dir / "scratch"})
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -272,9 +268,8 @@ class DockerSandbox:
                 pass  # removed by the other porter meanwhile
 
     def _internal_networks(self, name: str) -> list:
-        networks = [
-            n for n in self.client.networks.list(names=[name], greedy=True) if n.name == name
-        ]  # a substring filter
+        # `names` filters by substring: the exact name is kept
+        networks = [n for n in self.client.networks.list(names=[name], greedy=True) if n.name == name]
         return sorted(networks, key=lambda n: (not n.attrs.get("Containers"), n.attrs.get("Created", ""), n.id))
 
     def _drop_default_route(self) -> None:
@@ -306,11 +301,9 @@ class DockerSandbox:
 
     def exec(self, cmd: str, timeout: float, workdir: str | None = None) -> ExecResult:
         workdir = workdir or self.task.sandbox.workdir
-        pgid_file = f"/tmp/porter/{uuid.uuid4().hex}.pgid"
-        exec_id = self._exec_create(session_command(cmd, workdir, pgid_file))
+        exec_id, stream, pgid_file = self._start_session(cmd, workdir)
         title = f"exec (timeout {timeout:g}s, workdir {workdir}): {cmd}"
         capture = OutputCapture(self.exec_log, title, self.output_limit)
-        stream = self.client.api.exec_start(exec_id, stream=True)
         result = capture.run(
             stream, timeout, lambda: self.signal_group(pgid_file, "KILL"), lambda: self._exit_code(exec_id)
         )
@@ -323,9 +316,7 @@ class DockerSandbox:
 
     def spawn(self, cmd: str, log_path: Path, env: dict[str, str] | None = None) -> DockerProcess:
         refuse_secrets(env or {}, self.task)
-        pgid_file = f"/tmp/porter/{uuid.uuid4().hex}.pgid"
-        exec_id = self._exec_create(session_command(cmd, self.task.sandbox.workdir, pgid_file), env)
-        stream = self.client.api.exec_start(exec_id, stream=True)
+        exec_id, stream, pgid_file = self._start_session(cmd, self.task.sandbox.workdir, env)
         return DockerProcess(self, exec_id, stream, Path(log_path), pgid_file)
 
     def kill_recorded(self, record: dict) -> bool:
@@ -343,17 +334,21 @@ class DockerSandbox:
         self.container.exec_run(["rm", "-f", str(pgid_file)])
         return True
 
-    def _exec_create(self, argv: list[str], env: dict[str, str] | None = None) -> str:
+    def _start_session(self, cmd: str, workdir: str, env: dict[str, str] | None = None) -> tuple[str, object, str]:
+        """(exec id, output stream, pgid file) of `cmd` started in a session of its own (session_command)."""
         if self.container is None:
             self.start()
+        pgid_file = f"/tmp/porter/{uuid.uuid4().hex}.pgid"
+        argv = session_command(cmd, workdir, pgid_file)
         try:
-            return self.client.api.exec_create(self.container.id, argv, environment=env)["Id"]
+            exec_id = self.client.api.exec_create(self.container.id, argv, environment=env)["Id"]
         except docker.errors.NotFound:
             raise self._died("the sandbox container is gone") from None
         except docker.errors.APIError as exc:
             if exc.status_code == 409:  # "container ... is not running"
                 raise self._died("the sandbox container is not running") from None
             raise SandboxError(f"docker exec failed: {exc.explanation}") from None
+        return exec_id, self.client.api.exec_start(exec_id, stream=True), pgid_file
 
     def _exit_code(self, exec_id: str) -> int | None:
         """The exit code docker recorded; one that may be the container's death (none, or a signal's) is checked."""
@@ -395,12 +390,6 @@ class DockerSandbox:
         return SandboxDied(f"{what}: {name} ({state}); the repos and the pending change live on the host", lines)
 
     # ------------------------------------------------------------------ files and addresses
-
-    def read_file(self, path: str) -> str:
-        return self.paths.read_text(path)
-
-    def write_file(self, path: str, text: str) -> None:
-        self.paths.write_text(path, text)
 
     def repo_dir(self, name: str) -> Path:
         try:

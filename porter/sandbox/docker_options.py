@@ -23,6 +23,7 @@ import re
 from pathlib import Path
 
 from docker.types import Mount, Ulimit
+from docker.utils import parse_bytes
 
 from porter import state_dir
 from porter.sandbox.interface import SCRATCH_DIR, SandboxError, refuse_secrets
@@ -31,7 +32,6 @@ from porter.task import Task
 
 INTERNAL_NETWORK = "porter-internal"  # network none: the host's listeners refused (host_firewall.py)
 REACH_HOST_NETWORK = "porter-internal-host"  # network none with sandbox.reach_host: the host's listeners reachable
-_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 MANAGED_LABEL = "porter.managed"
 OWNER_HOST, OWNER_PID, OWNER_START = "porter.owner_host", "porter.owner_pid", "porter.owner_start"
 # The container idles under docker's init (tini): it reaps the process groups porter kills and
@@ -121,12 +121,6 @@ def container_options(task: Task, run_id: str, run_dir: Path, owned: bool = True
     return options
 
 
-def size_bytes(size: str) -> int:
-    """A size as docker spells it (`16g`, `512m`, `1024`) in bytes."""
-    unit = size[-1:].lower() if size[-1:].isalpha() else ""
-    return int(size[: len(size) - len(unit)]) * _SIZE_UNITS[unit]
-
-
 def _limits(task: Task) -> dict:
     """The task's bounds: memory with no swap beyond it, processes and threads, the size of one written file."""
     spec, limits = task.sandbox, {}
@@ -135,7 +129,7 @@ def _limits(task: Task) -> dict:
     if spec.pids:
         limits["pids_limit"] = spec.pids
     if spec.max_file_size:
-        file_size = size_bytes(spec.max_file_size)
+        file_size = parse_bytes(spec.max_file_size)  # as docker reads the memory size: k, m, g are powers of 1024
         limits["ulimits"] = [Ulimit(name="fsize", soft=file_size, hard=file_size)]
     return limits
 

@@ -10,27 +10,20 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING
 
-import docker
 import docker.errors
 
 from porter.sandbox.interface import stream_to_log
 
-
-class ProcessHost(Protocol):
-    """What a DockerProcess needs of its sandbox (DockerSandbox is one): the container, the engine, group signals."""
-
-    run_id: str
-    client: docker.DockerClient
-
-    def signal_group(self, pgid_file: str, signal: str) -> bool: ...
+if TYPE_CHECKING:  # docker.py makes DockerProcesses: its sandbox is imported for the type only
+    from porter.sandbox.docker import DockerSandbox
 
 
 class DockerProcess:
     """A background command in the sandbox; its output is appended to a host file as it arrives."""
 
-    def __init__(self, sandbox: ProcessHost, exec_id: str, stream, log_path: Path, pgid_file: str):
+    def __init__(self, sandbox: DockerSandbox, exec_id: str, stream, log_path: Path, pgid_file: str):
         self.sandbox = sandbox
         self.exec_id = exec_id
         self.pgid_file = pgid_file
@@ -46,19 +39,15 @@ class DockerProcess:
             return {"Running": False, "ExitCode": None}
 
     def alive(self) -> bool:
-        return bool(self._finished_inspect()["Running"])
+        if self._inspect()["Running"]:
+            return True
+        # Callers read the log as soon as the process is over (a crash's traceback is its last
+        # lines): let the writer drain the stream first.
+        self.writer.join(5)
+        return False
 
     def exit_code(self) -> int | None:
-        info = self._finished_inspect()
-        return None if info["Running"] else info["ExitCode"]
-
-    def _finished_inspect(self) -> dict:
-        info = self._inspect()
-        if not info["Running"]:
-            # Callers read the log as soon as the process is over (a crash's traceback is its last
-            # lines): let the writer drain the stream first.
-            self.writer.join(5)
-        return info
+        return None if self.alive() else self._inspect()["ExitCode"]
 
     def stop(self, grace_s: float = 10) -> None:
         """TERM the process group, KILL it if it is still there after `grace_s`."""

@@ -39,11 +39,6 @@ _HOST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _closed: set[tuple[str, str]] = set()  # (engine, network id) whose rule this process has checked
 
 
-def bridge_of(network) -> str:
-    """The host interface of a bridge network: its configured name, else docker's br-<id prefix>."""
-    return network.attrs.get("Options", {}).get("com.docker.network.bridge.name") or f"br-{network.id[:12]}"
-
-
 def close_host_listeners(client: docker.DockerClient, task: Task, labels: dict[str, str]) -> str | None:
     """Make sure the host refuses connections that the task's sandbox (network none, no `reach_host`) opens to it;
     returns the bridge the rule is on (None when the task's network has no such rule)."""
@@ -56,7 +51,8 @@ def close_host_listeners(client: docker.DockerClient, task: Task, labels: dict[s
         raise SandboxError(
             f"the network {network_name} is gone: remove the run's stopped sandbox, then start again"
         ) from None
-    bridge = bridge_of(network)
+    # The network's host interface: its configured name, else docker's br-<id prefix>.
+    bridge = network.attrs.get("Options", {}).get("com.docker.network.bridge.name") or f"br-{network.id[:12]}"
     if (client.api.base_url, network.id) in _closed:
         return bridge
     mounts = [Mount("/host", "/", type="bind", read_only=True), Mount("/host/run", "/run", type="bind")]

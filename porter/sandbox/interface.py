@@ -21,7 +21,7 @@ from typing import Protocol, runtime_checkable
 from porter.redaction import RedactingWriter, environment_problems, known
 from porter.task import Task
 
-# Where read_file/write_file may go besides the repos; bind-mounted from <run_dir>/scratch.
+# The sandbox's own folder for notes and outputs, outside every repo; bind-mounted from <run_dir>/scratch.
 SCRATCH_DIR = "/porter/scratch"
 # Bytes of output the caller sees: half from the head, half from the tail.
 DEFAULT_OUTPUT_LIMIT = 20_000
@@ -78,10 +78,6 @@ class Sandbox(Protocol):
     def kill_recorded(self, record: dict) -> bool:
         """Kill the process group a `Process.record()` names, if it is still there; True when it was."""
         ...
-
-    def read_file(self, path: str) -> str: ...
-
-    def write_file(self, path: str, text: str) -> None: ...
 
     def repo_dir(self, name: str) -> Path: ...
 

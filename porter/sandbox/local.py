@@ -29,7 +29,6 @@ import time
 from pathlib import Path
 
 from porter.sandbox.docker_options import proc_stat, process_start
-from porter.sandbox.guard import PathGuard
 from porter.sandbox.interface import (
     DEFAULT_OUTPUT_LIMIT,
     SCRATCH_DIR,
@@ -58,8 +57,6 @@ class LocalSandbox:
         self.root = self.run_dir / "root"
         self.exec_log = self.run_dir / "logs" / "exec.log"
         self.output_limit = DEFAULT_OUTPUT_LIMIT  # bytes of output an ExecResult keeps (head + tail)
-        roots = {repo.path: self.host_path(repo.path) for repo in task.patchable_repos()}
-        self.paths = PathGuard({**roots, SCRATCH_DIR: self.host_path(SCRATCH_DIR)})
         self.processes: list[LocalProcess] = []
         refuse_secrets(task.sandbox.env, task)
 
@@ -149,12 +146,6 @@ class LocalSandbox:
 
     def kill_recorded(self, record: dict) -> bool:
         return kill_group_record(record)
-
-    def read_file(self, path: str) -> str:
-        return self.paths.read_text(path)
-
-    def write_file(self, path: str, text: str) -> None:
-        self.paths.write_text(path, text)
 
     def repo_dir(self, name: str) -> Path:
         try:

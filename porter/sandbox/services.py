@@ -76,10 +76,11 @@ def _start(task: Task, run_dir: Path, spec: ServiceSpec) -> Service:
     log_path = run_dir / "logs" / f"service-{spec.name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     command = [word.replace("{dir}", str(directory)) for word in spec.command]
+    environment = {name: os.environ[name] for name in SERVICE_ENVIRONMENT if name in os.environ}
     with open(log_path, "ab") as log:
         try:
             process = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=service_environment()
+                command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=environment
             )
         except OSError as exc:
             raise SandboxError(f"sandbox service {spec.name!r} cannot start: {exc}") from None
@@ -93,10 +94,6 @@ def _start(task: Task, run_dir: Path, spec: ServiceSpec) -> Service:
             raise SandboxError(f"sandbox service {spec.name!r} {what} ({' '.join(command)}):\n{tail}")
         time.sleep(0.05)
     return service
-
-
-def service_environment() -> dict[str, str]:
-    return {name: os.environ[name] for name in SERVICE_ENVIRONMENT if name in os.environ}
 
 
 def _tail(log_path: Path) -> str:

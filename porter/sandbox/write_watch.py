@@ -19,8 +19,9 @@ import threading
 from pathlib import Path
 
 import docker.errors
+from docker.utils import parse_bytes
 
-from porter.sandbox.docker_options import repo_host_dir, size_bytes
+from porter.sandbox.docker_options import repo_host_dir
 from porter.task import Task
 
 logger = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ class WriteWatch:
 
     def __init__(self, client: docker.DockerClient, container, task: Task, run_dir: Path):
         spec = task.sandbox
-        self.client, self.container, self.limit = client, container, size_bytes(spec.max_written or "0")
+        self.client, self.container, self.limit = client, container, parse_bytes(spec.max_written or "0")
         repos = [repo_host_dir(run_dir, repo.name) for repo in task.patchable_repos()]
         mounts = [Path(mount.host) for mount in spec.mounts if not mount.read_only]
         self.folders = [run_dir / "scratch", *repos, *mounts]

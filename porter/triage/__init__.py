@@ -1,6 +1,6 @@
 """Crash and start-up logs -> the class of failure, the line that names it, and a condensed excerpt.
 
-`triage_file` / `triage_lines` / `triage_text` read a log in one streaming pass with constant memory
+`triage_file` / `triage_text` read a log in one streaming pass with constant memory
 and return a `Triage`: the category (one of rules.CATEGORIES, or "ok" for a log with no error and no
 finding), the key line and its number, the implicated file/function/kernel, a signature stable across
 runs of the same failure, an excerpt within a token budget (characters / 4) that always contains the
@@ -8,7 +8,7 @@ key line, and every class seen as a `Finding` with structured facts for rule-bas
 (an `other` finding is unclassified: the excerpt says so and shows the strongest evidence). When findings
 compete, the precedence is the rule scores in rules.py. `triage_main` is the `porter triage` command.
 Modules: lines.py (Aho-Corasick prefilter, prefixes), rules.py (classes, precedence), status.py (status
-codes), facts.py, scanner.py (the pass), excerpt.py, report.py. Does not fix anything or talk to a model.
+codes), facts.py, scanner.py (the pass), excerpt.py, summary.py (the answer). Does not fix anything or talk to a model.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from porter.terminal import printable
 from porter.triage.scanner import CHUNK_BYTES, Scanner
 from porter.triage.summary import Triage, build_triage
 
-__all__ = ["Triage", "triage_file", "triage_lines", "triage_main", "triage_text"]
+__all__ = ["Triage", "triage_file", "triage_main", "triage_text"]
 
 
 def _scan(chunks: Iterable[tuple[bytes, bool]], token_budget: int) -> Triage:
@@ -32,20 +32,6 @@ def _scan(chunks: Iterable[tuple[bytes, bool]], token_budget: int) -> Triage:
         scanner.feed(chunk, continues)
     scanner.finish()
     return build_triage(scanner, token_budget)
-
-
-def _line_chunks(lines: Iterable[str]) -> Iterator[tuple[bytes, bool]]:
-    batch: list[str] = []
-    size = 0
-    for line in lines:
-        line = line.rstrip("\n")
-        batch.append(line)
-        size += len(line) + 1
-        if size >= CHUNK_BYTES:
-            yield from _file_chunks(io.BytesIO(("\n".join(batch) + "\n").encode("utf-8", "replace")))
-            batch, size = [], 0
-    if batch:
-        yield from _file_chunks(io.BytesIO(("\n".join(batch) + "\n").encode("utf-8", "replace")))
 
 
 def _file_chunks(stream) -> Iterator[tuple[bytes, bool]]:
@@ -70,11 +56,6 @@ def _file_chunks(stream) -> Iterator[tuple[bytes, bool]]:
             carry = block
     if carry:
         yield carry + b"\n", False
-
-
-def triage_lines(lines: Iterable[str], token_budget: int = 4000) -> Triage:
-    """Triage a log given as lines (with or without their newlines); reads them once, keeps none."""
-    return _scan(_line_chunks(lines), token_budget)
 
 
 def triage_file(path: str | Path, token_budget: int = 4000) -> Triage:

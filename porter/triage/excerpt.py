@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from porter.triage.lines import decode, fold_key, shorten, split_prefix
-from porter.triage.scanner import Event, Frame, OpenTraceback
+from porter.triage.scanner import Event, Frame, OpenTraceback, Scanner
 
 CHARS_PER_TOKEN = 4
 LINE_CHARS = 600
@@ -131,15 +131,7 @@ def render(entries: list[Entry], total_lines: int) -> list[str]:
     return lines
 
 
-def build_excerpt(
-    header: list[str],
-    key: Event | None,
-    others: list[Event],
-    head: list[tuple[int, bytes]],
-    tail: list[tuple[int, bytes]],
-    total_lines: int,
-    token_budget: int,
-) -> str:
+def build_excerpt(header: list[str], key: Event | None, others: list[Event], scan: Scanner, token_budget: int) -> str:
     """Header, then the chosen blocks in log order; never more than `token_budget` tokens (key line kept)."""
     budget = token_budget * CHARS_PER_TOKEN - sum(len(line) + 1 for line in header) - 120
     chosen: list[Entry] = []
@@ -152,7 +144,7 @@ def build_excerpt(
     shown = {fold_key(entry.text) for entry in chosen}
     optional = [without_repeats(event_entries(event, False, 2, 6), event.line_no, shown) for event in others]
     shown |= {fold_key(entry.text) for block in optional for entry in block}
-    optional += [raw_entries(head, shown), raw_entries(list(tail), shown)]
+    optional += [raw_entries(scan.head, shown), raw_entries(list(scan.tail), shown)]
     for block in optional:
         if cost(chosen + block) <= budget:
             chosen.extend(block)
@@ -160,7 +152,7 @@ def build_excerpt(
             smaller = block[-1:]
             if cost(chosen + smaller) <= budget:
                 chosen.extend(smaller)
-    return "\n".join(header + render(chosen, total_lines)) + "\n"
+    return "\n".join(header + render(chosen, scan.line_count)) + "\n"
 
 
 def without_repeats(entries: list[Entry], own_line_no: int, shown: set[str]) -> list[Entry]:

@@ -65,7 +65,8 @@ def fold_ranks(lines: Iterable[tuple[int, str]]) -> list[Folded]:
 class Digest:
     warnings: list[Folded] = field(default_factory=list)
     choices: dict[str, list[Folded]] = field(default_factory=dict)
-    tuned: dict[str, dict[str, None]] = field(default_factory=lambda: {"hit": {}, "missed": {}})  # keys, in order
+    tuned_hit: dict[str, None] = field(default_factory=dict)  # aiter's MoE keys with a tuned row, in order
+    tuned_missed: dict[str, None] = field(default_factory=dict)  # and those on the default
     unkept: int = 0  # warning lines past MAX_KEPT
 
     def render(self) -> str:
@@ -78,7 +79,7 @@ class Digest:
         for what, found in self.choices.items():
             texts = "; ".join(f"{line.number}: {line.shown(200)}" for line in found[:3]) or "no line says"
             lines.append(f"- {what}: {texts}")
-        hit, missed = (list(self.tuned[name]) for name in ("hit", "missed"))
+        hit, missed = list(self.tuned_hit), list(self.tuned_missed)
         if hit or missed:
             first = f"; first missed key {missed[0]}" if missed else ""
             lines.append(
@@ -91,22 +92,23 @@ def digest(lines: Iterable[tuple[int, str]], kernel_lines: tuple[tuple[str, str]
     """The warnings and kernel choices of a log given as (number, text) lines, read once."""
     patterns = [(what, re.compile(pattern, re.IGNORECASE)) for what, pattern in kernel_lines]
     found = Digest()
-    noted: dict[str, list[tuple[int, str]]] = {"": [], **{what: [] for what, _ in kernel_lines}}
+    warnings: list[tuple[int, str]] = []
+    noted: dict[str, list[tuple[int, str]]] = {what: [] for what, _ in kernel_lines}
     for number, text in lines:
         channel, body = split_prefix(text)
         if lookup := TUNED_LOOKUP.search(body):
-            keys = found.tuned["missed" if lookup["tag"] == "default" else "hit"]
+            keys = found.tuned_missed if lookup.group("tag") == "default" else found.tuned_hit
             if len(keys) < MAX_KEPT:
-                keys[lookup["key"]] = None
+                keys[lookup.group("key")] = None
         elif LEVEL.search(body) or LEVELS & set(channel.split("|")):
-            if len(noted[""]) < MAX_KEPT:
-                noted[""].append((number, text))
+            if len(warnings) < MAX_KEPT:
+                warnings.append((number, text))
             else:
                 found.unkept += 1
         for what, pattern in patterns:
             if (match := pattern.search(text)) and len(noted[what]) < MAX_KEPT:
                 noted[what].append((number, text if len(text) <= LINE_CHARS else _around(text, match)))
-    found.warnings = fold_ranks(noted.pop(""))
+    found.warnings = fold_ranks(warnings)
     found.choices = {what: fold_ranks(lines) for what, lines in noted.items()}
     return found
 

@@ -227,11 +227,6 @@ def _rule_match(text: str, present: set[str]) -> tuple[Match, bool] | None:
     return None
 
 
-def _best(*matches: Match | None) -> Match | None:
-    found = [match for match in matches if match is not None]
-    return max(found, key=lambda match: match.score) if found else None
-
-
 def gate_words(lowered: str) -> set[str]:
     """The gate words (every rule's `needs`) a lower-cased line holds, in one Aho-Corasick pass."""
     return set(_GATE.find_matches_as_strings(lowered, overlapping=True))
@@ -251,7 +246,7 @@ def classify(body: str) -> Match | None:
     if ruled is not None and ruled[0].category == "missing_rocm_guard" and probing:
         return None  # an engine asking whether CUDA is there, on a node where it is not, names no guard
     status = None if present.isdisjoint(STATUS_NEEDS) else _status_match(text)
-    found = _best(ruled and ruled[0], status)
+    found = max(filter(None, (ruled and ruled[0], status)), key=lambda match: match.score, default=None)
     fallback = SLOW_FALLBACK.matches(text, present)
     if fallback and found is not None and found.category in UNSUPPORTED_CLASSES and WARNING_LINE.search(text):
         found = None  # "unsupported ..., falling back": a warning about speed, not a failure

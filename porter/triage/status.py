@@ -84,17 +84,16 @@ HIP_TEXT = re.compile(
 def status_class(text: str) -> tuple[str, str, float] | None:
     """(code, category, confidence) of the first status code a line names, or None."""
     match = STATUS.search(text)
-    if match:
-        if match["hsa"]:
-            return (f"HSA_STATUS_ERROR_{match['hsa'].upper()}", *HSA_CODES[match["hsa"].upper()])
-        if match["hip"]:
-            name = next(code for code in HIP_CODES if code.lower() == match["hip"].lower())
-            return (name, *HIP_CODES[name])
-        if match["blas"]:
-            return (match.group(0), *BLAS_CODES[match["blas"].upper()])
-        return (match.group(0), "comm_error", 0.85)
-    found = HIP_TEXT.search(text)
-    if found:
-        name = HIP_MESSAGES[found["message"].lower()]
+    if match is None:
+        found = HIP_TEXT.search(text)
+        name = HIP_MESSAGES[found.group("message").lower()] if found else None
+        return (name, *HIP_CODES[name]) if name else None
+    code = match.group(match.lastgroup)  # the one table's group that matched
+    if match.lastgroup == "hsa":
+        return (f"HSA_STATUS_ERROR_{code.upper()}", *HSA_CODES[code.upper()])
+    if match.lastgroup == "hip":
+        name = next(known for known in HIP_CODES if known.lower() == code.lower())
         return (name, *HIP_CODES[name])
-    return None
+    if match.lastgroup == "blas":
+        return (match.group(0), *BLAS_CODES[code.upper()])
+    return (match.group(0), "comm_error", 0.85)

@@ -140,9 +140,7 @@ def build_triage(scanner: Scanner, token_budget: int) -> Triage:
             findings.append(finding_for(category, category_events, scanner))
     if not findings:
         header = [f"== triage: ok (no error in {scanner.line_count} lines) =="]
-        excerpt = build_excerpt(
-            header, None, remarks, scanner.head, list(scanner.tail), scanner.line_count, token_budget
-        )
+        excerpt = build_excerpt(header, None, remarks, scanner, token_budget)
         return Triage("ok", "", 0, None, "ok", excerpt, estimate_tokens(excerpt), [], {}, scanner.line_count)
     primary, key_event = findings[0]
     header = [f"== triage: {primary.category} at line {primary.key_line_no} of {scanner.line_count} =="]
@@ -157,9 +155,7 @@ def build_triage(scanner: Scanner, token_budget: int) -> Triage:
             f"also {finding.category} at line {finding.key_line_no} (x{event.count}): {finding.key_line[:160]}"
         )
     others = [event for event in events if event is not key_event][:40] + remarks[:8]
-    excerpt = build_excerpt(
-        header, key_event, others, scanner.head, list(scanner.tail), scanner.line_count, token_budget
-    )
+    excerpt = build_excerpt(header, key_event, others, scanner, token_budget)
     return Triage(
         category=primary.category,
         key_line=primary.key_line,

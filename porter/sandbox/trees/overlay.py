@@ -53,7 +53,9 @@ def build_from_dir(source: Path, destination: Path, link_base: str) -> list[str]
     partial = destination.with_name(f".{destination.name}.partial")
     shutil.rmtree(partial, ignore_errors=True)
     weights: list[str] = []
-    roots, seen = _link_roots(source), set()
+    resolved = Path(os.path.realpath(source))
+    roots = [resolved, resolved.parent.parent / "blobs"] if resolved.parent.name == "snapshots" else [resolved]
+    seen: set[Path] = set()
     for folder, directories, files in os.walk(source, followlinks=True):
         real = _confined(Path(folder), source, roots)
         if real in seen:  # a link to a folder already walked (a loop): not walked again
@@ -74,11 +76,6 @@ def build_from_dir(source: Path, destination: Path, link_base: str) -> list[str]
     _finish(partial, weights, link_base)
     partial.rename(destination)
     return weights
-
-
-def _link_roots(source: Path) -> list[Path]:
-    real = Path(os.path.realpath(source))
-    return [real, real.parent.parent / "blobs"] if real.parent.name == "snapshots" else [real]
 
 
 def _confined(path: Path, source: Path, roots: list[Path]) -> Path:
