@@ -32,6 +32,7 @@ from pydantic import Field, model_validator
 from porter.checks import quality_data, request_failures, scoring
 from porter.checks.kind import OnProgress, Tally
 from porter.checks.loadgen import CheckError, Deadlines, make_session, read_capped, resolve_model
+from porter.ledger.records import Record
 from porter.schema import Spec
 
 CONCURRENCY = 32
@@ -96,7 +97,7 @@ class QualityCheckSpec(Spec):
 
 
 @dataclass
-class QualityResult:
+class QualityResult(Record):
     """Score of one quality check, its 95% interval, and whether it clears the task's bar; read back from its
     document by the kind (quality_kind.py), whatever part of it a check that failed part-way left."""
 

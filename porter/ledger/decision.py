@@ -25,7 +25,6 @@ porter/loop/accepting.py gathers the evidence these functions read and applies w
 from __future__ import annotations
 
 from porter.checks import registry
-from porter.checks.kind import read
 from porter.checks.quality import QualityResult
 from porter.ledger import noise
 from porter.ledger.records import Attempt, Decision, Sample, StartUp
@@ -77,8 +76,8 @@ def quality_restored(
     """Quality checks that fail on the accepted configuration and pass on the change beyond both 95% intervals:
     kept unless a speed target the accepted configuration meets got worse beyond noise and misses it (speed
     figures are compared only where the change has them: none is demanded first). None when nothing was restored."""
-    before_q = {key: read(QualityResult, result) for key, result in accepted.items()}
-    after_q = {key: read(QualityResult, result) for key, result in pending.items()}
+    before_q = {key: QualityResult.from_dict(result) for key, result in accepted.items()}
+    after_q = {key: QualityResult.from_dict(result) for key, result in pending.items()}
     restored = [
         key
         for key, was in before_q.items()
@@ -122,7 +121,7 @@ def short_of(again: StartUp, accepted: StartUp | None) -> str | None:
 
 def failed_quality(quality: dict[str, dict]) -> list[str]:
     """The quality checks (key -> latest result) that failed their bar."""
-    return [key for key, result in quality.items() if not read(QualityResult, result).passed]
+    return [key for key, result in quality.items() if not QualityResult.from_dict(result).passed]
 
 
 def compare(task: Task, before: dict[str, list[Sample]], after: dict[str, list[Sample]]) -> list[noise.Comparison]:
