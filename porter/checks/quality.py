@@ -137,11 +137,10 @@ class QualityResult(Record):
         bar = "passes" if self.passed else "fails"
         if self.reference is None:
             return f"{self.name} {self.score:.3f} {bar} the minimum {self.minimum}"
-        against = scoring.compare_to_reference(self.score, (self.ci_low, self.ci_high), self.n, self.reference)
         source = " (this run's first healthy configuration)" if self.sets_reference else ""
         text = f"{self.name} {self.score:.3f} {bar} (reference {self.reference:.3f}{source} - tolerance "
         text += f"{self.tolerance}); "
-        text += against.verdict
+        text += scoring.compare_to_reference(self.score, (self.ci_low, self.ci_high), self.n, self.reference)
         half_width = (self.ci_high - self.ci_low) / 2
         if self.tolerance is not None and half_width > self.tolerance:
             text += f"; the interval (+-{half_width:.3f}) is wider than the tolerance: more samples would resolve it"
