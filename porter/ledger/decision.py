@@ -98,10 +98,8 @@ def quality_restored(
     others = f"; the other quality checks pass on the change: {others}" if others else ""
     comparisons = compare(task, before, after)
     speed = "; ".join(c.describe() for c in comparisons)
-    missed = _missed(task, comparisons, after)
-    if missed:
-        names = " and ".join(f"{c.key} ({c.change:+.1%})" for c in missed)
-        reason = f"quality restored ({shown}), but {names} got worse beyond noise and would miss its target: {speed}"
+    if missed := _missed(task, comparisons, after):
+        reason = f"quality restored ({shown}), but {missed} got worse beyond noise and would miss its target: {speed}"
         return Decision(False, "loss", reason, comparisons=comparisons)
     kept = f"quality restored: {shown}, beyond both intervals{others}"
     kept += f"; speed on both sides: {speed}" if speed else ""
@@ -150,10 +148,8 @@ def improvement(task: Task, before: dict[str, list[Sample]], after: dict[str, li
     shown = "; ".join(c.describe() for c in comparisons)
     if not any(c.better for c in comparisons):
         return Decision(False, "no_gain", f"no improvement beyond noise: {shown}", comparisons=comparisons)
-    missed = _missed(task, comparisons, after)
-    if missed:
-        names = " and ".join(f"{c.key} ({c.change:+.1%})" for c in missed)
-        reason = f"{names} got worse beyond noise and would miss its target, against a gain elsewhere: {shown}"
+    if missed := _missed(task, comparisons, after):
+        reason = f"{missed} got worse beyond noise and would miss its target, against a gain elsewhere: {shown}"
         return Decision(False, "loss", reason, comparisons=comparisons)
     worse = [c for c in comparisons if c.worse]
     if worse:
@@ -166,9 +162,11 @@ def improvement(task: Task, before: dict[str, list[Sample]], after: dict[str, li
     return Decision(True, "gain", shown, comparisons=comparisons)
 
 
-def _missed(task: Task, comparisons: list[noise.Comparison], after: dict[str, list[Sample]]) -> list:
-    """The figures that got worse beyond noise and whose pending samples do not all meet their target."""
-    return [c for c in comparisons if c.worse and not holds_target(task, c.key, after[c.key])]
+def _missed(task: Task, comparisons: list[noise.Comparison], after: dict[str, list[Sample]]) -> str:
+    """The figures that got worse beyond noise and whose pending samples do not all meet their target, named with
+    their change ("" when none did)."""
+    missed = [c for c in comparisons if c.worse and not holds_target(task, c.key, after[c.key])]
+    return " and ".join(f"{c.key} ({c.change:+.1%})" for c in missed)
 
 
 def _goal(task: Task, key: str) -> object:
