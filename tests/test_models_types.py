@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from porter.ledger.records import StartUp
 from porter.models import (
     MODELS,
     Message,
@@ -45,6 +46,14 @@ TOOLS = [ToolSpec("bash", "Run.", {"type": "object"}), ToolSpec("finish", "Stop.
 )
 def test_to_dict_from_dict_round_trip_through_json(item):
     assert type(item).from_dict(json.loads(json.dumps(item.to_dict()))) == item
+
+
+def test_a_record_reads_a_null_as_its_default_and_skips_keys_it_does_not_know():
+    start = StartUp.from_dict({"healthy": False, "seconds": 3.0, "log": "serve-001.log", "stages": None, "later": 1})
+    assert (start.stages, start.fingerprint, start.crash_class) == ([], None, None)
+    assert Reply.from_dict({"text": None, "tool_calls": None, "usage": None}) == Reply("", [], Usage())
+    with pytest.raises(TypeError):  # a field with no default must be there: each reader names the file
+        StartUp.from_dict({"healthy": True, "seconds": None, "log": "serve-001.log"})
 
 
 def test_message_rejects_unknown_roles():

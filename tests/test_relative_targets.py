@@ -82,8 +82,8 @@ def test_a_relative_run_on_the_twin_ends_at_a_plateau_with_its_best_configuratio
     # the quality bar was anchored at the first healthy configuration and read against it afterwards
     reference = state.references["quality:gsm8k"]
     quality = [s for s in state.samples if s.key == "quality:gsm8k"]
-    assert reference["config"] == quality[0].config and 0 < reference["value"] <= 1  # whatever was kept after it
+    assert reference.config == quality[0].config and 0 < reference.value <= 1  # whatever was kept after it
     assert quality[0].result["sets_reference"] and not any(s.result["sets_reference"] for s in quality[1:])
-    assert all(s.result["reference"] == pytest.approx(reference["value"]) for s in quality[1:])
+    assert all(s.result["reference"] == pytest.approx(reference.value) for s in quality[1:])
     report = (ctx.run_dir / "report.md").read_text()
     assert "as high as the budget allows" in report and "plateau" in report

@@ -1,22 +1,21 @@
 """What a check kind declares, once: its spec, its run, its headline and target, how it reads, and how a PR shows it.
 
 The declaration type (`CheckKind`) that each kind module (checks/*_kind.py) fills in, the progress a long check
-reports as it goes (`CheckProgress`), and the small helpers those declarations share. The registry (registry.py)
+reports as it goes (`CheckProgress`), and the small helpers those declarations share (a result document reads back
+as its record through porter.ledger.records.read_record, as every record porter keeps does). The registry (registry.py)
 lists the kinds; nothing here runs a check.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
-from typing import Annotated, Any, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Annotated, Any, Protocol
 
 from pydantic import AfterValidator, Field
 
 from porter.engines.engine import BenchLoad
 from porter.schema import Spec, reject_duplicates
-
-Record = TypeVar("Record")
 
 
 class Task(Protocol):
@@ -122,15 +121,6 @@ def at_least(field: Callable[[Any], str], goal: Callable[[Any], float]) -> Calla
         return isinstance(value, int | float) and isinstance(target, int | float) and value >= target
 
     return met
-
-
-def read(record: type[Record], document: dict, **parts: Callable[[Any], Any]) -> Record:
-    """A result document (as the ledger keeps it and a transcript replays it) as its record: the fields it holds,
-    each through its reader in `parts` (the levels of a sweep), the others at their defaults (a check that failed
-    part-way holds few)."""
-    names = {item.name for item in fields(record)}
-    held = {name: parts.get(name, lambda value: value)(value) for name, value in document.items() if name in names}
-    return record(**held)
 
 
 def speed_goal(target: Any) -> Any:

@@ -32,6 +32,7 @@ from pydantic import Field, model_validator
 from porter.checks import quality_data, request_failures, scoring
 from porter.checks.kind import OnProgress, Tally
 from porter.checks.loadgen import CheckError, Deadlines, make_session, read_capped, resolve_model
+from porter.ledger.records import Record
 from porter.schema import Spec
 
 CONCURRENCY = 32
@@ -96,7 +97,7 @@ class QualityCheckSpec(Spec):
 
 
 @dataclass
-class QualityResult:
+class QualityResult(Record):
     """Score of one quality check, its 95% interval, and whether it clears the task's bar; read back from its
     document by the kind (quality_kind.py), whatever part of it a check that failed part-way left."""
 
@@ -136,11 +137,10 @@ class QualityResult:
         bar = "passes" if self.passed else "fails"
         if self.reference is None:
             return f"{self.name} {self.score:.3f} {bar} the minimum {self.minimum}"
-        against = scoring.compare_to_reference(self.score, (self.ci_low, self.ci_high), self.n, self.reference)
         source = " (this run's first healthy configuration)" if self.sets_reference else ""
         text = f"{self.name} {self.score:.3f} {bar} (reference {self.reference:.3f}{source} - tolerance "
         text += f"{self.tolerance}); "
-        text += against.verdict
+        text += scoring.compare_to_reference(self.score, (self.ci_low, self.ci_high), self.n, self.reference)
         half_width = (self.ci_high - self.ci_low) / 2
         if self.tolerance is not None and half_width > self.tolerance:
             text += f"; the interval (+-{half_width:.3f}) is wider than the tolerance: more samples would resolve it"

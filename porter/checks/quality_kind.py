@@ -10,7 +10,7 @@ score of the run's first healthy accepted configuration (ledger/state.py keeps i
 from __future__ import annotations
 
 from porter.checks import request_failures
-from porter.checks.kind import CheckKind, goal_text, read
+from porter.checks.kind import CheckKind, goal_text
 from porter.checks.quality import QualityCheckSpec, QualityResult, run_quality
 from porter.checks.render import number
 
@@ -27,7 +27,7 @@ def goal(spec: QualityCheckSpec) -> float | str:
 
 
 def render(key: str, result: dict) -> str:
-    quality = read(QualityResult, result)
+    quality = QualityResult.from_dict(result)
     interval = f"95% CI {number(quality.ci_low, 3)}-{number(quality.ci_high, 3)}"
     failed = f"; {quality.errors} questions failed (counted wrong)" if quality.errors else ""
     verdict = "passed" if quality.passed else "FAILED"
@@ -36,7 +36,7 @@ def render(key: str, result: dict) -> str:
 
 
 def brief(result: dict) -> str:
-    quality = read(QualityResult, result)
+    quality = QualityResult.from_dict(result)
     verdict = "passed" if quality.passed else "FAILED"
     return f"{quality.name} {number(quality.score, 3)} of {quality.n} questions, {verdict}"
 
@@ -51,7 +51,7 @@ def cost(spec: QualityCheckSpec, task) -> str:
 
 def score_text(result: dict) -> str:
     """A quality score with its 95% interval: 0.975 (95% CI 0.943-0.989, n=200)."""
-    quality = read(QualityResult, result)
+    quality = QualityResult.from_dict(result)
     if not isinstance(quality.score, int | float):
         return "-"
     bounded = isinstance(quality.ci_low, int | float) and isinstance(quality.ci_high, int | float)
@@ -61,7 +61,7 @@ def score_text(result: dict) -> str:
 
 def accuracy(key: str, result: dict, spec: QualityCheckSpec) -> str:
     """A PR's accuracy line: the score with its interval, whether it passes its bar, and the reference."""
-    quality = read(QualityResult, result)
+    quality = QualityResult.from_dict(result)
     verdict = "passes" if quality.passed else "FAILS"
     bar = goal_text(goal(spec))
     return f"{spec.name}: {score_text(result)}, {verdict} the bar {bar} (reference {quality.reference})"
@@ -77,7 +77,7 @@ KIND = CheckKind(
     run=lambda base_url, spec, task, progress=None: run_quality(base_url, spec, on_progress=progress).to_dict(),
     headline=lambda spec: "score",
     goal=goal,
-    met=lambda result, spec: bool(read(QualityResult, result).passed),
+    met=lambda result, spec: bool(QualityResult.from_dict(result).passed),
     label=lambda spec: f"quality {spec.name}",
     render=render,
     brief=brief,

@@ -14,7 +14,6 @@ import math
 import re
 import sys
 import unicodedata
-from dataclasses import asdict, dataclass
 
 Z_95 = 1.959963984540054
 INVALID = "[invalid]"
@@ -103,32 +102,16 @@ def wilson(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
     return max(0.0, center - half), min(1.0, center + half)
 
 
-@dataclass
-class Comparison:
-    """A difference between two scores and whether it is real (95%) at these sample sizes."""
-
-    difference: float
-    ci_low: float
-    ci_high: float
-    significant: bool
-    p_value: float | None
-    verdict: str
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def compare_to_reference(score: float, ci: tuple[float, float], n: int, reference: float) -> Comparison:
-    """A measured share against a fixed reference: real when the reference is outside the Wilson interval."""
+def compare_to_reference(score: float, ci: tuple[float, float], n: int, reference: float) -> str:
+    """A measured share against a fixed reference, in words: a real difference when the reference is outside the
+    Wilson interval, else within sampling noise."""
     low, high = ci
     difference = score - reference
     if high < reference:
-        verdict = f"a real drop of {-difference:.3f} below the reference {reference:.3f} at n={n}"
-    elif low > reference:
-        verdict = f"a real gain of {difference:.3f} above the reference {reference:.3f} at n={n}"
-    else:
-        verdict = (
-            f"{difference:+.3f} vs the reference {reference:.3f} is within sampling noise at n={n} "
-            f"(95% CI {low:.3f}-{high:.3f})"
-        )
-    return Comparison(difference, low - reference, high - reference, not low <= reference <= high, None, verdict)
+        return f"a real drop of {-difference:.3f} below the reference {reference:.3f} at n={n}"
+    if low > reference:
+        return f"a real gain of {difference:.3f} above the reference {reference:.3f} at n={n}"
+    return (
+        f"{difference:+.3f} vs the reference {reference:.3f} is within sampling noise at n={n} "
+        f"(95% CI {low:.3f}-{high:.3f})"
+    )

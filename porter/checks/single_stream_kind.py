@@ -9,14 +9,14 @@ failure with the server's answer.
 from __future__ import annotations
 
 from porter.checks import request_failures
-from porter.checks.kind import CheckKind, at_least, read, speed_goal
+from porter.checks.kind import CheckKind, at_least, speed_goal
 from porter.checks.render import number
 from porter.checks.throughput import AS_HIGH_AS_POSSIBLE, SingleStreamResult, SingleStreamSpec, run_single_stream
 from porter.engines.engine import BenchLoad
 
 
 def render(key: str, result: dict) -> str:
-    stream = read(SingleStreamResult, result)
+    stream = SingleStreamResult.from_dict(result)
     per_request = ", ".join(number(value) for value in stream.per_request_tok_s)
     met = "met" if stream.meets_target else "NOT met"
     errors = f"; {stream.errors} errors" if stream.errors else ""
@@ -32,7 +32,7 @@ def render(key: str, result: dict) -> str:
 
 
 def brief(result: dict) -> str:
-    stream = read(SingleStreamResult, result)
+    stream = SingleStreamResult.from_dict(result)
     return f"{number(stream.output_tok_s)} output tok/s (median of {stream.completed} requests)"
 
 

@@ -32,7 +32,8 @@ import aiohttp
 from pydantic import Field, PlainValidator, model_validator
 
 from porter.checks import loadgen, metrics, request_failures, workload
-from porter.checks.kind import OnProgress, Tally, read
+from porter.checks.kind import OnProgress, Tally
+from porter.ledger.records import Record, read_record
 from porter.schema import PositiveFloat, Spec
 
 # A speed target with no figure to reach: the run optimises it until its budget or a measured plateau.
@@ -114,7 +115,7 @@ class SingleStreamSpec(Spec):
 
 
 @dataclass
-class LevelResult:
+class LevelResult(Record):
     """One offered rate: its bench_serving figures, whether it met the SLO and, if not, why."""
 
     rps: float = 0.0
@@ -131,16 +132,16 @@ class LevelResult:
         return {**own.pop("metrics"), **own}
 
     @classmethod
-    def read(cls, document: dict) -> LevelResult:
+    def from_dict(cls, document: dict) -> LevelResult:
         """A level from its document (to_dict): what is not a field of its own is a bench_serving figure."""
         own = {item.name for item in fields(cls)}
-        level = read(cls, document, client=lambda client: read(loadgen.LagSummary, client))
+        level = read_record(cls, document, client=lambda client: read_record(loadgen.LagSummary, client))
         level.metrics = {name: value for name, value in document.items() if name not in own}
         return level
 
 
 @dataclass
-class ThroughputResult:
+class ThroughputResult(Record):
     """The sweep as its document reads (whose top level also holds the knee's figures): every level, the knee and the
     per-node figures there; the kind reads it back (throughput_kind.py), whatever part a failed check left."""
 
@@ -172,9 +173,11 @@ class ThroughputResult:
         return sweep
 
     @classmethod
-    def read(cls, document: dict) -> ThroughputResult:
+    def from_dict(cls, document: dict) -> ThroughputResult:
         """A sweep from its document (to_dict): its knee is the level at its knee rate."""
-        return read(cls, document, slo=SloSpec.model_validate, levels=lambda levels: [*map(LevelResult.read, levels)])
+        return read_record(
+            cls, document, slo=SloSpec.model_validate, levels=lambda levels: [*map(LevelResult.from_dict, levels)]
+        )
 
     @property
     def knee(self) -> LevelResult | None:
@@ -192,7 +195,7 @@ class ThroughputResult:
 
 
 @dataclass
-class SingleStreamResult:
+class SingleStreamResult(Record):
     """Output speed of one request at a time (Artificial Analysis style): the median over the requests; read back
     from its document by the kind (single_stream_kind.py), whatever part of it a check that failed part-way left."""
 

@@ -31,7 +31,7 @@ def headline_field(spec: ThroughputCheckSpec) -> str:
 
 
 def render(key: str, result: dict) -> str:
-    sweep = ThroughputResult.read(result)
+    sweep = ThroughputResult.from_dict(result)
     percentile = sweep.slo.percentile if sweep.slo else 99
     ttft_key, ttft_header = f"p{percentile:g}_ttft_ms", f"p{percentile:g} TTFT s"
     rows = [f"  {'req/s':>6}  {'done':>9}  {'output tok/s':>12}  {'total tok/s':>11}  {ttft_header:>11}  pass"]
@@ -93,7 +93,7 @@ def needed_rate(figure: float | None, knee: float, target: float | None) -> str:
 
 
 def brief(result: dict) -> str:
-    sweep = ThroughputResult.read(result)
+    sweep = ThroughputResult.from_dict(result)
     knee, figure = sweep.knee_rps, number(sweep.tok_s_per_node)
     if knee is None:
         return "no rate met the SLO"
@@ -181,7 +181,7 @@ def cost(spec: ThroughputCheckSpec, task: Any) -> str:
 def bench_load(spec: ThroughputCheckSpec, result: dict) -> BenchLoad:
     """The sweep's workload at its knee (or its first rate), as many requests as that level offered."""
     load = spec.workload
-    sweep = ThroughputResult.read(result)
+    sweep = ThroughputResult.from_dict(result)
     rate = sweep.knee_rps or spec.rps[0]
     level = next((level for level in sweep.levels if level.rps == rate), LevelResult())
     prompts = level.offered or load.num_prompts or max(int(rate * (load.duration_s or 1)), 1)

@@ -25,7 +25,6 @@ porter/loop/accepting.py gathers the evidence these functions read and applies w
 from __future__ import annotations
 
 from porter.checks import registry
-from porter.checks.kind import read
 from porter.checks.quality import QualityResult
 from porter.ledger import noise
 from porter.ledger.records import Attempt, Decision, Sample, StartUp
@@ -77,8 +76,8 @@ def quality_restored(
     """Quality checks that fail on the accepted configuration and pass on the change beyond both 95% intervals:
     kept unless a speed target the accepted configuration meets got worse beyond noise and misses it (speed
     figures are compared only where the change has them: none is demanded first). None when nothing was restored."""
-    before_q = {key: read(QualityResult, result) for key, result in accepted.items()}
-    after_q = {key: read(QualityResult, result) for key, result in pending.items()}
+    before_q = {key: QualityResult.from_dict(result) for key, result in accepted.items()}
+    after_q = {key: QualityResult.from_dict(result) for key, result in pending.items()}
     restored = [
         key
         for key, was in before_q.items()
@@ -99,10 +98,8 @@ def quality_restored(
     others = f"; the other quality checks pass on the change: {others}" if others else ""
     comparisons = compare(task, before, after)
     speed = "; ".join(c.describe() for c in comparisons)
-    missed = _missed(task, comparisons, after)
-    if missed:
-        names = " and ".join(f"{c.key} ({c.change:+.1%})" for c in missed)
-        reason = f"quality restored ({shown}), but {names} got worse beyond noise and would miss its target: {speed}"
+    if missed := _missed(task, comparisons, after):
+        reason = f"quality restored ({shown}), but {missed} got worse beyond noise and would miss its target: {speed}"
         return Decision(False, "loss", reason, comparisons=comparisons)
     kept = f"quality restored: {shown}, beyond both intervals{others}"
     kept += f"; speed on both sides: {speed}" if speed else ""
@@ -122,7 +119,7 @@ def short_of(again: StartUp, accepted: StartUp | None) -> str | None:
 
 def failed_quality(quality: dict[str, dict]) -> list[str]:
     """The quality checks (key -> latest result) that failed their bar."""
-    return [key for key, result in quality.items() if not read(QualityResult, result).passed]
+    return [key for key, result in quality.items() if not QualityResult.from_dict(result).passed]
 
 
 def compare(task: Task, before: dict[str, list[Sample]], after: dict[str, list[Sample]]) -> list[noise.Comparison]:
@@ -151,10 +148,8 @@ def improvement(task: Task, before: dict[str, list[Sample]], after: dict[str, li
     shown = "; ".join(c.describe() for c in comparisons)
     if not any(c.better for c in comparisons):
         return Decision(False, "no_gain", f"no improvement beyond noise: {shown}", comparisons=comparisons)
-    missed = _missed(task, comparisons, after)
-    if missed:
-        names = " and ".join(f"{c.key} ({c.change:+.1%})" for c in missed)
-        reason = f"{names} got worse beyond noise and would miss its target, against a gain elsewhere: {shown}"
+    if missed := _missed(task, comparisons, after):
+        reason = f"{missed} got worse beyond noise and would miss its target, against a gain elsewhere: {shown}"
         return Decision(False, "loss", reason, comparisons=comparisons)
     worse = [c for c in comparisons if c.worse]
     if worse:
@@ -167,9 +162,11 @@ def improvement(task: Task, before: dict[str, list[Sample]], after: dict[str, li
     return Decision(True, "gain", shown, comparisons=comparisons)
 
 
-def _missed(task: Task, comparisons: list[noise.Comparison], after: dict[str, list[Sample]]) -> list:
-    """The figures that got worse beyond noise and whose pending samples do not all meet their target."""
-    return [c for c in comparisons if c.worse and not holds_target(task, c.key, after[c.key])]
+def _missed(task: Task, comparisons: list[noise.Comparison], after: dict[str, list[Sample]]) -> str:
+    """The figures that got worse beyond noise and whose pending samples do not all meet their target, named with
+    their change ("" when none did)."""
+    missed = [c for c in comparisons if c.worse and not holds_target(task, c.key, after[c.key])]
+    return " and ".join(f"{c.key} ({c.change:+.1%})" for c in missed)
 
 
 def _goal(task: Task, key: str) -> object:

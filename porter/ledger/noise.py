@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 RESOLUTION_STEPS = 1.5  # the quantisation term of the bar, in knee brackets: above one step, below two
 
@@ -84,12 +84,8 @@ class Comparison:
         )
 
     def to_dict(self) -> dict:
+        """Its fields, and `better` and `worse` for a reader of state.json (derived: reading it back leaves them)."""
         return {**asdict(self), "better": self.better, "worse": self.worse}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Comparison:
-        """From its dict in state.json (`better` and `worse` are derived, so left out)."""
-        return cls(**{item.name: data[item.name] for item in fields(cls) if item.name in data})
 
 
 def pooled_relative_sd(accepted: list[float], pending: list[float]) -> float:

@@ -5,31 +5,56 @@ of the state file (`to_dict`), and back (`from_dict`, which ignores fields a lat
 older state.json still loads). A sample's `result` is the check's own result document, in
 bench_serving's names (what metrics.jsonl, the cache and `porter bench` write); only its check kind
 reads inside it (porter.checks.registry). Computes nothing but fingerprints and small predicates.
+
+Every record porter reads back from JSON (these, a transcript's messages, a check's result document) is read by
+`read_record`, with one rule for nulls: a null means "not set", so a key that is null or left out takes the field's
+default. A field without a default must be there (a TypeError otherwise, which each reader turns into its own error).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Self, TypeVar
 
 from porter.ledger.noise import Comparison
-from porter.task import FlagValue
+from porter.schema import FlagValue
+
+R = TypeVar("R")
 
 
-def _known(cls: type, data: dict) -> dict:
-    names = {f.name for f in fields(cls)}
-    return {key: value for key, value in data.items() if key in names}
+def read_record(record: type[R], data: dict, **readers: Callable[[Any], Any]) -> R:
+    """A dataclass from its JSON document: each field the document sets, through its reader in `readers` where it
+    has one (a nested record, a list of them); a field left out or null takes its default, and a key the record
+    does not know (a later porter's) is ignored, so an older or newer document still reads."""
+    held = {item.name: data.get(item.name) for item in fields(record)}
+    return record(**{name: readers.get(name, _same)(value) for name, value in held.items() if value is not None})
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+class Record:
+    """A dataclass kept as JSON: its fields as they are (`to_dict`), and back by them (`from_dict`, read_record)."""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Self:
+        return read_record(cls, data)
 
 
 @dataclass(frozen=True)
-class Configuration:
+class Configuration(Record):
     """What a server or a check ran on: the content tree of every repo, the serve flags, the image."""
 
-    repos: dict[str, str]
-    flags: dict[str, FlagValue]
-    image: str
+    repos: dict[str, str] = field(default_factory=dict)
+    flags: dict[str, FlagValue] = field(default_factory=dict)
+    image: str = ""
 
     @property
     def fingerprint(self) -> str:
@@ -45,19 +70,15 @@ class Configuration:
             "image": self.image,
         }
 
-    @classmethod
-    def from_dict(cls, data: dict) -> Configuration:
-        return cls(dict(data.get("repos") or {}), dict(data.get("flags") or {}), str(data.get("image") or ""))
-
 
 @dataclass
-class StartUp:
+class StartUp(Record):
     """One launch of the serve command: healthy, or the crash as triage read it and how far it got."""
 
     healthy: bool
     seconds: float
     log: str  # the server log, relative to the run directory
-    fingerprint: str | None  # the configuration it ran
+    fingerprint: str | None = None  # the configuration it ran
     crash_class: str | None = None
     signature: str | None = None
     key_line: str | None = None
@@ -68,16 +89,9 @@ class StartUp:
     def outcome(self) -> str:
         return "healthy" if self.healthy else f"{self.crash_class} at stage {self.stage}"
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict | None) -> StartUp | None:
-        return None if not data else cls(**_known(cls, data))
-
 
 @dataclass
-class Side:
+class Side(Record):
     """The start-ups seen for one side of a decision (the accepted configuration, or the pending change)."""
 
     serve: StartUp | None = None  # its latest start-up
@@ -91,9 +105,6 @@ class Side:
         """The crash of its latest start-up (None when it started, or never ran)."""
         return None if self.serve is None or self.serve.healthy else self.serve.crash_class
 
-    def to_dict(self) -> dict:
-        return {"serve": _dict(self.serve), "first_crash": _dict(self.first_crash), "said": dict(self.said)}
-
     @classmethod
     def from_dict(cls, data: dict | None) -> Side:
         data = data or {}
@@ -102,41 +113,51 @@ class Side:
             first = data.get("first_crash_serve")
         said = data.get("said") if isinstance(data.get("said"), dict) else {}
         said = {str(k): [str(x) for x in v] for k, v in said.items() if isinstance(v, list) and len(v) == 2}
-        return cls(StartUp.from_dict(data.get("serve")), StartUp.from_dict(first), said)
+        return cls(_start_up(data.get("serve")), _start_up(first), said)
+
+
+def _start_up(data: dict | None) -> StartUp | None:
+    return StartUp.from_dict(data) if data else None
 
 
 @dataclass
-class Sample:
+class SetAside(Record):
+    """While an earlier configuration runs in place (RunContext.in_place): the flags to put back, and whether each
+    repo that moved had a pending edit (its stash to restore)."""
+
+    flags: dict[str, FlagValue] = field(default_factory=dict)
+    dirty: dict[str, bool] = field(default_factory=dict)
+
+
+@dataclass
+class Reference(Record):
+    """A relative quality bar's reference: the score it was anchored at, and the configuration that scored it."""
+
+    value: float
+    config: str | None = None
+
+
+@dataclass
+class Sample(Record):
     """One check result, kept as evidence of the configuration it was measured on; never overwritten."""
 
     key: str  # "throughput", "single_stream", "quality:<name>"
     config: str  # the configuration's fingerprint
     harness: str  # the check as defined and porter's version: samples compare only within one harness
     step: int
-    value: float | None  # the kind's headline figure (None: the check produced none)
-    result: dict  # the check's result document (bench_serving names), read through its kind
+    value: float | None = None  # the kind's headline figure (None: the check produced none)
+    result: dict = field(default_factory=dict)  # the check's result document (bench_serving names), read by its kind
     cached: bool = False  # reused from an earlier run's measurement of the same configuration
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Sample:
-        return cls(**_known(cls, data))
 
 
 @dataclass
-class Tokens:
+class Tokens(Record):
     """A run's model tokens so far, as they are billed: full-rate input, output, cache reads and cache writes."""
 
     input: int = 0
     output: int = 0
     cache_read: int = 0
     cache_write: int = 0
-
-    @classmethod
-    def from_dict(cls, data: dict | None) -> Tokens:
-        return cls(**_known(cls, data or {}))
 
 
 @dataclass
@@ -167,7 +188,7 @@ RULES = {
 
 
 @dataclass
-class Attempt:
+class Attempt(Record):
     """One kept or reverted change, as the timeline, the report and the PR drafts show it."""
 
     step: int
@@ -196,9 +217,4 @@ class Attempt:
 
     @classmethod
     def from_dict(cls, data: dict) -> Attempt:
-        compared = [Comparison.from_dict(c) for c in data.get("comparisons") or []]
-        return cls(**{**_known(cls, data), "comparisons": compared})
-
-
-def _dict(record: Any) -> dict | None:
-    return None if record is None else record.to_dict()
+        return read_record(cls, data, comparisons=lambda compared: [read_record(Comparison, c) for c in compared])

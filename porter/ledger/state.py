@@ -11,12 +11,12 @@ ledger/decision.py decides.
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from porter.checks import registry
 from porter.errors import RunDirError
-from porter.ledger.records import Attempt, Configuration, Sample, Side, Tokens
+from porter.ledger.records import Attempt, Configuration, Reference, Sample, SetAside, Side, Tokens, read_record
 from porter.ledger.transcript import read_state
 from porter.sandbox.trees.tracked import RepoState
 from porter.task import FlagValue, Task
@@ -37,7 +37,7 @@ class RunState:
     attempts: list[Attempt] = field(default_factory=list)
     step: int = 0
     relaunches: int = 0
-    set_aside: dict | None = None  # while an earlier configuration runs in place: the flags and repos to put back
+    set_aside: SetAside | None = None  # while an earlier configuration runs in place: the flags and repos to put back
     reduced: dict[str, str] = field(default_factory=dict)  # fingerprint -> its reduced start-up: healthy or the crash
     server_s: float = 0.0  # seconds servers were up (start-up included), for server hours
     cost_usd: float = 0.0
@@ -49,30 +49,29 @@ class RunState:
     finished: str | None = None
     solved: bool = False
     fresh: bool = False  # --fresh: measure everything, reuse nothing from the cache
-    # check key -> {"value", "config"}: a relative quality bar's reference, the score of the first healthy accepted
-    # configuration (anchor_references)
-    references: dict[str, dict] = field(default_factory=dict)
+    # check key -> a relative quality bar's reference: the score of the first healthy accepted configuration
+    # (anchor_references)
+    references: dict[str, Reference] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        plain = {f.name: getattr(self, f.name) for f in fields(self)}
-        plain["repos"] = {name: asdict(repo) for name, repo in self.repos.items()}
-        plain["accepted"], plain["pending"] = self.accepted.to_dict(), self.pending.to_dict()
-        plain["samples"] = [sample.to_dict() for sample in self.samples]
-        plain["configs"] = {name: config.to_dict() for name, config in self.configs.items()}
-        plain["attempts"] = [attempt.to_dict() for attempt in self.attempts]
-        plain["tokens"] = asdict(self.tokens)
-        return plain
+        configs = {name: config.to_dict() for name, config in self.configs.items()}
+        return {**asdict(self), "configs": configs, "attempts": [attempt.to_dict() for attempt in self.attempts]}
 
     @classmethod
     def from_dict(cls, data: dict) -> RunState:
-        data = {key: value for key, value in data.items() if key in cls.__dataclass_fields__}
-        data["repos"] = {name: RepoState(**repo) for name, repo in data.get("repos", {}).items()}
-        data["accepted"], data["pending"] = Side.from_dict(data.get("accepted")), Side.from_dict(data.get("pending"))
-        data["samples"] = [Sample.from_dict(sample) for sample in data.get("samples", [])]
-        data["configs"] = {name: Configuration.from_dict(c) for name, c in data.get("configs", {}).items()}
-        data["attempts"] = [Attempt.from_dict(attempt) for attempt in data.get("attempts", [])]
-        data["tokens"] = Tokens.from_dict(data.get("tokens"))
-        return cls(**data)
+        return read_record(
+            cls,
+            data,
+            repos=lambda repos: {name: RepoState(**repo) for name, repo in repos.items()},
+            accepted=Side.from_dict,
+            pending=Side.from_dict,
+            samples=lambda samples: [Sample.from_dict(sample) for sample in samples],
+            configs=lambda configs: {name: Configuration.from_dict(config) for name, config in configs.items()},
+            attempts=lambda attempts: [Attempt.from_dict(attempt) for attempt in attempts],
+            tokens=Tokens.from_dict,
+            set_aside=SetAside.from_dict,
+            references=lambda references: {key: Reference.from_dict(value) for key, value in references.items()},
+        )
 
     @classmethod
     def read(cls, run_dir) -> RunState:
@@ -103,9 +102,9 @@ class RunState:
         """The latest result of each check on one configuration, with its median and sample count."""
         latest: dict[str, dict] = {}
         for sample in self.samples_on(config):
-            values = [s.value for s in self.samples_on(config, sample.key) if s.value is not None]
-            median = statistics.median(values) if values else None
-            latest[sample.key] = {**sample.result, "median": median, "samples": len(values)}
+            samples = self.samples_on(config, sample.key)
+            counted = sum(s.value is not None for s in samples)
+            latest[sample.key] = {**sample.result, "median": median_of(samples), "samples": counted}
         return latest
 
     def kept_attempts(self) -> list[Attempt]:
@@ -156,7 +155,7 @@ def target_report(task: Task, state: RunState | None, pending: str | None = None
         if isinstance(state, RunState):
             reference = state.references.get(item.key) if row.relative else None
             if reference:
-                row.goal = item.kind.goal(item.kind.anchored(item.spec, reference["value"]))
+                row.goal = item.kind.goal(item.kind.anchored(item.spec, reference.value))
             _fill(row, item, state)
             if pending and pending != state.accepted_config:
                 row.pending = _judge(row, item, state.samples_on(pending, item.key))
@@ -219,6 +218,6 @@ def anchor_references(task: Task, state: RunState) -> list[str]:
             continue
         samples = state.samples_on(state.accepted_config, item.key)
         if samples and samples[0].value is not None:
-            state.references[item.key] = {"value": samples[0].value, "config": state.accepted_config}
+            state.references[item.key] = Reference(samples[0].value, state.accepted_config)
             anchored.append(item.key)
     return anchored

@@ -138,16 +138,7 @@ def _commit_crash_fix(ctx: RunContext, summary: str, why: str, served: StartUp) 
     if seen is None or accepted is None or seen.repos != accepted.repos or seen.flags != dict(state.flags):
         return None  # the crash came from the pending edits themselves, or from other flags: no evidence of a fix
     proof = decision.crash_fixed(crash, served)
-    failed = _what_failed(ctx)  # the crash just fixed
-    for name in dirty:
-        ctx.repos[name].refuse_oversized(ctx.repos[name].changed_files())
-    commits = {}
-    for name in dirty:
-        repo = ctx.repos[name]
-        # the agent's own summary is the subject, as a maintainer writes it; what crashed is in the body
-        subject, reason = state.pending.said.get(name, [summary, why])
-        message = commit_message(subject, failed, reason or subject, ", ".join(repo.changed_files()), proof)
-        commits[name] = repo.accept(state.repos[name], message)
+    commits = _commit(ctx, summary, why, _what_failed(ctx), proof)  # what failed: the crash just fixed
     state.pending.first_crash = None
     ctx.mark_accepted()
     _attempt(
@@ -278,19 +269,9 @@ def _keep(ctx: RunContext, summary: str, why: str, verdict: Decision) -> dict:
     moves = moves_of(ctx, flags=flags_too)
     if len(moves) > 1:
         proof += f". Judged as a stack of {len(moves)} moves, kept together: " + "; ".join(moves)
-    failed = _what_failed(ctx)
     crash = (state.pending.first_crash.crash_class if state.pending.first_crash else None) or state.accepted.crash_class
-    for repo in ctx.repos.values():  # all or nothing: a refusal in the second repo must not leave the first committed
-        if repo.is_dirty():
-            repo.refuse_oversized(repo.changed_files())
-    commits = {}
-    for name, repo in ctx.repos.items():
-        if repo.is_dirty():
-            files = ", ".join(repo.changed_files())
-            changed = f"{files}" + (f"\nServe flags changed alongside: {flag_changes}" if flag_changes else "")
-            subject, reason = state.pending.said.get(name, [summary, why])
-            message = commit_message(subject, failed, reason or subject, changed, proof)
-            commits[name] = repo.accept(state.repos[name], message)
+    alongside = f"\nServe flags changed alongside: {flag_changes}" if flag_changes else ""
+    commits = _commit(ctx, summary, why, _what_failed(ctx), proof, alongside)
     if flags_too:
         state.accepted_flags = dict(state.flags)
         state.accepted = Side(serve=state.pending.serve)
@@ -332,6 +313,21 @@ def _keep(ctx: RunContext, summary: str, why: str, verdict: Decision) -> dict:
         "targets": target_report(ctx.task, state),
         **facts,
     }
+
+
+def _commit(ctx: RunContext, summary: str, why: str, failed: str, proof: str, alongside: str = "") -> dict[str, str]:
+    """One commit per repo with a pending edit, repo -> commit: all or nothing (a refusal in the second repo must not
+    leave the first committed). The subject is the agent's own summary of that repo's edit, as a maintainer writes
+    it; what failed and the evidence are in the body."""
+    dirty = {name: repo for name, repo in ctx.repos.items() if repo.is_dirty()}
+    for repo in dirty.values():
+        repo.refuse_oversized(repo.changed_files())
+    commits = {}
+    for name, repo in dirty.items():
+        subject, reason = ctx.state.pending.said.get(name, [summary, why])
+        message = commit_message(subject, failed, reason or subject, ", ".join(repo.changed_files()) + alongside, proof)
+        commits[name] = repo.accept(ctx.state.repos[name], message)
+    return commits
 
 
 def _refresh(ctx: RunContext) -> tuple[list[str], str | None]:
@@ -395,7 +391,7 @@ def revert(ctx: RunContext, reason: str, verdict: Decision | None = None) -> dic
     rule = verdict.rule if verdict else "asked"
     compared = verdict.comparisons if verdict else []
     facts = {"comparisons": [c.to_dict() for c in compared], "moves": moves, "stack": len(moves) > 1, "rule": rule}
-    facts["reverted_diffs"] = {name: path for name, path in saved.items() if path}
+    facts["reverted_diffs"] = kept_diffs = {name: path for name, path in saved.items() if path}
     _attempt(
         ctx, f"reverted: {reason}", "reverted", reason, {}, flag_changes, crash, **{**facts, "comparisons": compared}
     )
@@ -408,8 +404,8 @@ def revert(ctx: RunContext, reason: str, verdict: Decision | None = None) -> dic
     )
     if len(moves) > 1:
         message += f" The stack of {len(moves)} moves was judged together: {'; '.join(moves)}."
-    if facts["reverted_diffs"]:
-        shown = ", ".join(f"{name}: {path}" for name, path in facts["reverted_diffs"].items())
+    if kept_diffs:
+        shown = ", ".join(f"{name}: {path}" for name, path in kept_diffs.items())
         message += f" The dropped edits are kept in the run as diffs, not commits ({shown})."
     return {"message": message, "kept": False, "reason": reason, "files": files, **facts}
 

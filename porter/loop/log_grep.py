@@ -31,7 +31,7 @@ class GrepTimeout(Exception):
     """The pattern did not finish within the bound; the message says what to do instead."""
 
 
-def bounded_lines(path: Path, limit: int = MAX_READ_LINE, start: int = 0) -> Iterator[str]:
+def bounded_lines(path: str | Path, limit: int = MAX_READ_LINE, start: int = 0) -> Iterator[str]:
     """The file's lines from byte `start`, each cut at `limit` characters: the server (in the sandbox) writes the
     log, and one endless line read whole would exhaust porter's memory."""
     with open(path, encoding="utf-8", errors="replace") as log:
@@ -66,7 +66,7 @@ def grep(path: Path, pattern: str, context: int, last: int | None, max_lines: in
     return [tuple(item) for item in answer["lines"]], answer["matches"]
 
 
-def _scan(path: Path, pattern: str, context: int, last: int | None, max_lines: int) -> tuple[list, int]:
+def _scan(path: str, pattern: str, context: int, last: int | None, max_lines: int) -> tuple[list, int]:
     wanted = re.compile(pattern, re.IGNORECASE)
     before: deque[tuple[int, str]] = deque(maxlen=context)
     if last is not None:
@@ -87,7 +87,7 @@ def _scan(path: Path, pattern: str, context: int, last: int | None, max_lines: i
     return sorted(shown.items())[:max_lines], matches
 
 
-def _scan_last(path: Path, wanted: re.Pattern, before: deque, context: int, last: int, max_lines: int):
+def _scan_last(path: str, wanted: re.Pattern, before: deque, context: int, last: int, max_lines: int):
     """The last `last` matching lines, each with its context: a block per match, the oldest dropped."""
     blocks: deque[list[tuple[int, str]]] = deque(maxlen=last)
     matches, after = 0, 0
@@ -104,10 +104,7 @@ def _scan_last(path: Path, wanted: re.Pattern, before: deque, context: int, last
 
 
 def main() -> None:
-    request = json.load(sys.stdin)
-    lines, matches = _scan(
-        Path(request["path"]), request["pattern"], request["context"], request["last"], request["max_lines"]
-    )
+    lines, matches = _scan(**json.load(sys.stdin))
     json.dump({"lines": lines, "matches": matches}, sys.stdout)
 
 

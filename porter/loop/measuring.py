@@ -67,7 +67,7 @@ def _run(ctx: RunContext, item: registry.Declared, base_url: str, number: int, s
     no sample, and neither does one that finished after its server died (its late requests failed)."""
     server = ctx.server.process if ctx.server else None
     reference = ctx.state.references.get(item.key)
-    spec = item.kind.anchored(item.spec, reference["value"]) if reference else item.spec
+    spec = item.kind.anchored(item.spec, reference.value) if reference else item.spec
     watcher = ctx.check_watcher
     waiting = functools.partial(watcher.waiting, item.key) if watcher else None
     progress = functools.partial(watcher.progressed, item.key) if watcher else None

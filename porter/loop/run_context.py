@@ -20,7 +20,7 @@ from typing import Protocol
 from porter.checks.kind import CheckProgress
 from porter.engines import serve
 from porter.errors import ToolError
-from porter.ledger.records import Configuration
+from porter.ledger.records import Configuration, SetAside
 from porter.ledger.state import RunState, anchor_references
 from porter.ledger.transcript import Transcript, write_state
 from porter.redaction import redact
@@ -151,10 +151,7 @@ class RunContext:
         """A configuration porter ran before in place for a while (its trees and flags), then the current one back."""
         trees = {name: tree for name, tree in config.repos.items() if self.repos[name].content_tree() != tree}
         # on disk before a tree moves: a porter killed in between puts the change back when resumed (put_back)
-        self.state.set_aside = {
-            "flags": self.state.flags,
-            "dirty": {name: self.repos[name].is_dirty() for name in trees},
-        }
+        self.state.set_aside = SetAside(self.state.flags, {name: self.repos[name].is_dirty() for name in trees})
         write_state(self.run_dir, self.state.to_dict(), redact)
         for name, tree in trees.items():
             self.repos[name].set_aside(tree)
@@ -168,9 +165,9 @@ class RunContext:
         """The current configuration back after `in_place` (or after a porter killed during it): trees and flags."""
         if self.state.set_aside is None:
             return
-        for name, dirty in self.state.set_aside["dirty"].items():
+        for name, dirty in self.state.set_aside.dirty.items():
             self.repos[name].restore(dirty)
-        self.state.flags, self.state.set_aside = self.state.set_aside["flags"], None
+        self.state.flags, self.state.set_aside = self.state.set_aside.flags, None
         write_state(self.run_dir, self.state.to_dict(), redact)
 
     def _remember(self, process: Process) -> None:

@@ -4,8 +4,8 @@ Covers turning porter's messages into Messages API requests (system prompt apart
 tool_result blocks, is_error on failed calls, consecutive same-role turns merged), prompt caching
 (cache_control on the tools, the system prompt and the last message, so each step re-reads the
 conversation so far from the cache and only pays full price for what is new) and turning the reply
-into a `Reply` with usage, cost and the stop reasons the loop acts on (cut off, refusal, paused turn).
-Does not cover retries (retry.py) or choosing the model (__init__.py).
+into a `Reply` with usage and the stop reasons the loop acts on (cut off, refusal, paused turn).
+Does not cover retries and pricing (retry.py SdkModel) or choosing the model (__init__.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from typing import Any
 import anthropic
 
 from porter.models.base import Message, RawToolCall, Reply, ToolSpec, Usage, validate_reply
-from porter.models.prices import cost_usd
 from porter.models.retry import SdkModel
 
 CACHE = {"type": "ephemeral"}
@@ -54,10 +53,8 @@ class AnthropicModel(SdkModel):
                 raw_calls.append(RawToolCall(id=block.id, name=block.name, arguments=block.input))
             elif block.type in THINKING_BLOCKS:
                 thinking.append(block.model_dump(mode="json", exclude_none=True))
-        usage = usage_of(response.usage)
-        usage.cost_usd = cost_usd(usage, self.price)
         truncated = response.stop_reason == "max_tokens"
-        reply = validate_reply("\n".join(texts), raw_calls, tools, usage, truncated, thinking)
+        reply = validate_reply("\n".join(texts), raw_calls, tools, usage_of(response.usage), truncated, thinking)
         reply.stop = STOPS.get(response.stop_reason, reply.stop)
         if reply.stop == "pause":
             reply.format_error = None  # a paused turn is continued by sending it back as it is, not corrected

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Protocol, Self
+from typing import Any, Literal, Protocol
+
+from porter.ledger.records import Record, read_record
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
@@ -22,23 +24,6 @@ ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
 
 class ModelError(Exception):
     """A provider error that retrying will not fix; the message says what to change."""
-
-
-def fields_in(cls: type, data: dict) -> dict:
-    """The fields of `cls` that `data` sets: one it leaves out or null takes its default, a key it does not know
-    (a later porter's) is ignored."""
-    return {name: data[name] for name in cls.__dataclass_fields__ if data.get(name) is not None}
-
-
-class Record:
-    """A dataclass the transcript keeps: JSON as its fields, and back by them (fields_in)."""
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Self:
-        return cls(**fields_in(cls, data))
 
 
 @dataclass
@@ -81,8 +66,7 @@ class Message(Record):
 
     @classmethod
     def from_dict(cls, data: dict) -> Message:
-        known = fields_in(cls, data)
-        return cls(**{**known, "tool_calls": [ToolCall.from_dict(call) for call in known.get("tool_calls", [])]})
+        return read_record(cls, data, tool_calls=_tool_calls)
 
 
 @dataclass(frozen=True)
@@ -95,7 +79,7 @@ class Finding:
 
     @classmethod
     def from_dict(cls, data: dict) -> Finding:
-        return cls(str(data.get("category") or ""), dict(data.get("facts") or {}), json.dumps(data).lower())
+        return read_record(cls, {**data, "text": json.dumps(data).lower()})
 
 
 @dataclass(frozen=True)
@@ -111,9 +95,7 @@ class ServeFacts:
 
     @classmethod
     def from_dict(cls, data: dict) -> ServeFacts:
-        findings = tuple(Finding.from_dict(finding) for finding in data.get("findings") or [])
-        mentions = dict(data.get("flag_mentions") or {})
-        return cls(bool(data.get("healthy")), data.get("crash_class"), data.get("signature"), findings, mentions)
+        return read_record(cls, data, findings=lambda findings: tuple(map(Finding.from_dict, findings)))
 
     @property
     def finding(self) -> Finding:
@@ -130,7 +112,7 @@ class Target:
     """One row of the run's targets (porter/ledger/state.target_report)."""
 
     key: str | None = None
-    label: str = ""
+    target: str = ""  # its label
     met: bool | None = None
     open: bool = False  # no goal to reach: improved while the budget lasts
 
@@ -150,16 +132,13 @@ class StatusFacts:
 
     @classmethod
     def from_dict(cls, data: dict) -> StatusFacts:
-        known = fields_in(cls, data)
-        rows = known.get("targets", [])
-        targets = tuple(
-            Target(row.get("key"), row.get("target") or "", row.get("met"), bool(row.get("open"))) for row in rows
+        return read_record(
+            cls, data, targets=lambda rows: tuple(read_record(Target, row) for row in rows), accepted_checks=frozenset
         )
-        return cls(**{**known, "targets": targets, "accepted_checks": frozenset(known.get("accepted_checks", []))})
 
     def unmet(self) -> set[str]:
         """The goals of the targets not met yet, or open, as the search names goals: each label's first word."""
-        return {target.label.split(" ")[0] for target in self.targets if not target.met or target.open}
+        return {target.target.split(" ")[0] for target in self.targets if not target.met or target.open}
 
     def all_met(self) -> bool:
         return bool(self.targets) and all(target.met and not target.open for target in self.targets)
@@ -188,9 +167,9 @@ class Reply(Record):
     """One model turn. With `format_error` set, `tool_calls` holds only the well-formed calls and the
     error text is what the loop should tell the model. `thinking` goes into the assistant Message."""
 
-    text: str
-    tool_calls: list[ToolCall]
-    usage: Usage
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
     format_error: str | None = None
     thinking: list[dict] = field(default_factory=list)
     reasoning: str = ""  # an OpenAI-compatible provider's reasoning_content (GLM, Kimi, DeepSeek)
@@ -212,9 +191,11 @@ class Reply(Record):
 
     @classmethod
     def from_dict(cls, data: dict) -> Reply:
-        known = {"text": "", **fields_in(cls, data)}
-        calls = [ToolCall.from_dict(call) for call in known.get("tool_calls", [])]
-        return cls(**{**known, "tool_calls": calls, "usage": Usage.from_dict(known.get("usage", {}))})
+        return read_record(cls, data, tool_calls=_tool_calls, usage=Usage.from_dict)
+
+
+def _tool_calls(calls: list[dict]) -> list[ToolCall]:
+    return [ToolCall.from_dict(call) for call in calls]
 
 
 class Model(Protocol):

@@ -3,8 +3,7 @@
 Covers OpenAI itself and anything speaking Chat Completions at a `base_url` (GLM or Kimi through a
 provider, a local sglang or vLLM): tools as functions, tool results as `tool` messages, usage with
 cached prompt tokens, reasoning_content kept and sent back, a refusal or content filter as a stop, and
-the reply as a `Reply` with cost. Does not cover retries (retry.py) or
-the Responses API.
+the reply as a `Reply`. Does not cover retries and pricing (retry.py SdkModel) or the Responses API.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from typing import Any
 import openai
 
 from porter.models.base import Message, RawToolCall, Reply, ToolSpec, Usage, validate_reply
-from porter.models.prices import cost_usd
 from porter.models.retry import SdkModel
 
 
@@ -42,7 +40,6 @@ class OpenAIModel(SdkModel):
 
     def reply(self, response: Any, tools: list[ToolSpec]) -> Reply:
         usage = usage_of(response.usage)
-        usage.cost_usd = cost_usd(usage, self.price)
         if not response.choices:
             return validate_reply("", [], tools, usage)
         choice = response.choices[0]

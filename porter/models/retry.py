@@ -5,7 +5,8 @@ connection errors, timeouts) and which are not (bad request, auth, permissions, 
 limits, context too long), what to tell the user about each, the backoff (Retry-After honoured,
 capped) and the ModelError raised when a call cannot succeed, and `SdkModel`, what both adapters share: their
 options, the SDK client, created with `max_retries=0` so this is the only retry layer, and the step that sends a
-request through it. Does not cover building the requests or reading the replies (anthropic.py, openai.py).
+request through it and prices the reply's usage. Does not cover building the requests or reading the replies
+(anthropic.py, openai.py).
 
 An error is classified by what it is, not by what it is called: its class hierarchy gives its kind
 (connection, timeout, response validation, HTTP status) and a status error is decided by its HTTP
@@ -26,6 +27,7 @@ from typing import Any, TypeVar
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
 from porter.models.base import Message, ModelError, Reply, ToolSpec
+from porter.models.prices import cost_usd
 from porter.redaction import redact
 from porter.task import PriceSpec
 
@@ -263,4 +265,6 @@ class SdkModel:
         if self.temperature is not None:  # sent only when the task sets it: recent models reject any but their default
             request["temperature"] = self.temperature
         response = call_with_retries(lambda: self._create(request), self.retry, self._context)
-        return self.reply(response, tools)
+        reply = self.reply(response, tools)
+        reply.usage.cost_usd = cost_usd(reply.usage, self.price)
+        return reply
