@@ -10,20 +10,27 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+import docker
 import docker.errors
 
 from porter.sandbox.interface import stream_to_log
 
-if TYPE_CHECKING:  # docker.py makes DockerProcesses: its sandbox is imported for the type only
-    from porter.sandbox.docker import DockerSandbox
+
+class ProcessHost(Protocol):
+    """What a DockerProcess needs of its sandbox (DockerSandbox is one): the container, the engine, group signals."""
+
+    run_id: str
+    client: docker.DockerClient
+
+    def signal_group(self, pgid_file: str, signal: str) -> bool: ...
 
 
 class DockerProcess:
     """A background command in the sandbox; its output is appended to a host file as it arrives."""
 
-    def __init__(self, sandbox: DockerSandbox, exec_id: str, stream, log_path: Path, pgid_file: str):
+    def __init__(self, sandbox: ProcessHost, exec_id: str, stream, log_path: Path, pgid_file: str):
         self.sandbox = sandbox
         self.exec_id = exec_id
         self.pgid_file = pgid_file
