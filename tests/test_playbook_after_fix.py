@@ -1,7 +1,8 @@
 """The playbook after a kept fix: a model whose first launch crashed has never had its checks measured, so the
 configuration the fix made serve is measured before any candidate (without it every later accept failed: the
 accepted configuration had no figures to compare with, seen on the second family's day 0). A fix kept on a run
-already measured goes straight on to the next candidate, as before. Pure: conversations as the loop keeps them."""
+already measured goes straight on to the next candidate, as before. And after a crash fix: it is checked on the
+engine's reduced start-up before a full one. Pure: conversations as the loop keeps them."""
 
 from __future__ import annotations
 
@@ -96,9 +97,9 @@ def test_a_call_interrupted_by_a_kill_is_served_again_after_resume() -> None:
 GUARD_CRASH = {"category": "missing_rocm_guard", "facts": {"header": "cuda_runtime.h", "file": "twin/csrc/meta.cpp"}}
 
 
-def launch(crash: str | None, signature: str = "", reduced: bool = False) -> Event:
+def launch(crash: str | None, reduced: bool = False) -> Event:
     """A start-up's tool result as serve gives it (a reduced one also says its outcome), with a change pending."""
-    facts = {"healthy": crash is None, "crash_class": crash, "signature": signature or crash}
+    facts = {"healthy": crash is None, "crash_class": crash, "signature": crash}
     facts["status"] = {"pending": True}
     if crash == "missing_rocm_guard":
         facts["findings"] = [GUARD_CRASH]
