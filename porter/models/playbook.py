@@ -49,7 +49,7 @@ class Event:
     status: StatusFacts | None = field(init=False)  # None: the result carries no status
     kept: bool = field(init=False)  # accept kept the change
     interrupted: bool = field(init=False)  # the run was stopped mid-call and resumed
-    reduced: str | None = field(init=False)  # a reduced start-up's outcome (healthy or its crash): no server up after
+    reduced: str | None = field(init=False)  # a reduced start-up's outcome (healthy or its crash); no server after
 
     def __post_init__(self, facts: dict | None) -> None:
         facts = facts or {}
