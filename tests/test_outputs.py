@@ -46,6 +46,12 @@ def test_the_playbook_solves_the_default_twin_scenario(playbook_run):
     drafts = sorted(path.name for path in (playbook_run.run_dir / "prs").glob("twin*.md"))
     assert (playbook_run.run_dir / "report.md").is_file() and drafts == ["twin-1.md", "twin-2.md"]  # a PR a change set
     assert state.tokens.input == 0 and state.cost_usd == 0  # no model was called
+    # launches are the night's currency (#43): the bring-up's fixes are checked on the engine's reduced start-up,
+    # the shallower draft rides with the fp8 KV cache; at most 1.2 full launches per kept change
+    logs = [path.name for path in (playbook_run.run_dir / "logs").glob("serve-*.log")]
+    reduced = [name for name in logs if name.endswith("-reduced.log")]
+    full, kept = len(logs) - len(reduced), len(state.kept_attempts())
+    assert reduced and 5 * full <= 6 * kept, (sorted(logs), [(a.outcome, a.rule) for a in state.attempts])
 
 
 def test_report_opens_with_baseline_to_final_then_timeline_command_and_plots(playbook_run):

@@ -171,6 +171,18 @@ def test_flag_searches_read_vllms_spelling():
     assert not any("tp-size" in config or "speculative-algorithm" in config for _, config in candidates)
 
 
+def test_a_shallower_draft_is_judged_with_the_next_move_before_it_goes_alone():
+    """The deepest draft first (its bring-up meets every crash a draft uncovers); the shallower one, a few percent
+    either way on the twin, is judged with the fp8 KV cache (another flag) instead of paying a launch alone: the
+    README job keeps 3/1/4 and fp8 in one launch. Alone, each comes after."""
+    task = load_task(ROOT / "tasks" / "twin_glm52.yaml")
+    deepest, shallower = speculative_configs(task.serve.tunables, ENGINES["sglang"])
+    fp8 = {"kv-cache-dtype": "fp8_e4m3"}
+    single = [config for goal, config in flag_candidates(task, {"single"}) if goal == "single_stream"]
+    assert single[:4] == [deepest, {**shallower, **fp8}, shallower, fp8]
+    assert deepest["speculative-num-steps"] == 5 and shallower["speculative-num-steps"] == 3
+
+
 def started(inter_dim: int) -> Event:
     """A healthy start whose log warns of an untuned MoE shape (aiter's key, as triage reads it)."""
     shape = {"arch": "gfx950", "cu_num": "256", "token": "1", "model_dim": "6144", "inter_dim": str(inter_dim)}

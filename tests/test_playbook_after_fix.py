@@ -1,7 +1,8 @@
 """The playbook after a kept fix: a model whose first launch crashed has never had its checks measured, so the
 configuration the fix made serve is measured before any candidate (without it every later accept failed: the
 accepted configuration had no figures to compare with, seen on the second family's day 0). A fix kept on a run
-already measured goes straight on to the next candidate, as before. Pure: conversations as the loop keeps them."""
+already measured goes straight on to the next candidate, as before. And after a crash fix: it is checked on the
+engine's reduced start-up before a full one. Pure: conversations as the loop keeps them."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from porter.ledger.state import target_report
 from porter.models.base import Message, ToolCall
-from porter.models.playbook import Playbook, parse_history
+from porter.models.playbook import Event, Playbook, parse_history
 from porter.task import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,3 +92,53 @@ def test_a_call_interrupted_by_a_kill_is_served_again_after_resume() -> None:
                                                           facts=interrupted)]  # fmt: skip
     action = decide(messages)
     assert action.tool == "serve"
+
+
+GUARD_CRASH = {"category": "missing_rocm_guard", "facts": {"header": "cuda_runtime.h", "file": "twin/csrc/meta.cpp"}}
+
+
+def launch(crash: str | None, reduced: bool = False) -> Event:
+    """A start-up's tool result as serve gives it (a reduced one also says its outcome), with a change pending."""
+    facts = {"healthy": crash is None, "crash_class": crash, "signature": crash}
+    facts["status"] = {"pending": True}
+    if crash == "missing_rocm_guard":
+        facts["findings"] = [GUARD_CRASH]
+    if reduced:
+        facts.update(reduced=True, outcome=crash or "healthy")
+    return Event("serve", {"reduced": True} if reduced else {}, None, ok=True, facts=facts)
+
+
+FIXED = Event("edit_file", {"path": "/x/config.json", "old": "a", "new": "b"}, ("exclude", "done"), ok=True)
+GUARDED = Event("edit_file", {"path": "/x/meta.cpp", "old": "a", "new": "b"}, ("guard", "done"), ok=True)
+
+
+def next_action(*history: Event):
+    return Playbook(load_task(ROOT / "tasks" / "twin_glm52.yaml"), list(history)).decide()
+
+
+def test_a_crash_fix_pays_for_a_full_start_up_only_once_it_passes_reduced() -> None:
+    """The README job's bring-up: the exclude fix is checked reduced, which meets the kernel crash the shape mismatch
+    hid (a checkpoint crash does not reproduce reduced, the kernel build does); the guard is written from the
+    reduced crash's finding and checked reduced; only then a full start-up (one, where there were two)."""
+    crashed = launch("shape_mismatch")
+    assert (next_action(crashed, FIXED).tool, next_action(crashed, FIXED).arguments) == ("serve", {"reduced": True})
+    kernel = launch("missing_rocm_guard", reduced=True)
+    guard = next_action(crashed, FIXED, kernel)
+    assert (guard.tool, guard.arguments, guard.tag) == ("read_file", {"path": "/sgl-workspace/twin/twin/csrc/meta.cpp"},
+                                                        ("guard", "read"))  # fmt: skip
+    assert next_action(crashed, FIXED, kernel, GUARDED).arguments == {"reduced": True}
+    passed = next_action(crashed, FIXED, kernel, GUARDED, launch(None, reduced=True))
+    assert (passed.tool, passed.arguments) == ("serve", {})  # a keep reads a full start-up
+
+
+def test_a_fix_that_fails_reduced_is_reverted_and_a_crash_no_rule_covers_goes_to_a_full_start_up() -> None:
+    """The same crash again right after its fix, on the reduced start-up: the fix did not work, so it is reverted
+    without a full start-up. A reduced crash no rule covers (the reduced mode's own, or one it cannot judge) is not
+    held against the fix: the full start-up judges it. A flag change is served full (an out-of-memory crash or a
+    backend choice needs the real weights and layers)."""
+    kernel = launch("missing_rocm_guard")
+    assert next_action(kernel, GUARDED, launch("missing_rocm_guard", reduced=True)).tool == "revert"
+    other = next_action(launch("shape_mismatch"), FIXED, launch("other", reduced=True))
+    assert (other.tool, other.arguments) == ("serve", {})
+    lowered = Event("set_flags", {"flags": {"mem-fraction-static": 0.8}}, ("flag", "done"), ok=True)
+    assert next_action(launch("out_of_memory"), lowered).arguments == {}

@@ -14,6 +14,7 @@ def test_the_sweep_cost_counts_levels_bisections_minimum_requests_and_repeated_s
     # 8 RPS must send 32 requests after its 1 s warm-up (5 s); faster rates send for the level's 3 s
     assert "up to 6 rates and 3 bisection steps" in twin and "each level sending for 3-5 s" in twin
     assert "first measurement runs 2 sweeps" in twin and "2 times on a configuration's first measurement" in twin
+    assert "`serve` with reduced: true checks a crash fix on the engine's reduced start-up" in twin
     real = "\n".join(cost_lines(load_task(ROOT / "tasks" / "glm52_mi355x.yaml")))
     assert "each level sending for 300 s" in real and "up to about 40.0 min plus those waits" in real
 

@@ -95,7 +95,9 @@ def cost_lines(task: Task) -> list[str]:
     limits = task.agent.limits
     lines = [
         f"- serve: a start-up can take up to {task.serve.startup_timeout_s:g} s (the first one tells you how long); "
-        f"{limits.max_relaunches} launches in all",
+        f"{limits.max_relaunches} launches in all; `serve` with reduced: true checks a crash fix on the engine's "
+        "reduced start-up (random weights, a few layers; it says when the crash does not reproduce there) in a "
+        "fraction of that, so only a fix that passes there pays for a full start-up (the only kind accept reads)",
     ]
     lines += [f"- {item.kind.cost(item.spec, task)}" for item in registry.declared(task)]
     lines += [f"- tune {spec.name}: up to {spec.timeout_s:g} s; it stops the server" for spec in task.tune]

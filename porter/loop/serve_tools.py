@@ -114,7 +114,8 @@ def serve_reduced(ctx: RunContext) -> Result:
         with ctx.in_place(ctx.state.configs[crashed.fingerprint]):
             if ctx.fingerprint() == crashed.fingerprint:  # the image may have changed since
                 _reduced_start(ctx)
-    launch, outcome = _reduced_start(ctx)
+    launch, facts = _reduced_start(ctx)
+    outcome = "healthy" if launch.healthy else launch.crash_class
     crash, there = (crashed.crash_class, ctx.state.reduced.get(crashed.fingerprint)) if crashed else (None, None)
     if crash is None:
         verdict = "no crash to judge: the last full start-up did not crash"
@@ -134,18 +135,18 @@ def serve_reduced(ctx: RunContext) -> Result:
     flags = shlex.join(render_flags(ctx.task.engine.reduced_flags()))  # as the serve command writes them
     return (
         f"reduced start-up ({flags}; random weights, stopped after start-up): {shown}. Verdict: {verdict}.{excerpt}",
-        {"reduced": True, "seconds": round(launch.seconds, 2), "outcome": outcome,
-         "log": str(launch.log_path.relative_to(ctx.run_dir)), "crash": crash, "reproduces": there == crash,
+        {**facts, "reduced": True, "outcome": outcome, "crash": crash, "reproduces": there == crash,
          "verdict": verdict},
     )  # fmt: skip
 
 
-def _reduced_start(ctx: RunContext) -> tuple[serve.Launch, str]:
+def _reduced_start(ctx: RunContext) -> tuple[serve.Launch, dict]:
+    """A reduced start-up and its record (the crash's class and findings, for a rule that fixes it)."""
     launch = ctx.relaunch(reduced=True)
-    outcome = "healthy" if launch.healthy else launch.crash_class
-    ctx.state.reduced[ctx.server_fingerprint] = outcome
+    ctx.state.reduced[ctx.server_fingerprint] = "healthy" if launch.healthy else launch.crash_class
+    record = accepting.start_up(ctx, launch).to_dict()
     ctx.stop_server()  # random weights: nothing on it is worth measuring
-    return launch, outcome
+    return launch, record
 
 
 @tool(

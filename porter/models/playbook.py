@@ -13,6 +13,8 @@ engine's file names or a scenario's text:
   backend -> another allowed value of the flag the log names;
 - below target or open (as high as the budget allows) -> walk the tunables (speculative decoding for single stream,
   deepest draft first, topology then KV dtype and the rest for throughput), measure, and let porter keep or revert.
+A source fix is served reduced first (the engine's reduced start-up): a crash met there is fixed there too, and only a
+fix that passes (or that reduced cannot judge) pays for a full start-up, the only kind accept reads.
 When no rule applies it says why and finishes, or hands the run to the LLM named after `+`. Multi-step rules carry
 their stage in the reply text (`[playbook:rule:stage]`), so a resumed run continues (a call cut by the interruption
 is served again); the remedies (names, aliases, searches) are pure functions in remedies.py.
@@ -47,10 +49,12 @@ class Event:
     status: StatusFacts | None = field(init=False)  # None: the result carries no status
     kept: bool = field(init=False)  # accept kept the change
     interrupted: bool = field(init=False)  # the run was stopped mid-call and resumed
+    reduced: str | None = field(init=False)  # a reduced start-up's outcome (healthy or its crash); no server after
 
     def __post_init__(self, facts: dict | None) -> None:
         facts = facts or {}
-        self.serve = ServeFacts.from_dict(facts)
+        self.reduced = facts.get("outcome") if facts.get("reduced") else None
+        self.serve = ServeFacts.from_dict({**facts, "healthy": facts.get("healthy") and not self.reduced})
         self.status = StatusFacts.from_dict(facts["status"]) if facts.get("status") else None
         self.kept, self.interrupted = bool(facts.get("kept")), bool(facts.get("interrupted"))
 
@@ -127,6 +131,8 @@ class Playbook:
     # ------------------------------------------------------------ after each tool
 
     def _after_serve(self) -> Action:
+        if self.last.arguments.get("reduced") and self.last.reduced in ("healthy", None):  # passed, or did not run
+            return Action("serve", {}, "the fix passes the engine's reduced start-up: a full start-up judges it")
         return self._measure() if self.last.serve.healthy else self._on_crash()
 
     def _after_run_check(self) -> Action:
@@ -160,6 +166,9 @@ class Playbook:
         return any(target.key not in self.status.accepted_checks for target in self.status.targets)
 
     def _serve_or_measure(self) -> Action:
+        if self.last.name == "edit_file" and self.last.tag:  # a rule's source fix of a crash
+            why = "check the fix on the engine's reduced start-up: only a fix that passes there pays for a full one"
+            return Action("serve", {"reduced": True}, why)
         if self.last.name in ("set_flags", "edit_file", "apply_patch", "tune"):
             return Action("serve", {}, "apply the change: restart the server")
         return self._measure()
@@ -180,15 +189,17 @@ class Playbook:
             return self._give_up_crash(crash, "its fix did not remove it")
         rule = CRASH_RULES.get(crash)
         action = rule(self, finding) if rule else None
+        if action is None and self.last.reduced:  # the reduced mode's own crash, or one it cannot judge
+            return Action("serve", {}, f"no rule covers {crash} on the reduced start-up: a full one judges the fix")
         return action or self._give_up_crash(crash, "no playbook rule covers it")
 
     def _rule_already_tried(self, signature: str | None) -> bool:
-        """The same crash right after a fix of ours: the fix did not work."""
-        serves = [e for e in self.history[:-1] if e.name == "serve"]
-        if not serves or signature is None:
-            return False
-        since = self.history[self.history.index(serves[-1]) + 1 : -1]
-        return serves[-1].serve.signature == signature and any(e.tag for e in since)
+        """The same crash (full or reduced, other crashes between) after a fix of ours since the last decision."""
+        for index in range(len(self.history) - 2, -1, -1) if signature else ():
+            event = self.history[index]
+            if event.name in ("accept", "revert") or (event.name == "serve" and event.serve.signature == signature):
+                return event.name == "serve" and any(e.tag for e in self.history[index + 1 : -1])
+        return False
 
     def _give_up_crash(self, crash: str, reason: str) -> Action:
         if self.status.pending:

@@ -230,7 +230,9 @@ def values_in_use(values: list[FlagValue], lines: list[str]) -> list[FlagValue]:
 def flag_candidates(task: Task, unmet: set[str]) -> list[tuple[str, dict[str, FlagValue]]]:
     """Flag changes worth measuring, in order: for single-stream speed, speculative decoding then each
     remaining tunable (a single-stream check is cheap); for throughput, the topology then each remaining
-    tunable. A move is listed once per goal it may serve. Flags are read through the task's engine
+    tunable. A shallower draft trades verify cost against accepted drafts, a few percent either way: it is first
+    judged together with the next tunable (another flag, independent of the draft) instead of paying a launch alone,
+    and alone after that. A move is listed once per goal it may serve. Flags are read through the task's engine
     declaration (engines/), so sglang's and vLLM's spellings are searched alike."""
     engine = engine_named(task.serve.engine)
     tunables = task.serve.tunables
@@ -245,7 +247,8 @@ def flag_candidates(task: Task, unmet: set[str]) -> list[tuple[str, dict[str, Fl
     candidates: list[tuple[str, dict[str, FlagValue]]] = []
     if "single" in unmet:
         drafts = speculative_configs(tunables, engine)
-        candidates += [("single_stream", config) for config in [*drafts, *others]]
+        riding = [{**draft, **others[0]} for draft in drafts[1:]] if others else []
+        candidates += [("single_stream", config) for config in [*drafts[:1], *riding, *drafts[1:], *others]]
     if "throughput" in unmet:
         splits = topologies(tunables, task.hardware.count, engine)
         candidates += [("throughput", config) for config in [*splits, *others]]
