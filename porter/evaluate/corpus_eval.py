@@ -30,9 +30,8 @@ from porter.evaluate import runs
 from porter.evaluate.replay_run import recorded_task, replay
 from porter.ledger.transcript import read_transcript
 from porter.loop import agent
-from porter.models.base import Usage
 from porter.redaction import redact
-from porter.report.run_reading import markdown_text
+from porter.report.run_reading import markdown_text, read_recording
 from porter.task import Task, TaskError, load_task
 
 REPLAY = "replay"  # the model that re-drives a recording
@@ -156,27 +155,23 @@ def replay_one(recording: Path, runs_dir: Path, trusted: bool = False) -> Entry:
 def recorded_entry(name: str, transcript: Path) -> Entry:
     """What a transcript says of the run that made it: its model, outcome, turns, launches (serve calls),
     tokens (the provider's count, else porter's estimate of the requests), cost and wall time."""
-    records = read_transcript(transcript)
-    start = next((record for record in records if record.get("kind") == "run_start"), {})
-    end = next((record for record in reversed(records) if record.get("kind") == "run_end"), {})
-    agent = (start.get("environment") or {}).get("agent") or {}
-    replies = [record.get("reply") or {} for record in records if record.get("kind") == "model_reply"]
-    usage = [Usage.from_dict(reply.get("usage") or {}) for reply in replies]
-    launches = sum(1 for record in records if record.get("kind") == "tool_call" and record.get("name") == "serve")
+    recording = read_recording(transcript)
+    start, end = recording.start, recording.end
+    seat = (start.environment if start else {}).get("agent") or {}
+    usage = [turn.usage for turn in recording.turns]
     reported = sum(item.input_tokens + item.output_tokens for item in usage)
-    estimate = sum(record.get("tokens_estimate") or 0 for record in records if record.get("kind") == "model_request")
     costs = [item.cost_usd for item in usage]
     return Entry(
         name,
         REPLAY,
-        solved=bool(end.get("solved")),
-        steps=int(end.get("step") or len(usage)),
-        relaunches=launches,
-        tokens=reported or estimate,
+        solved=bool(end and end.solved),
+        steps=int(end and end.step or len(usage)),
+        relaunches=recording.launches,
+        tokens=reported or recording.tokens_estimate,
         cost_usd=None if None in costs else round(sum(costs), 4),
-        wall_s=round(float(end.get("t") or 0) - float(start.get("t") or 0), 1) if end and start else 0.0,
-        recorded_by=agent.get("model") or str(agent.get("provider") or "?").partition(":")[0],
-        tokens_estimated=not reported and bool(estimate),
+        wall_s=round(float(end.t) - float(start.t), 1) if end and start else 0.0,
+        recorded_by=seat.get("model") or str(seat.get("provider") or "?").partition(":")[0],
+        tokens_estimated=not reported and bool(recording.tokens_estimate),
     )
 
 

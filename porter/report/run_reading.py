@@ -27,7 +27,7 @@ from porter.errors import RunDirError
 from porter.ledger.records import Attempt, StartUp
 from porter.ledger.state import RunState
 from porter.ledger.transcript import iter_records
-from porter.models.base import Reply, ToolCall
+from porter.models.base import Record, Reply, ToolCall, Usage
 from porter.sandbox.trees import safe_git
 from porter.schema import FlagValue, is_env, render_flags, serve_env
 from porter.task import Task, load_task
@@ -70,23 +70,107 @@ class ToolOutcome:
     changed: dict  # what the call changed: files per repo (tune), flags (set_flags)
     facts: dict  # everything the tool returned for programs
     startup: StartUpAt | None = None  # the serve tool's start-up (log, fingerprint, healthy, crash_class, ...)
+    reduced: bool = False  # a reduced start-up (serve reduced), which starts no configuration of the run
 
     @classmethod
     def parse(cls, record: dict) -> ToolOutcome:
-        facts, step, tool = record["facts"], record.get("step"), record.get("name")
-        said = str(record.get("content") or "").split("\n", 1)[0][:400]
-        full = tool == "serve" and "log" in facts and not facts.get("reduced")
+        facts, step, tool = record.get("facts"), record.get("step"), record.get("name")
+        content = str(record.get("content") or "")
+        if not isinstance(facts, dict):  # recorded before facts became a field: its content's last line holds them
+            facts = _json_object(content.rstrip().rsplit("\n", 1)[-1])
+        reduced = bool(facts.get("reduced"))
+        full = tool == "serve" and "log" in facts and not reduced
         startup = StartUpAt.from_dict({**facts, "step": step}) if full else None
-        return cls(step, tool, said, facts.get("ok"), facts.get("changed") or {}, facts, startup)
+        said = content.split("\n", 1)[0][:400]
+        return cls(step, tool, said, facts.get("ok"), facts.get("changed") or {}, facts, startup, reduced)
 
 
 @dataclass(frozen=True)
 class Turn:
-    """One reply of the agent: its words and the tool calls it made, at a step."""
+    """One reply of the agent: its words, the tool calls it made and what they cost, at a step."""
 
     step: int
     text: str
     calls: list[ToolCall]
+    usage: Usage
+
+
+@dataclass
+class RunStart(Record):
+    """The transcript's run_start record: when the run started and in what (environment.json's content)."""
+
+    t: float = 0.0
+    environment: dict = field(default_factory=dict)
+
+
+@dataclass
+class RunEnd(Record):
+    """The transcript's run_end record: when and at which step the run ended, and whether it solved the task."""
+
+    t: float = 0.0
+    step: int = 0
+    solved: bool = False
+
+
+@dataclass
+class Recording:
+    """A transcript read back: its start and end, the agent's replies and the tools' outcomes, in order, the serve
+    calls made and porter's estimate of the requests' tokens (for a seat whose provider reports none)."""
+
+    start: RunStart | None = None
+    end: RunEnd | None = None
+    turns: list[Turn] = field(default_factory=list)
+    outcomes: list[ToolOutcome] = field(default_factory=list)
+    launches: int = 0
+    tokens_estimate: int = 0
+
+
+def read_recording(path: Path) -> Recording:
+    """The transcript at `path`; a record of a kind it does not know is skipped."""
+    recording = Recording()
+    for record in iter_records(path):
+        kind = record.get("kind")
+        if kind == "run_start" and recording.start is None:
+            recording.start = RunStart.from_dict(record)
+        elif kind == "run_end":
+            recording.end = RunEnd.from_dict(record)
+        elif kind == "model_reply" and isinstance(record.get("reply"), dict):
+            reply = Reply.from_dict(record["reply"])
+            recording.turns.append(Turn(record.get("step"), reply.text, reply.tool_calls, reply.usage))
+        elif kind == "tool_result":
+            recording.outcomes.append(ToolOutcome.parse(record))
+        elif kind == "tool_call" and record.get("name") == "serve":
+            recording.launches += 1
+        elif kind == "model_request":
+            recording.tokens_estimate += record.get("tokens_estimate") or 0
+    return recording
+
+
+def _json_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+@dataclass
+class Environment(Record):
+    """environment.json as a report reads it (runs.describe_environment writes it): the image the run used and what
+    the probe found in it (the ROCm release, aiter's commit or version, the GPU); "" for what it does not say."""
+
+    image: str = ""
+    image_id: str = ""
+    rocm: str = ""
+    aiter_commit: str = ""
+    aiter_version: str = ""
+    gpu: str = ""
+
+    @classmethod
+    def read(cls, path: Path) -> Environment:
+        """The file's sandbox and stack parts, whose names do not overlap (all "" when the run wrote none)."""
+        document = json.loads(path.read_text()) if path.exists() else {}
+        return cls.from_dict({**(document.get("sandbox") or {}), **(document.get("stack") or {})})
 
 
 @dataclass
@@ -95,7 +179,7 @@ class RunRecord:
     task: Task
     state: RunState
     metrics: list[Measurement]
-    environment: dict
+    environment: Environment
     outcomes: list[ToolOutcome] = field(default_factory=list)  # the transcript's tool results, in order
     turns: list[Turn] = field(default_factory=list)  # the agent's replies, in order
 
@@ -204,7 +288,7 @@ class RunRecord:
 
     def reduced_starts(self) -> int:
         """How many reduced start-ups (serve reduced) the run made."""
-        return sum(1 for outcome in self.outcomes if outcome.tool == "serve" and outcome.facts.get("reduced"))
+        return sum(1 for outcome in self.outcomes if outcome.tool == "serve" and outcome.reduced)
 
     def _arguments(self, step: int, names: tuple[str, ...]) -> dict:
         """The arguments of the agent's first call at a step of one of these tools ({}: none)."""
@@ -252,17 +336,10 @@ def read_run(run_dir: str | Path) -> RunRecord:
     run_dir = Path(run_dir)
     state = RunState.read(run_dir)  # first: an empty or foreign directory is named as such
     task = load_task(run_dir / "task.yaml")
-    environment_path = run_dir / "environment.json"
-    environment = json.loads(environment_path.read_text()) if environment_path.exists() else {}
-    outcomes, turns = [], []
+    environment = Environment.read(run_dir / "environment.json")
     transcript = run_dir / "transcript.jsonl"
-    for record in iter_records(transcript) if transcript.exists() else ():
-        if record.get("kind") == "tool_result" and isinstance(record.get("facts"), dict):
-            outcomes.append(ToolOutcome.parse(record))
-        elif record.get("kind") == "model_reply" and isinstance(record.get("reply"), dict):
-            reply = Reply.from_dict(record["reply"])
-            turns.append(Turn(record.get("step"), reply.text, reply.tool_calls))
-    return RunRecord(run_dir, task, state, read_metrics(run_dir), environment, outcomes, turns)
+    recording = read_recording(transcript) if transcript.exists() else Recording()
+    return RunRecord(run_dir, task, state, read_metrics(run_dir), environment, recording.outcomes, recording.turns)
 
 
 def read_metrics(run_dir: Path) -> list[Measurement]:

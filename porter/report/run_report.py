@@ -124,7 +124,7 @@ def render(record: RunRecord, figures: list[Path]) -> str:
 
 def _head(record: RunRecord) -> list[str]:
     task, state = record.task, record.state
-    twin = "twin" in task.name or "twin" in str(record.environment.get("sandbox", {}).get("image", ""))
+    twin = "twin" in task.name or "twin" in str(record.environment.image)
     where = "the twin engine (twin figures, not hardware results)" if twin else f"{task.hardware.gpu}"
     cost = f"${state.cost_usd:.2f}" if state.cost_known else "unknown (no price for this model)"
     kept, reduced = len(state.kept_attempts()), record.reduced_starts()
