@@ -214,10 +214,9 @@ def write_leaderboard(out_dir: Path, entries: list[Entry]) -> None:
     by_agent: dict[str, list[Entry]] = {}
     for entry in entries:
         by_agent.setdefault(entry.board_agent, []).append(entry)
-    totals = {agent_name: _totals(rows) for agent_name, rows in by_agent.items()}
-    (out_dir / "leaderboard.json").write_text(
-        json.dumps({"entries": [{**asdict(e), "outcome": e.outcome} for e in entries], "totals": totals}, indent=1)
-    )
+    totals = {agent_name: Totals.of(rows) for agent_name, rows in by_agent.items()}
+    board = {"entries": [{**asdict(e), "outcome": e.outcome} for e in entries], "totals": totals}
+    (out_dir / "leaderboard.json").write_text(json.dumps(board, indent=1, default=asdict))
     lines = [
         "# porter eval leaderboard",
         "",
@@ -228,11 +227,11 @@ def write_leaderboard(out_dir: Path, entries: list[Entry]) -> None:
         "| agent | solved | reproduced | steps | relaunches | tokens | $ | wall s |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for agent_name, total in sorted(totals.items(), key=lambda item: (-item[1]["solved"], item[0])):
-        reproduced = f"{total['reproduced']}/{total['runs']}" if total["reproduced"] is not None else "-"
+    for agent_name, total in sorted(totals.items(), key=lambda item: (-item[1].solved, item[0])):
+        reproduced = f"{total.reproduced}/{total.runs}" if total.reproduced is not None else "-"
         lines.append(
-            f"| {markdown_text(agent_name)} | {total['solved']}/{total['runs']} | {reproduced} | {total['steps']} | "
-            f"{total['relaunches']} | {total['tokens']} | {_money(total['cost_usd'])} | {total['wall_s']:.0f} |"
+            f"| {markdown_text(agent_name)} | {total.solved}/{total.runs} | {reproduced} | {total.steps} | "
+            f"{total.relaunches} | {total.tokens} | {_money(total.cost_usd)} | {total.wall_s:.0f} |"
         )
     lines += [
         "",
@@ -248,19 +247,33 @@ def write_leaderboard(out_dir: Path, entries: list[Entry]) -> None:
     (out_dir / "leaderboard.md").write_text("\n".join(lines) + "\n")
 
 
-def _totals(rows: list[Entry]) -> dict:
-    costs = [row.cost_usd for row in rows]
-    replays = [row for row in rows if row.reproduced is not None]
-    return {
-        "runs": len(rows),
-        "solved": sum(row.solved for row in rows),
-        "reproduced": sum(bool(row.reproduced) for row in replays) if replays else None,
-        "steps": sum(row.steps for row in rows),
-        "relaunches": sum(row.relaunches for row in rows),
-        "tokens": sum(row.tokens for row in rows),
-        "cost_usd": None if None in costs else round(sum(costs), 4),
-        "wall_s": round(sum(r.wall_s for r in rows), 1),
-    }
+@dataclass
+class Totals:
+    """One agent's row of the leaderboard: its runs added up (`reproduced`: None when none was a replay)."""
+
+    runs: int
+    solved: int
+    reproduced: int | None
+    steps: int
+    relaunches: int
+    tokens: int
+    cost_usd: float | None
+    wall_s: float
+
+    @classmethod
+    def of(cls, rows: list[Entry]) -> Totals:
+        costs = [row.cost_usd for row in rows]
+        replays = [row for row in rows if row.reproduced is not None]
+        return cls(
+            runs=len(rows),
+            solved=sum(row.solved for row in rows),
+            reproduced=sum(bool(row.reproduced) for row in replays) if replays else None,
+            steps=sum(row.steps for row in rows),
+            relaunches=sum(row.relaunches for row in rows),
+            tokens=sum(row.tokens for row in rows),
+            cost_usd=None if None in costs else round(sum(costs), 4),
+            wall_s=round(sum(r.wall_s for r in rows), 1),
+        )
 
 
 def _money(value: float | None) -> str:
