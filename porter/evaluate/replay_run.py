@@ -85,8 +85,9 @@ def recorded_task(folder: Path, local_task: str | Path | None = None) -> Task:
     ] + ([] if task.model.in_image else ["model.path (mounted from the host)"])
     reaching += [
         f"checks.quality ({path}: a file porter reads)"
-        for path in _dataset_paths(task)
-        if not path.startswith("builtin:")
+        for check in task.checks.quality
+        for path in (check.dataset, check.few_shot_dataset)
+        if path and not path.startswith("builtin:")
     ]
     if reaching:
         raise RunDirError(
@@ -169,10 +170,6 @@ def _metric_drift(where: str, before: dict, after: dict) -> list[str]:
                 if change > METRIC_TOLERANCE:
                     drifts.append(f"{where}: {key} {metric} {old_value:.4g} -> {new_value:.4g} ({change:.0%} off)")
     return drifts
-
-
-def _dataset_paths(task: Task) -> list[str]:
-    return [path for check in task.checks.quality for path in (check.dataset, check.few_shot_dataset) if path]
 
 
 def _mapping(value: object) -> dict:

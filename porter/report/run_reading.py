@@ -256,9 +256,8 @@ class RunRecord:
             trees = _commit_trees(repo_state.path, tuple(repo_state.accepted))
             tree = config.repos.get(name)
             if tree in trees:
-                upto = trees.index(tree)
-                held[name] = list(repo_state.accepted[: upto + 1])
-        return {name: shas for name, shas in held.items() if shas}
+                held[name] = list(repo_state.accepted[: trees.index(tree) + 1])
+        return held
 
     def files_of(self, attempt: Attempt) -> dict[str, list[str]]:
         """Per repo, the files a change edited: its commits' files, else (a reverted edit) those its moves name."""
