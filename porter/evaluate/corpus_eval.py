@@ -31,7 +31,8 @@ from porter.evaluate.replay_run import recorded_task, replay
 from porter.ledger.transcript import read_transcript
 from porter.loop import agent
 from porter.redaction import redact
-from porter.report.run_reading import markdown_text, read_recording
+from porter.report.run_reading import markdown_text
+from porter.report.run_records import read_recording
 from porter.task import Task, TaskError, load_task
 
 REPLAY = "replay"  # the model that re-drives a recording

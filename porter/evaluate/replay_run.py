@@ -21,7 +21,7 @@ from porter.evaluate import runs
 from porter.loop import agent
 from porter.models import ModelError, ReplayDivergence, ReplayModel
 from porter.redaction import redact
-from porter.report.run_reading import Recording, read_recording
+from porter.report.run_records import Recording, read_recording
 from porter.task import SandboxSpec, Task, load_task
 
 if TYPE_CHECKING:
