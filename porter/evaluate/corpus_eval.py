@@ -30,9 +30,9 @@ from porter.evaluate import runs
 from porter.evaluate.replay_run import recorded_task, replay
 from porter.ledger.transcript import read_transcript
 from porter.loop import agent
-from porter.models.base import Usage
 from porter.redaction import redact
 from porter.report.run_reading import markdown_text
+from porter.report.run_records import read_recording
 from porter.task import Task, TaskError, load_task
 
 REPLAY = "replay"  # the model that re-drives a recording
@@ -156,27 +156,23 @@ def replay_one(recording: Path, runs_dir: Path, trusted: bool = False) -> Entry:
 def recorded_entry(name: str, transcript: Path) -> Entry:
     """What a transcript says of the run that made it: its model, outcome, turns, launches (serve calls),
     tokens (the provider's count, else porter's estimate of the requests), cost and wall time."""
-    records = read_transcript(transcript)
-    start = next((record for record in records if record.get("kind") == "run_start"), {})
-    end = next((record for record in reversed(records) if record.get("kind") == "run_end"), {})
-    agent = (start.get("environment") or {}).get("agent") or {}
-    replies = [record.get("reply") or {} for record in records if record.get("kind") == "model_reply"]
-    usage = [Usage.from_dict(reply.get("usage") or {}) for reply in replies]
-    launches = sum(1 for record in records if record.get("kind") == "tool_call" and record.get("name") == "serve")
+    recording = read_recording(transcript)
+    start, end = recording.start, recording.end
+    seat = (start.environment if start else {}).get("agent") or {}
+    usage = [turn.usage for turn in recording.turns]
     reported = sum(item.input_tokens + item.output_tokens for item in usage)
-    estimate = sum(record.get("tokens_estimate") or 0 for record in records if record.get("kind") == "model_request")
     costs = [item.cost_usd for item in usage]
     return Entry(
         name,
         REPLAY,
-        solved=bool(end.get("solved")),
-        steps=int(end.get("step") or len(usage)),
-        relaunches=launches,
-        tokens=reported or estimate,
+        solved=bool(end and end.solved),
+        steps=int(end and end.step or len(usage)),
+        relaunches=recording.launches,
+        tokens=reported or recording.tokens_estimate,
         cost_usd=None if None in costs else round(sum(costs), 4),
-        wall_s=round(float(end.get("t") or 0) - float(start.get("t") or 0), 1) if end and start else 0.0,
-        recorded_by=agent.get("model") or str(agent.get("provider") or "?").partition(":")[0],
-        tokens_estimated=not reported and bool(estimate),
+        wall_s=round(float(end.t) - float(start.t), 1) if end and start else 0.0,
+        recorded_by=seat.get("model") or str(seat.get("provider") or "?").partition(":")[0],
+        tokens_estimated=not reported and bool(recording.tokens_estimate),
     )
 
 
@@ -219,10 +215,9 @@ def write_leaderboard(out_dir: Path, entries: list[Entry]) -> None:
     by_agent: dict[str, list[Entry]] = {}
     for entry in entries:
         by_agent.setdefault(entry.board_agent, []).append(entry)
-    totals = {agent_name: _totals(rows) for agent_name, rows in by_agent.items()}
-    (out_dir / "leaderboard.json").write_text(
-        json.dumps({"entries": [{**asdict(e), "outcome": e.outcome} for e in entries], "totals": totals}, indent=1)
-    )
+    totals = {agent_name: Totals.of(rows) for agent_name, rows in by_agent.items()}
+    board = {"entries": [{**asdict(e), "outcome": e.outcome} for e in entries], "totals": totals}
+    (out_dir / "leaderboard.json").write_text(json.dumps(board, indent=1, default=asdict))
     lines = [
         "# porter eval leaderboard",
         "",
@@ -233,11 +228,11 @@ def write_leaderboard(out_dir: Path, entries: list[Entry]) -> None:
         "| agent | solved | reproduced | steps | relaunches | tokens | $ | wall s |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for agent_name, total in sorted(totals.items(), key=lambda item: (-item[1]["solved"], item[0])):
-        reproduced = f"{total['reproduced']}/{total['runs']}" if total["reproduced"] is not None else "-"
+    for agent_name, total in sorted(totals.items(), key=lambda item: (-item[1].solved, item[0])):
+        reproduced = f"{total.reproduced}/{total.runs}" if total.reproduced is not None else "-"
         lines.append(
-            f"| {markdown_text(agent_name)} | {total['solved']}/{total['runs']} | {reproduced} | {total['steps']} | "
-            f"{total['relaunches']} | {total['tokens']} | {_money(total['cost_usd'])} | {total['wall_s']:.0f} |"
+            f"| {markdown_text(agent_name)} | {total.solved}/{total.runs} | {reproduced} | {total.steps} | "
+            f"{total.relaunches} | {total.tokens} | {_money(total.cost_usd)} | {total.wall_s:.0f} |"
         )
     lines += [
         "",
@@ -253,19 +248,33 @@ def write_leaderboard(out_dir: Path, entries: list[Entry]) -> None:
     (out_dir / "leaderboard.md").write_text("\n".join(lines) + "\n")
 
 
-def _totals(rows: list[Entry]) -> dict:
-    costs = [row.cost_usd for row in rows]
-    replays = [row for row in rows if row.reproduced is not None]
-    return {
-        "runs": len(rows),
-        "solved": sum(row.solved for row in rows),
-        "reproduced": sum(bool(row.reproduced) for row in replays) if replays else None,
-        "steps": sum(row.steps for row in rows),
-        "relaunches": sum(row.relaunches for row in rows),
-        "tokens": sum(row.tokens for row in rows),
-        "cost_usd": None if None in costs else round(sum(costs), 4),
-        "wall_s": round(sum(r.wall_s for r in rows), 1),
-    }
+@dataclass
+class Totals:
+    """One agent's row of the leaderboard: its runs added up (`reproduced`: None when none was a replay)."""
+
+    runs: int
+    solved: int
+    reproduced: int | None
+    steps: int
+    relaunches: int
+    tokens: int
+    cost_usd: float | None
+    wall_s: float
+
+    @classmethod
+    def of(cls, rows: list[Entry]) -> Totals:
+        costs = [row.cost_usd for row in rows]
+        replays = [row for row in rows if row.reproduced is not None]
+        return cls(
+            runs=len(rows),
+            solved=sum(row.solved for row in rows),
+            reproduced=sum(bool(row.reproduced) for row in replays) if replays else None,
+            steps=sum(row.steps for row in rows),
+            relaunches=sum(row.relaunches for row in rows),
+            tokens=sum(row.tokens for row in rows),
+            cost_usd=None if None in costs else round(sum(costs), 4),
+            wall_s=round(sum(r.wall_s for r in rows), 1),
+        )
 
 
 def _money(value: float | None) -> str:

@@ -7,7 +7,7 @@ gzip tar returned by the task (at most MAX_ARCHIVE_BYTES: `repos/`, then `logs/`
 whole run is bigger) and is unpacked under the eval's `runs/`. A cell whose worker or node dies is submitted
 once more when a live node can take it, else (or after that) listed as failed with the reason; Ctrl-C cancels
 every cell (a running one gets a KeyboardInterrupt, as in `porter run`). A watchdog process per cell removes
-the containers and folder of a cell that did not end normally. The leaderboard is evaluate.py's.
+the containers and folder of a cell that did not end normally. The leaderboard is corpus_eval.py's.
 Ray is imported only when --ray is given (the `porter[ray]` extra). Does not start or manage the cluster: each
 node joins it with `ray start` (README); provider keys come from the environment `ray start` ran in.
 """

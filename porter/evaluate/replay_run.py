@@ -12,17 +12,16 @@ the replay's own run directory.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from porter.errors import RunDirError
 from porter.evaluate import runs
-from porter.ledger.transcript import read_transcript
 from porter.loop import agent
 from porter.models import ModelError, ReplayDivergence, ReplayModel
 from porter.redaction import redact
+from porter.report.run_records import Recording, read_recording
 from porter.task import SandboxSpec, Task, load_task
 
 if TYPE_CHECKING:
@@ -86,8 +85,9 @@ def recorded_task(folder: Path, local_task: str | Path | None = None) -> Task:
     ] + ([] if task.model.in_image else ["model.path (mounted from the host)"])
     reaching += [
         f"checks.quality ({path}: a file porter reads)"
-        for path in _dataset_paths(task)
-        if not path.startswith("builtin:")
+        for check in task.checks.quality
+        for path in (check.dataset, check.few_shot_dataset)
+        if path and not path.startswith("builtin:")
     ]
     if reaching:
         raise RunDirError(
@@ -127,15 +127,15 @@ def replay(
             runs.finish_outputs(ctx)
         finally:
             ctx.sandbox.stop(remove=True)  # a replay's sandbox is throwaway; its run directory keeps everything
-    recorded, replayed = read_transcript(transcript), read_transcript(ctx.run_dir / "transcript.jsonl")
+    recorded, replayed = read_recording(transcript), read_recording(ctx.run_dir / "transcript.jsonl")
     report.environment_changes = environment_changes(recorded, replayed)
     compare(report, recorded, replayed)
     return report
 
 
-def environment_changes(recorded: list[dict], replayed: list[dict]) -> list[str]:
-    before = _mapping(next((r.get("environment") for r in recorded if r.get("kind") == "run_start"), None))
-    after = _mapping(next((r.get("environment") for r in replayed if r.get("kind") == "run_start"), None))
+def environment_changes(recorded: Recording, replayed: Recording) -> list[str]:
+    before = _mapping(recorded.start.environment if recorded.start else None)
+    after = _mapping(replayed.start.environment if replayed.start else None)
     changes = []
     for key in ("porter_version", "sandbox", "repos", "flags"):
         if before.get(key) != after.get(key):
@@ -143,9 +143,8 @@ def environment_changes(recorded: list[dict], replayed: list[dict]) -> list[str]
     return changes
 
 
-def compare(report: ReplayReport, recorded: list[dict], replayed: list[dict]) -> None:
-    old = [_facts(r) for r in recorded if r.get("kind") == "tool_result"]
-    new = [_facts(r) for r in replayed if r.get("kind") == "tool_result"]
+def compare(report: ReplayReport, recorded: Recording, replayed: Recording) -> None:
+    old, new = [o.facts for o in recorded.outcomes], [o.facts for o in replayed.outcomes]
     for index, (before, after) in enumerate(zip(old, new, strict=False), start=1):
         report.compared += 1
         where = f"observation {index} ({before.get('tool')})"
@@ -155,17 +154,6 @@ def compare(report: ReplayReport, recorded: list[dict], replayed: list[dict]) ->
         report.divergences += _metric_drift(where, before, after)
     if len(old) != len(new) and not any("diverged" in d for d in report.divergences):
         report.divergences.append(f"the recording has {len(old)} tool results, the replay {len(new)}")
-
-
-def _facts(record: dict) -> dict:
-    if isinstance(record.get("facts"), dict):
-        return record["facts"]
-    last = str(record.get("content") or "").rstrip().rsplit("\n", 1)[-1]  # recorded before facts became a field
-    try:
-        facts = json.loads(last)
-    except json.JSONDecodeError:
-        facts = {}
-    return facts if isinstance(facts, dict) else {}
 
 
 def _metric_drift(where: str, before: dict, after: dict) -> list[str]:
@@ -182,10 +170,6 @@ def _metric_drift(where: str, before: dict, after: dict) -> list[str]:
                 if change > METRIC_TOLERANCE:
                     drifts.append(f"{where}: {key} {metric} {old_value:.4g} -> {new_value:.4g} ({change:.0%} off)")
     return drifts
-
-
-def _dataset_paths(task: Task) -> list[str]:
-    return [path for check in task.checks.quality for path in (check.dataset, check.few_shot_dataset) if path]
 
 
 def _mapping(value: object) -> dict:

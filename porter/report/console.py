@@ -8,6 +8,7 @@ changes nothing. Text the model or a server wrote is shown as written, never as 
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
@@ -19,6 +20,7 @@ from porter.ledger.state import TargetRow, target_report
 from porter.loop.run_context import RunContext
 from porter.loop.tools import ToolResult
 from porter.models import ToolCall
+from porter.models.base import Record
 from porter.report.progress_log import duration
 from porter.terminal import printable
 
@@ -43,33 +45,46 @@ def call_label(call: ToolCall) -> str:
     return printable(f"{call.name} {detail}".strip())  # the model wrote it: no terminal control reaches the screen
 
 
+@dataclass
+class CallFacts(Record):
+    """What a tool's result says for programs, as far as its few words name it (each tool sets its own)."""
+
+    results: dict = field(default_factory=dict)  # run_check: each check's result document
+    changed: dict = field(default_factory=dict)  # set_flags: each flag's new value; tune: each repo's files
+    exit_code: int | None = None  # bash, tune
+    timed_out: bool = False  # bash
+    seconds: float = 0.0  # serve, and how it went
+    healthy: bool = False
+    crash_class: str | None = None
+    stage: int | None = None
+
+
 def call_outcome(ctx: RunContext, call: ToolCall, result: ToolResult) -> tuple[str, bool]:
     """(how the call ended in a few words, whether those words already say how long it took)."""
-    facts = result.facts or {}
+    facts = CallFacts.from_dict(result.facts or {})
     if not result.ok:
         return "failed: " + _first_line(result.text.removeprefix(f"{call.name} failed: ")), False
     if call.name == "serve":
         return _served(ctx, facts), True
     if call.name == "run_check":
-        return "; ".join(_checked(key, value) for key, value in (facts.get("results") or {}).items()), False
+        return "; ".join(_checked(key, value) for key, value in facts.results.items()), False
     if call.name == "set_flags":
-        changed = facts.get("changed") or {}
-        words = [_flag(flag, value) for flag, value in changed.items()]
+        words = [_flag(flag, value) for flag, value in facts.changed.items()]
         return f"flags changed: {' '.join(words)}" if words else "no flag changed", False
     if call.name == "bash":
-        return ("timed out" if facts.get("timed_out") else f"exit {facts.get('exit_code')}"), False
+        return ("timed out" if facts.timed_out else f"exit {facts.exit_code}"), False
     if call.name == "tune":
-        changed = sorted(f"{repo}/{path}" for repo, paths in (facts.get("changed") or {}).items() for path in paths)
-        return f"exit {facts.get('exit_code')}; changed {', '.join(changed) if changed else 'no file'}", False
+        changed = sorted(f"{repo}/{path}" for repo, paths in facts.changed.items() for path in paths)
+        return f"exit {facts.exit_code}; changed {', '.join(changed) if changed else 'no file'}", False
     return _first_line(result.text), False
 
 
-def _served(ctx: RunContext, facts: dict) -> str:
-    took = duration(facts.get("seconds") or 0.0)
-    if facts.get("healthy"):
+def _served(ctx: RunContext, facts: CallFacts) -> str:
+    took = duration(facts.seconds)
+    if facts.healthy:
         return f"healthy in {took}"
     stages = len(ctx.task.engine.stages)
-    return f"crashed ({facts.get('crash_class')}) after stage {facts.get('stage')} of {stages}, in {took}"
+    return f"crashed ({facts.crash_class}) after stage {facts.stage} of {stages}, in {took}"
 
 
 def _checked(key: str, result: dict) -> str:

@@ -136,28 +136,26 @@ def render_panel(ctx: RunContext, targets: list[TargetRow], work: Work | None) -
     kept = len(state.kept_attempts())
     doing = f"{work.label} ({duration(work.elapsed_s())})" if work else "between steps"
     tokens = state.tokens.input + state.tokens.cache_read + state.tokens.output
-    head = Text.assemble(
-        ("phase ", "dim"),
-        (state.phase(), "bold"),
-        ("   step ", "dim"),
-        f"{state.step}/{limits.max_steps}",
-        ("   now ", "dim"),
-        (doing, "cyan"),
+    head = labelled(
+        ("phase", (state.phase(), "bold")), ("step", f"{state.step}/{limits.max_steps}"), ("now", (doing, "cyan"))
     )
-    spend = Text.assemble(
-        ("kept ", "dim"),
-        str(kept),
-        ("   reverted ", "dim"),
-        str(len(state.attempts) - kept),
-        ("   launches ", "dim"),
-        f"{state.relaunches}/{limits.max_relaunches}",
-        ("   tokens ", "dim"),
-        f"{tokens:,}",
-        ("   cost ", "dim"),
-        words.money(ctx),
+    spend = labelled(
+        ("kept", str(kept)),
+        ("reverted", str(len(state.attempts) - kept)),
+        ("launches", f"{state.relaunches}/{limits.max_relaunches}"),
+        ("tokens", f"{tokens:,}"),
+        ("cost", words.money(ctx)),
     )
     parts = [head, *progress_rows(work), words.targets_table(targets, box=None, pad_edge=False), spend]
     return Panel(Group(*parts), title=f"porter: {ctx.task.name}", expand=False)
+
+
+def labelled(*fields: tuple[str, str | tuple[str, str]]) -> Text:
+    """One line of `label value` pairs three spaces apart, the labels dim (a value may carry its own style)."""
+    parts: list = []
+    for label, value in fields:
+        parts += [(f"   {label} " if parts else f"{label} ", "dim"), value]
+    return Text.assemble(*parts)
 
 
 def progress_rows(work: Work | None) -> list:

@@ -23,8 +23,8 @@ import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 from matplotlib.lines import Line2D  # noqa: E402
 
 from porter.checks import registry  # noqa: E402
-from porter.checks.throughput import absolute
-from porter.report.run_reading import Measurement, RunRecord  # noqa: E402
+from porter.checks.throughput import ThroughputResult, absolute
+from porter.report.run_reading import RunRecord  # noqa: E402
 
 LEGEND_WIDTH = 70  # characters of a legend label before it wraps
 
@@ -41,7 +41,8 @@ def write_plots(record: RunRecord) -> list[Path]:
     plots_dir = record.run_dir / "plots"
     plots_dir.mkdir(exist_ok=True)
     written = []
-    sweeps = [m for m in record.metrics if m.check == "throughput" and m.result.get("levels")]
+    sweeps = [(m.config, ThroughputResult.read(m.result)) for m in record.metrics if m.check == "throughput"]
+    sweeps = [(config, sweep) for config, sweep in sweeps if sweep.levels]
     if sweeps and record.task.checks.throughput:
         written.append(_sweep_plot(record, plots_dir, sweeps))
     performance = {item.key for item in registry.declared(record.task) if item.kind.performance}
@@ -69,24 +70,24 @@ def legend_label(record: RunRecord, fingerprint: str) -> str:
     return textwrap.fill(text, LEGEND_WIDTH, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False)
 
 
-def _sweep_plot(record: RunRecord, plots_dir: Path, sweeps: list[Measurement]) -> Path:
+def _sweep_plot(record: RunRecord, plots_dir: Path, sweeps: list[tuple[str, ThroughputResult]]) -> Path:
     spec = record.task.checks.throughput
     slo, nodes = spec.slo, record.task.hardware.nodes
     ttft_key = f"p{slo.percentile:g}_ttft_ms"
     figure, (left, right) = plt.subplots(1, 2, figsize=(13, 5))
-    order = [c for c in record.configurations() if any(m.config == c for m in sweeps)]
+    order = [c for c in record.configurations() if any(config == c for config, _ in sweeps)]
     for fingerprint in order:
         style = _style(record, fingerprint)
-        mine = [m for m in sweeps if m.config == fingerprint]
+        mine = [sweep for config, sweep in sweeps if config == fingerprint]
         for axis, value in (
-            (left, lambda lv: (lv.get(spec.metric) or 0) / nodes),
-            (right, lambda lv: (lv.get(ttft_key) or 0) / 1000),
+            (left, lambda lv: (lv.metrics.get(spec.metric) or 0) / nodes),
+            (right, lambda lv: (lv.metrics.get(ttft_key) or 0) / 1000),
         ):
             _rate_line(axis, mine, value, style)
-        knees = [m.result["knee_rps"] for m in mine if m.result.get("knee_rps")]
+        knees = [sweep.knee_rps for sweep in mine if sweep.knee_rps]
         if knees:
             for axis in (left, right):
-                axis.axvline(statistics.median(knees), color=style["color"], linestyle=":", linewidth=1.5)
+                axis.axvline(statistics.median(knees), color=record.colour(fingerprint), linestyle=":", linewidth=1.5)
     target = absolute(spec.target_tok_s_per_node)  # None: as high as the budget allows, no line to draw
     left.set_ylim(0, max(left.get_ylim()[1], (target or 0) * 1.12))
     right.set_ylim(0, max(right.get_ylim()[1], slo.ttft_s * 1.25))
@@ -109,13 +110,13 @@ def _limit_line(axis, value: float, text: str) -> None:
     axis.annotate(text, (0.01, value), xycoords=("axes fraction", "data"), va="bottom", fontsize=8)
 
 
-def _rate_line(axis, sweeps: list[Measurement], value, style: dict) -> None:
+def _rate_line(axis, sweeps: list[ThroughputResult], value, style: dict) -> None:
     """Every level of a configuration's sweeps as a point, and one line through the median at each rate, in rate
     order (bisection measures rates out of order, and two sweeps of one configuration bisect at different rates)."""
     by_rate: dict[float, list[float]] = {}
-    for measurement in sweeps:
-        for level in measurement.result["levels"]:
-            by_rate.setdefault(level["rps"], []).append(value(level))
+    for sweep in sweeps:
+        for level in sweep.levels:
+            by_rate.setdefault(level.rps, []).append(value(level))
     rates = sorted(by_rate)
     axis.plot(rates, [statistics.median(by_rate[r]) for r in rates], marker="o", markersize=5, **style)
     points = [(r, v) for r in rates for v in by_rate[r]]
@@ -133,9 +134,7 @@ def _objective_plot(record: RunRecord, plots_dir: Path) -> Path:
         points = [(m.step, m.result.get(field), m.config) for m in record.metrics if m.check == item.key]
         points = [(step, value, config) for step, value, config in points if value is not None]
         for step, value, config in points:
-            style = _style(record, config)
-            axis.plot([step], [value], marker="o", linestyle="none", color=style["color"],
-                      markerfacecolor=style["markerfacecolor"], alpha=style.get("alpha", 1), markersize=7)  # fmt: skip
+            axis.plot([step], [value], marker="o", markersize=7, **{**_style(record, config), "linestyle": "none"})
             if config not in shown:
                 shown.append(config)
         accepted = _accepted_line(record, item.key, field)

@@ -28,6 +28,7 @@ from porter.ledger.records import RULES, Attempt
 from porter.report import pr_reproduce, pr_series, run_reading
 from porter.report.pr_series import ChangeSet
 from porter.report.run_reading import RunRecord, cli_change, log_excerpt, percent, read_run, significant
+from porter.report.run_records import StartUpAt, ToolOutcome
 from porter.sandbox.trees import safe_git
 from porter.sandbox.trees.tracked import PORTER_AUTHOR, RepoState
 from porter.task import OVERLAY_REPO, TuneSpec
@@ -159,7 +160,7 @@ def _short_label(draft: Draft, key: str) -> str:
     return item.kind.label(item.spec).split(" (")[0]
 
 
-def _tune_of(draft: Draft) -> tuple[run_reading.ToolOutcome, TuneSpec | None] | None:
+def _tune_of(draft: Draft) -> tuple[ToolOutcome, TuneSpec | None] | None:
     """The tune call whose changed files are this change set's (the tuner wrote them), with its task entry."""
     for outcome in draft.record.outcomes:
         changed = outcome.changed.get(draft.repo_state.name) or []
@@ -168,7 +169,7 @@ def _tune_of(draft: Draft) -> tuple[run_reading.ToolOutcome, TuneSpec | None] | 
     return None
 
 
-def _crash_startup(draft: Draft) -> run_reading.StartUpAt | None:
+def _crash_startup(draft: Draft) -> StartUpAt | None:
     """The failed start-up this change set cleared: the last one before the first edit of its files (one bring-up
     that clears two crashes holds two repos' fixes, each PR names its own), else the attempt's first crash."""
     crash = draft.crash
@@ -212,7 +213,7 @@ def _problem(draft: Draft) -> list[str]:
     return lines or [f"{serving}: see the evidence below."]
 
 
-def _warning_before(draft: Draft) -> run_reading.StartUpAt | None:
+def _warning_before(draft: Draft) -> StartUpAt | None:
     """The last healthy start-up before the change set that logged a finding (a slow fallback, say)."""
     first = min((a.step for a in draft.attempts), default=0)
     warned = [s for s in draft.record.startups() if s.healthy and s.key_line and s.step < first]

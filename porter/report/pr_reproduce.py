@@ -24,19 +24,17 @@ from porter.task import Task
 
 def environment_rows(record: RunRecord, upstream: str | None) -> list[tuple[str, str]]:
     """(what, value) rows of the environment block."""
-    sandbox = record.environment.get("sandbox") or {}
-    stack = record.environment.get("stack") or {}
-    image = sandbox.get("image") or record.task.sandbox.image or "-"
-    digest = sandbox.get("image_id") or "-"
+    found = record.environment
+    image = found.image or record.task.sandbox.image or "-"
     hardware = record.task.hardware
     gpu = f"{hardware.count}x {hardware.gpu} per node, {hardware.nodes} node(s)"
-    if stack.get("gpu"):
-        gpu += f" (the device reports: {stack['gpu']})"
-    aiter = stack.get("aiter_commit") or stack.get("aiter_version") or "not found in the image"
+    if found.gpu:
+        gpu += f" (the device reports: {found.gpu})"
+    aiter = found.aiter_commit or found.aiter_version or "not found in the image"
     return [
         ("image", f"`{image}`"),
-        ("image digest", f"`{digest}`"),
-        ("ROCm", stack.get("rocm") or "not recorded (no /opt/rocm/.info/version in the image)"),
+        ("image digest", f"`{found.image_id or '-'}`"),
+        ("ROCm", found.rocm or "not recorded (no /opt/rocm/.info/version in the image)"),
         ("aiter", aiter),
         ("GPU", gpu),
         ("engine", f"{record.task.engine.name}" + (f", upstream commit `{upstream}`" if upstream else "")),

@@ -32,14 +32,6 @@ class ChangeSet:
     files: list[str] = field(default_factory=list)
 
 
-def identity(outputs: OutputsSpec) -> tuple[str, str] | None:
-    """(name, email) of outputs.author, or None when porter's own identity stays."""
-    if not outputs.author:
-        return None
-    name, email = re.fullmatch(r"(.*?)\s*<([^<>]+)>", outputs.author).groups()
-    return name, email
-
-
 def export(repo: git.Repo, state: RepoState, outputs: OutputsSpec, out_dir: Path) -> tuple[list[ChangeSet], str]:
     """The repo's change sets with their patches (the whole series in `out_dir`, `git am`-able on the base), and the
     tip of the exported series (what a push sends)."""
@@ -78,11 +70,11 @@ def change_sets(repo_name: str, commits: list[git.Commit]) -> list[ChangeSet]:
 
 
 def _copies(repo: git.Repo, base: str, commits: list[git.Commit], outputs: OutputsSpec) -> list[git.Commit]:
-    """The commits as exported: themselves, or copies (same trees and dates) with the author and the sign-off."""
-    who = identity(outputs)
-    if who is None:
+    """The commits as exported: themselves (no outputs.author), or copies (same trees and dates) with the author and
+    the sign-off."""
+    if not outputs.author:
         return commits
-    name, email = who
+    name, email = re.fullmatch(r"(.*?)\s*<([^<>]+)>", outputs.author).groups()
     copies, parent = [], base
     for commit in commits:
         message = commit.message.rstrip("\n") + "\n"

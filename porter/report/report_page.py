@@ -4,7 +4,7 @@ Covers rendering report.md (the baseline -> final table, the timeline, the plots
 every PR draft (prs/*.md, folded) into one HTML file with its own stylesheet and nothing fetched from
 anywhere (a Content-Security-Policy forbids it, and links with a scheme are not made links); while the run
 goes (state.json not finished) the page reloads itself every REFRESH_S seconds, so an overnight run can be
-watched from a browser (report.py rewrites it after every step). Markdown is rendered with raw HTML off, so
+watched from a browser (run_report.py rewrites it after every step). Markdown is rendered with raw HTML off, so
 nothing an agent or a server wrote becomes markup. Writes only report.html.
 """
 

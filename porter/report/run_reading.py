@@ -1,19 +1,18 @@
 """A finished or running run directory, read for people: what the report, the plots, the HTML page and the PRs share.
 
-Covers loading a run (task, state, environment.json; metrics.jsonl and the transcript as typed records), the
-baseline configuration (the first one measured), configurations named by what changed from the baseline in
-the engine's CLI form plus the commits their trees hold (`--tp 4 --dp 2 + twin 50d0a05`), one colour per
-configuration (its order of first measurement), which attempt a measurement belongs to, the start-ups the
-serve tool recorded (log, key line, crash class), figures rounded to what the measurement supports (tok/s
-to 3 significant figures, scores to 3 decimals with their 95% interval) and the lines of a server log
-around its key line, as the engine printed them. Reads only; writes nothing; runs nothing.
+Covers loading a run (task, state, and environment.json, metrics.jsonl and the transcript as run_records.py types
+them), the baseline configuration (the first one measured), configurations named by what changed from the baseline
+in the engine's CLI form plus the commits their trees hold (`--tp 4 --dp 2 + twin 50d0a05`), one colour per
+configuration (its order of first measurement), which attempt a measurement belongs to, the start-ups the serve tool
+recorded (log, key line, crash class), figures rounded to what the measurement supports (tok/s to 3 significant
+figures, scores to 3 decimals with their 95% interval) and the lines of a server log around its key line, as the
+engine printed them. Reads only; writes nothing; runs nothing.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
-import json
 import math
 import re
 import shlex
@@ -23,11 +22,19 @@ from pathlib import Path
 
 import git
 
-from porter.errors import RunDirError
-from porter.ledger.records import Attempt, StartUp
+from porter.ledger.records import Attempt
 from porter.ledger.state import RunState
-from porter.ledger.transcript import iter_records
-from porter.models.base import Reply, ToolCall
+from porter.models.base import ToolCall
+from porter.report.run_records import (
+    Environment,
+    Measurement,
+    Recording,
+    StartUpAt,
+    ToolOutcome,
+    Turn,
+    read_metrics,
+    read_recording,
+)
 from porter.sandbox.trees import safe_git
 from porter.schema import FlagValue, is_env, render_flags, serve_env
 from porter.task import Task, load_task
@@ -40,62 +47,13 @@ EXCERPT_BEFORE, EXCERPT_AFTER = 8, 4  # lines of a log shown around its key line
 EXCERPT_WIDTH, KEY_LINE_WIDTH = 240, 2000
 
 
-@dataclass(frozen=True)
-class Measurement:
-    """One line of metrics.jsonl: a check's result at a step, on the configuration it was measured on."""
-
-    step: int
-    check: str  # the check's key: "throughput", "single_stream", "quality:<name>"
-    result: dict  # the check's own result document (only its check kind reads inside it)
-    config: str | None  # the configuration's fingerprint (a line of an older porter names it in its result only)
-    pending: bool  # evidence for a change not decided yet
-    flags: dict[str, FlagValue] | None  # the serve flags it was measured with
-
-
-@dataclass
-class StartUpAt(StartUp):
-    """A start-up as the serve tool reported it, at the step of the call."""
-
-    step: int = 0
-
-
-@dataclass(frozen=True)
-class ToolOutcome:
-    """A tool's result as the transcript recorded it: the first line the agent read and the facts for programs."""
-
-    step: int
-    tool: str
-    said: str  # the first line of what the agent read (400 characters at most)
-    ok: bool | None  # False: the tool refused or failed
-    changed: dict  # what the call changed: files per repo (tune), flags (set_flags)
-    facts: dict  # everything the tool returned for programs
-    startup: StartUpAt | None = None  # the serve tool's start-up (log, fingerprint, healthy, crash_class, ...)
-
-    @classmethod
-    def parse(cls, record: dict) -> ToolOutcome:
-        facts, step, tool = record["facts"], record.get("step"), record.get("name")
-        said = str(record.get("content") or "").split("\n", 1)[0][:400]
-        full = tool == "serve" and "log" in facts and not facts.get("reduced")
-        startup = StartUpAt.from_dict({**facts, "step": step}) if full else None
-        return cls(step, tool, said, facts.get("ok"), facts.get("changed") or {}, facts, startup)
-
-
-@dataclass(frozen=True)
-class Turn:
-    """One reply of the agent: its words and the tool calls it made, at a step."""
-
-    step: int
-    text: str
-    calls: list[ToolCall]
-
-
 @dataclass
 class RunRecord:
     run_dir: Path
     task: Task
     state: RunState
     metrics: list[Measurement]
-    environment: dict
+    environment: Environment
     outcomes: list[ToolOutcome] = field(default_factory=list)  # the transcript's tool results, in order
     turns: list[Turn] = field(default_factory=list)  # the agent's replies, in order
 
@@ -172,9 +130,8 @@ class RunRecord:
             trees = _commit_trees(repo_state.path, tuple(repo_state.accepted))
             tree = config.repos.get(name)
             if tree in trees:
-                upto = trees.index(tree)
-                held[name] = list(repo_state.accepted[: upto + 1])
-        return {name: shas for name, shas in held.items() if shas}
+                held[name] = list(repo_state.accepted[: trees.index(tree) + 1])
+        return held
 
     def files_of(self, attempt: Attempt) -> dict[str, list[str]]:
         """Per repo, the files a change edited: its commits' files, else (a reverted edit) those its moves name."""
@@ -204,7 +161,7 @@ class RunRecord:
 
     def reduced_starts(self) -> int:
         """How many reduced start-ups (serve reduced) the run made."""
-        return sum(1 for outcome in self.outcomes if outcome.tool == "serve" and outcome.facts.get("reduced"))
+        return sum(1 for outcome in self.outcomes if outcome.tool == "serve" and outcome.reduced)
 
     def _arguments(self, step: int, names: tuple[str, ...]) -> dict:
         """The arguments of the agent's first call at a step of one of these tools ({}: none)."""
@@ -252,30 +209,10 @@ def read_run(run_dir: str | Path) -> RunRecord:
     run_dir = Path(run_dir)
     state = RunState.read(run_dir)  # first: an empty or foreign directory is named as such
     task = load_task(run_dir / "task.yaml")
-    environment_path = run_dir / "environment.json"
-    environment = json.loads(environment_path.read_text()) if environment_path.exists() else {}
-    outcomes, turns = [], []
+    environment = Environment.read(run_dir / "environment.json")
     transcript = run_dir / "transcript.jsonl"
-    for record in iter_records(transcript) if transcript.exists() else ():
-        if record.get("kind") == "tool_result" and isinstance(record.get("facts"), dict):
-            outcomes.append(ToolOutcome.parse(record))
-        elif record.get("kind") == "model_reply" and isinstance(record.get("reply"), dict):
-            reply = Reply.from_dict(record["reply"])
-            turns.append(Turn(record.get("step"), reply.text, reply.tool_calls))
-    return RunRecord(run_dir, task, state, read_metrics(run_dir), environment, outcomes, turns)
-
-
-def read_metrics(run_dir: Path) -> list[Measurement]:
-    """metrics.jsonl (torn last line skipped); a record without its step, check or result is a RunDirError."""
-    path = run_dir / "metrics.jsonl"
-    measurements = []
-    for number, record in enumerate(iter_records(path) if path.exists() else (), start=1):
-        step, check, result = record.get("step"), record.get("check"), record.get("result")
-        if not (isinstance(step, int) and isinstance(check, str) and isinstance(result, dict)):
-            raise RunDirError(f"{path}: record {number} lacks its step, check or result; not a porter measurement")
-        config = record.get("config") or result.get("fingerprint")
-        measurements.append(Measurement(step, check, result, config, bool(record.get("pending")), record.get("flags")))
-    return measurements
+    recording = read_recording(transcript) if transcript.exists() else Recording()
+    return RunRecord(run_dir, task, state, read_metrics(run_dir), environment, recording.outcomes, recording.turns)
 
 
 @functools.cache

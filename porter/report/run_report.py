@@ -28,6 +28,8 @@ from porter.report.run_reading import RunRecord, cli_change, env_prefix, percent
 from porter.schema import render_flags
 
 REASON_WIDTH = 220  # characters of a reverted change's reason in the timeline (report.json keeps it whole)
+# a target's fields in report.json, between its name and its cached samples
+DOCUMENT_FIELDS = ("metric", "baseline", "value", "change", "goal", "met", "measured_on", "stale", "samples")
 
 
 def write_report(run_dir: str | Path, live: bool = False) -> Path:
@@ -98,7 +100,9 @@ def _figure(performance: bool, value: float | None, result: dict) -> str:
 def render(record: RunRecord, figures: list[Path]) -> str:
     state = record.state
     lines = [*_head(record), *_baseline_table(record)]
-    rules = "; ".join(f"`{rule}`: {RULES[rule]}" for rule in _rules_used(state.attempts))
+    rules = "; ".join(
+        f"`{rule}`: {RULES[rule]}" for rule in dict.fromkeys(a.rule for a in state.attempts) if rule in RULES
+    )
     lines += [
         "## Timeline",
         "",
@@ -124,7 +128,7 @@ def render(record: RunRecord, figures: list[Path]) -> str:
 
 def _head(record: RunRecord) -> list[str]:
     task, state = record.task, record.state
-    twin = "twin" in task.name or "twin" in str(record.environment.get("sandbox", {}).get("image", ""))
+    twin = "twin" in task.name or "twin" in str(record.environment.image)
     where = "the twin engine (twin figures, not hardware results)" if twin else f"{task.hardware.gpu}"
     cost = f"${state.cost_usd:.2f}" if state.cost_known else "unknown (no price for this model)"
     kept, reduced = len(state.kept_attempts()), record.reduced_starts()
@@ -162,10 +166,6 @@ def _baseline_table(record: RunRecord) -> list[str]:
         f"the image's trees); final: the accepted configuration (`{final}`).",
         "",
     ]
-
-
-def _rules_used(attempts: list[Attempt]) -> list[str]:
-    return list(dict.fromkeys(a.rule for a in attempts if a.rule in RULES))
 
 
 def _timeline_row(record: RunRecord, attempt: Attempt) -> list[str]:
@@ -269,21 +269,10 @@ def _details(record: RunRecord) -> list[str]:
 def report_document(record: RunRecord) -> dict:
     """What a program needs from a run: every target on the configuration it was measured on, and its baseline."""
     state = record.state
+    rows = baseline_rows(record)
     targets = [
-        {
-            "name": row.target,
-            "metric": row.metric,
-            "baseline": row.baseline,
-            "value": row.value,
-            "change": row.change,
-            "goal": row.goal,
-            "met": row.met,
-            "measured_on": row.measured_on,
-            "stale": row.stale,
-            "samples": row.samples,
-            "cached_samples": row.cached,
-        }
-        for row in baseline_rows(record)
+        {"name": row.target, **{name: getattr(row, name) for name in DOCUMENT_FIELDS}, "cached_samples": row.cached}
+        for row in rows
     ]
     accepted = state.accepted_config
     return {
@@ -296,7 +285,7 @@ def report_document(record: RunRecord) -> dict:
             **(config.to_dict() if (config := state.configs.get(accepted)) else {}),
         },
         "targets": targets,
-        "all_measured_on_accepted": all(t["measured_on"] == accepted for t in targets),
+        "all_measured_on_accepted": all(row.measured_on == accepted for row in rows),
         "timeline": [
             {**a.to_dict(), "tried": tried_text(record, a), "result": result_text(record, a)}
             | {"why": record.explanation(a)}
