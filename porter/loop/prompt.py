@@ -46,7 +46,9 @@ What each action costs here:
 
 Workflow: reproduce (serve the baseline and read what fails) -> read (read_log, read_file, bash grep) ->
 the smallest fix (edit_file / apply_patch for source and configs, set_flags for flags) -> serve -> measure
-(run_check) -> accept, or revert. Measure the baseline before changing anything for speed. Change one thing
+(run_check) -> accept, or revert. accept measures the quality checks itself when they are missing, and tops up
+a speed check run once to its minimum samples: a crash or quality fix needs no run_check before accept, a speed
+change one run_check per speed check. Measure the baseline before changing anything for speed. Change one thing
 at a time, so a measurement says what it was for.
 
 Rules porter enforces: a pending change (diffs + flags) is kept by `accept` only on evidence porter owns,
