@@ -12,7 +12,8 @@ import yaml
 from twin_tasks import ROOT, bringup_task_data, build_twin, fast_task_data, run_with, tool_results, write_task
 
 from porter.engines.known import ENGINES
-from porter.models.playbook import Event, Playbook
+from porter.models.playbook import Playbook
+from porter.models.playbook_history import Event
 from porter.models.remedies import (
     exclude_alias_edit,
     excluded_by_edit,

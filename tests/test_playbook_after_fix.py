@@ -10,7 +10,8 @@ from pathlib import Path
 
 from porter.ledger.state import target_report
 from porter.models.base import Message, ToolCall
-from porter.models.playbook import Event, Playbook, parse_history
+from porter.models.playbook import Playbook
+from porter.models.playbook_history import Event, parse_history
 from porter.task import load_task
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,7 +1,7 @@
 """The playbook: a rule-based Model for the failure classes with known remedies. No network, no key.
 
 It reads the conversation the loop keeps (every tool result carries its facts and the run's status as a
-field of the message, read once per call into base.py's records: `Event`) and answers with the next tool call.
+field of the message, read once per call into `Event`s by playbook_history.py) and answers with the next tool call.
 Rules are keyed by triage class and use the triage's facts (file, header, module names, shapes, flags), never an
 engine's file names or a scenario's text:
 - missing CUDA-only header under ROCm -> guard the include with the ROCm macro and the HIP header;
@@ -24,55 +24,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import InitVar, dataclass, field, replace
+from dataclasses import dataclass
 from itertools import count
 
 from porter.models import remedies
-from porter.models.base import Finding, Message, Model, Reply, ServeFacts, StatusFacts, ToolCall, ToolSpec, Usage
+from porter.models.base import Finding, Message, Model, Reply, StatusFacts, ToolCall, ToolSpec, Usage
+from porter.models.playbook_history import Event, parse_history
 from porter.task import Task
-
-TAG = re.compile(r"\[playbook:([a-z_]+):([a-z_]+)\]")
-
-
-@dataclass
-class Event:
-    """One tool call of the conversation with its result; the result's facts are read once, into records."""
-
-    name: str
-    arguments: dict
-    tag: tuple[str, str] | None
-    why: str = ""  # the reply text that came with the call (the playbook's reason)
-    ok: bool = False
-    facts: InitVar[dict | None] = None
-    text: str = ""
-    serve: ServeFacts = field(init=False)
-    status: StatusFacts | None = field(init=False)  # None: the result carries no status
-    kept: bool = field(init=False)  # accept kept the change
-    interrupted: bool = field(init=False)  # the run was stopped mid-call and resumed
-    reduced: str | None = field(init=False)  # a reduced start-up's outcome (healthy or its crash); no server after
-
-    def __post_init__(self, facts: dict | None) -> None:
-        facts = facts or {}
-        self.reduced = facts.get("outcome") if facts.get("reduced") else None
-        self.serve = ServeFacts.from_dict({**facts, "healthy": facts.get("healthy") and not self.reduced})
-        self.status = StatusFacts.from_dict(facts["status"]) if facts.get("status") else None
-        self.kept, self.interrupted = bool(facts.get("kept")), bool(facts.get("interrupted"))
-
-
-def parse_history(messages: list[Message]) -> list[Event]:
-    """The tool calls of the conversation in order, each with its result (a call cut by an interruption has none)."""
-    events: dict[str, Event] = {}
-    for message in messages:
-        if message.role == "assistant":
-            match = TAG.search(message.content or "")
-            why = TAG.sub("", message.content or "").strip()
-            for call in message.tool_calls:
-                events[call.id] = Event(call.name, call.arguments, match.groups() if match else None, why)
-        elif message.role == "tool" and message.tool_call_id in events:
-            facts = dict(message.facts or {})
-            ok, text = bool(facts.get("ok", False)), message.content
-            events[message.tool_call_id] = replace(events[message.tool_call_id], ok=ok, facts=facts, text=text)
-    return list(events.values())
 
 
 @dataclass
@@ -195,10 +153,14 @@ class Playbook:
 
     def _rule_already_tried(self, signature: str | None) -> bool:
         """The same crash (full or reduced, other crashes between) after a fix of ours since the last decision."""
-        for index in range(len(self.history) - 2, -1, -1) if signature else ():
+        if signature is None:
+            return False
+        for index in reversed(range(len(self.history) - 1)):
             event = self.history[index]
-            if event.name in ("accept", "revert") or (event.name == "serve" and event.serve.signature == signature):
-                return event.name == "serve" and any(e.tag for e in self.history[index + 1 : -1])
+            if event.name in ("accept", "revert"):
+                return False
+            if event.name == "serve" and event.serve.signature == signature:
+                return any(later.tag for later in self.history[index + 1 : -1])
         return False
 
     def _give_up_crash(self, crash: str, reason: str) -> Action:

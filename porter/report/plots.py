@@ -41,7 +41,7 @@ def write_plots(record: RunRecord) -> list[Path]:
     plots_dir = record.run_dir / "plots"
     plots_dir.mkdir(exist_ok=True)
     written = []
-    sweeps = [(m.config, ThroughputResult.read(m.result)) for m in record.metrics if m.check == "throughput"]
+    sweeps = [(m.config, ThroughputResult.from_dict(m.result)) for m in record.metrics if m.check == "throughput"]
     sweeps = [(config, sweep) for config, sweep in sweeps if sweep.levels]
     if sweeps and record.task.checks.throughput:
         written.append(_sweep_plot(record, plots_dir, sweeps))

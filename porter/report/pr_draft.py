@@ -182,7 +182,7 @@ def _crash_startup(draft: Draft) -> StartUpAt | None:
         for call in turn.calls
         if turn.step <= crash.step and record.edits(turn.step, call, draft.change.files)
     ]
-    failed = [s for s in record.startups() if s.step <= crash.step and s.crash_class]
+    failed = [s for s in record.startups(reduced=True) if s.step <= crash.step and s.crash_class]
     if edits:
         before = [s for s in failed if s.step < min(edits)]
         return before[-1] if before else None

@@ -155,9 +155,10 @@ class RunRecord:
         config = self.state.configs[fingerprint]
         return baseline is not None and any(config.repos.get(n) != t for n, t in baseline.repos.items())
 
-    def startups(self) -> list[StartUpAt]:
-        """The serve tool's full start-ups, in order (a reduced one starts no configuration of the run)."""
-        return [outcome.startup for outcome in self.outcomes if outcome.startup is not None]
+    def startups(self, reduced: bool = False) -> list[StartUpAt]:
+        """The serve tool's full start-ups, in order (a reduced one starts no configuration of the run); with
+        `reduced`, the reduced ones among them (where a crash a fix cleared may have been met)."""
+        return [o.startup for o in self.outcomes if o.startup is not None and (reduced or not o.reduced)]
 
     def reduced_starts(self) -> int:
         """How many reduced start-ups (serve reduced) the run made."""

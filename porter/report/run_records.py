@@ -46,7 +46,7 @@ class ToolOutcome:
     changed: dict  # what the call changed: files per repo (tune), flags (set_flags)
     facts: dict  # everything the tool returned for programs
     startup: StartUpAt | None = None  # the serve tool's start-up (log, fingerprint, healthy, crash_class, ...)
-    reduced: bool = False  # a reduced start-up (serve reduced), which starts no configuration of the run
+    reduced: bool = False  # the start-up was reduced (serve reduced): it starts no configuration of the run
 
     @classmethod
     def parse(cls, record: dict) -> ToolOutcome:
@@ -54,11 +54,12 @@ class ToolOutcome:
         content = str(record.get("content") or "")
         if not isinstance(facts, dict):  # recorded before facts became a field: its content's last line holds them
             facts = _json_object(content.rstrip().rsplit("\n", 1)[-1])
-        reduced = bool(facts.get("reduced"))
-        full = tool == "serve" and "log" in facts and not reduced
-        startup = StartUpAt.from_dict({**facts, "step": step}) if full else None
+        started = tool == "serve" and "log" in facts
+        startup = StartUpAt.from_dict({**facts, "step": step}) if started else None
         said = content.split("\n", 1)[0][:400]
-        return cls(step, tool, said, facts.get("ok"), facts.get("changed") or {}, facts, startup, reduced)
+        return cls(
+            step, tool, said, facts.get("ok"), facts.get("changed") or {}, facts, startup, bool(facts.get("reduced"))
+        )
 
 
 @dataclass(frozen=True)
