@@ -11,6 +11,9 @@ import sys
 
 from local_tasks import local_task
 
+from porter.ledger.state import RunState
+from porter.report.console import launches
+
 SCRIPT = """\
 - tool_calls: [{name: bash, arguments: {command: "sleep 1.5; echo slept"}}]
 - tool_calls: [{name: finish, arguments: {reason: looked around}}]
@@ -71,3 +74,11 @@ def test_plain_lines_through_a_pipe(tmp_path):
     assert "step 1 |" not in text
     (log,) = (tmp_path / "runs").glob("*/progress.log")
     assert log.read_text().splitlines() == lines  # the terminal's lines are the log's
+
+
+def test_the_closing_lines_say_reduced_launches_apart():
+    """A reduced start-up starts no configuration of the run: the summary counts full launches and names the rest."""
+    state = RunState(run_id="r", task_path="t.yaml", flags={}, accepted_flags={}, relaunches=9, reduced_launches=3)
+    assert launches(state) == "6 launches and 3 reduced"
+    state.relaunches, state.reduced_launches = 1, 0
+    assert launches(state) == "1 launch"

@@ -37,6 +37,7 @@ class RunState:
     attempts: list[Attempt] = field(default_factory=list)
     step: int = 0
     relaunches: int = 0
+    reduced_launches: int = 0  # of the relaunches, the engine's reduced start-ups (serve reduced)
     set_aside: SetAside | None = None  # while an earlier configuration runs in place: the flags and repos to put back
     reduced: dict[str, str] = field(default_factory=dict)  # fingerprint -> its reduced start-up: healthy or the crash
     server_s: float = 0.0  # seconds servers were up (start-up included), for server hours

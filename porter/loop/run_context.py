@@ -139,6 +139,7 @@ class RunContext:
         # remembered: its samples' cache keys and the report read the configuration
         fingerprint = self.state.remember(self.configuration())
         self.state.relaunches += 1
+        self.state.reduced_launches += reduced
         log_path = self.run_dir / "logs" / f"serve-{self.state.relaunches:03d}{'-reduced' * reduced}.log"
         flags = {**self.state.flags, **self.task.engine.reduced_flags()} if reduced else self.state.flags
         self.server_started = time.monotonic()

@@ -124,9 +124,15 @@ def run_summary(ctx: RunContext) -> str:
     tokens = state.tokens.input + state.tokens.cache_read + state.tokens.output
     return (
         f"{state.finished}; {'solved' if state.solved else 'not solved'}; kept {kept}, reverted "
-        f"{len(state.attempts) - kept}; {plural(state.step, 'step')}, {plural(state.relaunches, 'launch')}, "
+        f"{len(state.attempts) - kept}; {plural(state.step, 'step')}, {launches(state)}, "
         f"{plural(tokens, 'token')}, {money(ctx)}"
     )
+
+
+def launches(state) -> str:
+    """Full start-ups, with the reduced ones (serve reduced) said apart: only a full one starts a configuration."""
+    full = plural(state.relaunches - state.reduced_launches, "launch")
+    return f"{full} and {state.reduced_launches} reduced" if state.reduced_launches else full
 
 
 def plural(count: int, noun: str) -> str:
@@ -150,6 +156,6 @@ def show_summary(ctx: RunContext) -> None:
     kept = ctx.state.kept_attempts()
     console.print(
         f"kept changes: {len(kept)}, reverted: {len(ctx.state.attempts) - len(kept)}; "
-        f"steps {ctx.state.step}; relaunches {ctx.state.relaunches}; cost {money(ctx)}"
+        f"steps {ctx.state.step}; {launches(ctx.state)}; cost {money(ctx)}"
     )
     console.print(f"run directory: {ctx.run_dir}")

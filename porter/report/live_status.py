@@ -139,10 +139,11 @@ def render_panel(ctx: RunContext, targets: list[TargetRow], work: Work | None) -
     head = labelled(
         ("phase", (state.phase(), "bold")), ("step", f"{state.step}/{limits.max_steps}"), ("now", (doing, "cyan"))
     )
+    reduced = f" ({state.reduced_launches} reduced)" if state.reduced_launches else ""  # within the budget
     spend = labelled(
         ("kept", str(kept)),
         ("reverted", str(len(state.attempts) - kept)),
-        ("launches", f"{state.relaunches}/{limits.max_relaunches}"),
+        ("launches", f"{state.relaunches}/{limits.max_relaunches}{reduced}"),
         ("tokens", f"{tokens:,}"),
         ("cost", words.money(ctx)),
     )
