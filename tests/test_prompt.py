@@ -32,7 +32,7 @@ def test_the_rules_state_the_keep_bar_as_the_comparisons_compute_it(tmp_path) ->
     from local_tasks import open_local_run
 
     from porter.ledger import noise
-    from porter.loop.prompt import system_prompt
+    from porter.loop.prompt import speed_rules, system_prompt
 
     ctx = open_local_run(tmp_path)
     try:
@@ -40,8 +40,10 @@ def test_the_rules_state_the_keep_bar_as_the_comparisons_compute_it(tmp_path) ->
     finally:
         ctx.transcript.close()
         ctx.sandbox.stop(remove=True)
-    assert f"the larger of {ctx.task.checks.min_improvement:.0%} and a 95% bound" in text
-    assert f"plus {noise.RESOLUTION_STEPS:g} x the knee's bracket" in text
+    rules = " ".join(speed_rules(ctx.task).split())  # what a task with a speed target is told
+    assert f"the larger of {ctx.task.checks.min_improvement:.0%} and a 95% bound" in rules
+    assert f"plus {noise.RESOLUTION_STEPS:g} x the knee's bracket" in rules
+    assert "Beyond noise" not in text  # this task declares no speed check
     assert "porter ends the run itself once the accepted configuration meets every target" in text
 
 
@@ -80,3 +82,15 @@ def test_the_programs_line_finds_the_rocm_toolchain_off_path(tmp_path) -> None:
         ctx.sandbox.stop(remove=True)
     assert f"hipcc (at {rocm}/bin/hipcc, not on PATH)" in programs and "python3" in programs.split(";")[0]
     assert "hipcc" not in programs.split("lacks")[1]
+
+
+def test_a_quality_only_task_is_not_told_how_speed_is_judged() -> None:
+    """A bring-up whose targets are all quality (a seat recording's task): no tuning, no one-batch benchmark, no
+    noise bar in its prompt; the flagship, with speed targets, has them."""
+    from porter.loop.prompt import has_speed_target
+
+    quality_only = load_task(ROOT / "transcripts" / "seat-corvid3-fp8-fnuz-gfx950" / "task.yaml")
+    flagship = load_task(ROOT / "tasks" / "twin_glm52.yaml")
+    assert quality_only.tune and not has_speed_target(quality_only) and has_speed_target(flagship)
+    assert not any("tune " in line or "one batch" in line for line in cost_lines(quality_only, speed=False))
+    assert any(line.startswith("- tune ") for line in cost_lines(flagship)) and "one batch" in cost_lines(flagship)[-2]

@@ -58,20 +58,23 @@ start-up stage lines (crash_progress; lines your change prints itself do not cou
 the accepted tree start with flags that crashed it is committed on its own (crash_fix), whatever becomes of
 those flags; a quality check that failed passes beyond its interval (quality_restored); or throughput /
 single-stream speed improves beyond noise with quality within tolerance (gain). A change that crashes where
-the accepted configuration starts is never kept. Beyond noise means past a bar: the larger of {min_gain} and a
-95% bound from the spread of both configurations' samples (plus {steps} x the knee's bracket for a sweep,
-whose knee is only known to a bracket); each accept and revert states the bar. Every speed check measured on
-both configurations is compared: one that gets worse beyond noise is accepted only as a trade, when each of
-its new samples still meets its target. Serve after every change before measuring. porter ends the run itself
-once the accepted configuration meets every target; when nothing sensible is left to try, call
+the accepted configuration starts is never kept.{speed_rules} Serve after every change before measuring. porter
+ends the run itself once the accepted configuration meets every target; when nothing sensible is left to try, call
 finish with the reason.
 """
+
+# Said only when a target is a speed: on a task whose targets are all quality it is text to read past.
+SPEED_RULES = """ Beyond noise means past a bar: the larger of {min_gain} and a 95% bound from the spread of both
+configurations' samples (plus {steps} x the knee's bracket for a sweep, whose knee is only known to a bracket); each
+accept and revert states the bar. Every speed check measured on both configurations is compared: one that gets worse
+beyond noise is accepted only as a trade, when each of its new samples still meets its target."""
 
 
 def system_prompt(ctx: RunContext, programs: str) -> str:
     task = ctx.task
     targets = [f"- {row.target}: goal {row.goal}" for row in run_status(ctx)["targets"]]
     per_node = f" per node x {task.hardware.nodes} nodes" if task.hardware.nodes > 1 else ""
+    speed = has_speed_target(task)
     return SYSTEM_PROMPT.format(
         model_id=task.model.id,
         gpus=f"{task.hardware.count}x {task.hardware.gpu}{per_node}",
@@ -79,13 +82,21 @@ def system_prompt(ctx: RunContext, programs: str) -> str:
         command=serve.render_command(task, task.serve.flags),
         tunables=json.dumps(task.serve.tunables) if task.serve.tunables else "none",
         rules="; ".join(flag_rules.describe(task)) or "none",
-        tune="; ".join(f"{t.name}: {' '.join(t.description.split())}" for t in task.tune) or "none",
+        tune="; ".join(f"{t.name}: {' '.join(t.description.split())}" for t in task.tune if speed) or "none",
         repos=", ".join(f"{r.name} at {r.path}" for r in task.patchable_repos()) or "none",
         programs=programs,
-        costs="\n".join(cost_lines(task)),
-        min_gain=f"{task.checks.min_improvement:.0%}",
-        steps=f"{noise.RESOLUTION_STEPS:g}",
+        costs="\n".join(cost_lines(task, speed)),
+        speed_rules=speed_rules(task) if speed else "",
     )
+
+
+def speed_rules(task: Task) -> str:
+    return SPEED_RULES.format(min_gain=f"{task.checks.min_improvement:.0%}", steps=f"{noise.RESOLUTION_STEPS:g}")
+
+
+def has_speed_target(task: Task) -> bool:
+    """Whether a declared check measures speed (throughput, single stream): tuning and the noise bar matter then."""
+    return any(item.kind.performance for item in registry.declared(task))
 
 
 def workload_lines(task: Task) -> list[str]:
@@ -93,7 +104,7 @@ def workload_lines(task: Task) -> list[str]:
     return [f"  {item.kind.workload(item.spec)}" for item in registry.declared(task)]
 
 
-def cost_lines(task: Task) -> list[str]:
+def cost_lines(task: Task, speed: bool = True) -> list[str]:
     limits = task.agent.limits
     lines = [
         f"- serve: a start-up can take up to {task.serve.startup_timeout_s:g} s (the first one tells you how long); "
@@ -102,8 +113,9 @@ def cost_lines(task: Task) -> list[str]:
         "fraction of that, so only a fix that passes there pays for a full start-up (the only kind accept reads)",
     ]
     lines += [f"- {item.kind.cost(item.spec, task)}" for item in registry.declared(task)]
-    lines += [f"- tune {spec.name}: up to {spec.timeout_s:g} s; it stops the server" for spec in task.tune]
-    lines.append(one_batch_line(task))
+    if speed:
+        lines += [f"- tune {spec.name}: up to {spec.timeout_s:g} s; it stops the server" for spec in task.tune]
+        lines.append(one_batch_line(task))
     lines.append(
         f"- the run: {limits.max_steps} model calls, {limits.max_wall_hours:g} h, ${limits.max_cost_usd:g}; "
         "bash, read_file, read_log and edits are cheap"
