@@ -140,6 +140,7 @@ def test_eval_writes_a_leaderboard(docker_client, tmp_path, monkeypatch):
     out_dir = evaluate(corpus, ["playbook"], workers=2)
     board = json.loads((out_dir / "leaderboard.json").read_text())
     solved = {entry["name"]: entry["solved"] for entry in board["entries"]}
-    assert solved == {"twin-oom-mem-fraction": True, "twin-ckpt-name-keyerror": False}
+    # the tasks' own names (neutral: a scenario's task names no fault): oom-mem-fraction is s11, ckpt-name-keyerror s02
+    assert solved == {"twin-glm52-s11": True, "twin-glm52-s02": False}
     assert board["totals"]["playbook"]["runs"] == 2 and board["totals"]["playbook"]["cost_usd"] == 0
     assert "| playbook | 1/2 |" in (out_dir / "leaderboard.md").read_text()
