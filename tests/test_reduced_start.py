@@ -10,6 +10,9 @@ from __future__ import annotations
 import pytest
 from twin_tasks import SPEC_516, build_twin, call, facts, fast_twin_task, fix, run_scripted, tool_results
 
+from porter.report.run_reading import read_run
+from porter.report.run_report import render
+
 pytestmark = pytest.mark.docker
 
 SCRIPT = [
@@ -41,6 +44,9 @@ def test_a_reduced_start_up_judges_a_kernel_fix_and_declines_a_checkpoint_crash(
     assert healthy["healthy"] and (ctx.run_dir / "logs" / "serve-006.log").is_file()
     logs = sorted(path.name for path in (ctx.run_dir / "logs").glob("serve-*-reduced.log"))
     assert logs == ["serve-002-reduced.log", "serve-004-reduced.log", "serve-005-reduced.log"]
+    # two serve calls made three reduced launches: the run counts launches, not calls
+    assert (ctx.state.relaunches, ctx.state.reduced_launches, ctx.state.full_launches) == (6, 3, 3)
+    assert "3 launches and 3 reduced ones" in render(read_run(ctx.run_dir), [])
     assert "fused_multistep_metadata" in (ctx.run_dir / "logs" / logs[1]).read_text()
     print(
         f"full {full_crash['seconds']} s, {healthy['seconds']} s; reduced {declined['seconds']}, {judged['seconds']} s"

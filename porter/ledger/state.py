@@ -108,6 +108,11 @@ class RunState:
             latest[sample.key] = {**sample.result, "median": median_of(samples), "samples": counted}
         return latest
 
+    @property
+    def full_launches(self) -> int:
+        """The launches that started a configuration of the run (a reduced one starts none)."""
+        return self.relaunches - self.reduced_launches
+
     def kept_attempts(self) -> list[Attempt]:
         return [attempt for attempt in self.attempts if attempt.kept]
 

@@ -131,7 +131,7 @@ def run_summary(ctx: RunContext) -> str:
 
 def launches(state) -> str:
     """Full start-ups, with the reduced ones (serve reduced) said apart: only a full one starts a configuration."""
-    full = plural(state.relaunches - state.reduced_launches, "launch")
+    full = plural(state.full_launches, "launch")
     return f"{full} and {state.reduced_launches} reduced" if state.reduced_launches else full
 
 

@@ -160,10 +160,6 @@ class RunRecord:
         `reduced`, the reduced ones among them (where a crash a fix cleared may have been met)."""
         return [o.startup for o in self.outcomes if o.startup is not None and (reduced or not o.reduced)]
 
-    def reduced_starts(self) -> int:
-        """How many reduced start-ups (serve reduced) the run made."""
-        return sum(1 for outcome in self.outcomes if outcome.tool == "serve" and outcome.reduced)
-
     def _arguments(self, step: int, names: tuple[str, ...]) -> dict:
         """The arguments of the agent's first call at a step of one of these tools ({}: none)."""
         return next((c.arguments for t in self.turns if t.step == step for c in t.calls if c.name in names), {})

@@ -131,8 +131,8 @@ def _head(record: RunRecord) -> list[str]:
     twin = "twin" in task.name or "twin" in str(record.environment.image)
     where = "the twin engine (twin figures, not hardware results)" if twin else f"{task.hardware.gpu}"
     cost = f"${state.cost_usd:.2f}" if state.cost_known else "unknown (no price for this model)"
-    kept, reduced = len(state.kept_attempts()), record.reduced_starts()
-    launches = f"{state.relaunches - reduced} launches" + (f" and {reduced} reduced ones" if reduced else "")
+    kept, reduced = len(state.kept_attempts()), state.reduced_launches
+    launches = f"{state.full_launches} launches" + (f" and {reduced} reduced ones" if reduced else "")
     wall = f"wall {state.wall_s / 60:.1f} min, " if state.finished else ""
     return [
         f"# porter run {state.run_id}",
