@@ -16,7 +16,7 @@ from rich.table import Table
 
 from porter.checks import registry
 from porter.checks.render import number, target_value
-from porter.ledger.state import TargetRow, target_report
+from porter.ledger.state import RunState, TargetRow, target_report
 from porter.loop.run_context import RunContext
 from porter.loop.tools import ToolResult
 from porter.models import ToolCall
@@ -129,7 +129,7 @@ def run_summary(ctx: RunContext) -> str:
     )
 
 
-def launches(state) -> str:
+def launches(state: RunState) -> str:
     """Full start-ups, with the reduced ones (serve reduced) said apart: only a full one starts a configuration."""
     full = plural(state.full_launches, "launch")
     return f"{full} and {state.reduced_launches} reduced" if state.reduced_launches else full
