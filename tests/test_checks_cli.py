@@ -49,16 +49,16 @@ def test_bench_table_and_exit_1_when_no_level_passes(server, capsys):
 
 
 def test_bench_single_stream_json(server, capsys):
-    """The speed counts from the first token: a 300 ms first token would pull a from-the-request speed under 50.
-    The server paces tokens 5 ms apart, so 200 tok/s is a ceiling; a loaded machine only slows it, hence the
-    wide floor (no wall-time assertion beyond what the pacing bounds)."""
+    """The speed counts from the first token: a 300 ms first token would pull a from-the-request speed under 70.
+    The server paces tokens 5 ms apart (200 tok/s); a loaded machine slows the stream, or delays the read of the
+    first token and so shortens the span it is measured over, hence wide bounds either side (no wall time)."""
     server.reset(ttft_ms=300, itl_ms=5)
     assert bench_main(server.url, 32, 11, 0.0, "1", 5, 99, 60, True, True) == 0
     document = last_json(capsys.readouterr().out)
     speeds = document["per_request_tok_s"]
     assert document["completed"] == 3 and len(speeds) == 3
     assert document["output_tok_s"] == sorted(speeds)[1]
-    assert all(100 < speed <= 200 * 1.02 for speed in speeds), speeds
+    assert all(100 < speed < 400 for speed in speeds), speeds
 
 
 @pytest.mark.parametrize("rps, code, message", [("1,x", 2, "--request-rate must be"), ("0", 2, "positive finite")])

@@ -225,8 +225,9 @@ def test_single_stream_speed_is_tokens_after_the_first_over_time(server):
         server.url, SingleStreamSpec(input_tokens=64, output_tokens=21, num_requests=3, target_output_tok_s=40)
     )
     assert result.completed == 3 and result.errors == 0
-    # the server's 10 ms pacing bounds the speed from above; load on the machine only lowers it
-    assert 50 < result.output_tok_s <= 100 * 1.02, result.per_request_tok_s
+    # the server paces tokens 10 ms apart (100 tok/s); load slows the stream or, delaying the first token's read,
+    # shortens the span measured: wide bounds either side, well clear of the from-the-request figure
+    assert 50 < result.output_tok_s < 200, result.per_request_tok_s
     assert result.median_ttft_ms >= 500
     assert result.meets_target
     assert json.loads(json.dumps(result.to_dict()))["meets_target"] is True
