@@ -167,7 +167,8 @@ def test_sliding_and_global_layers_with_their_own_kv_shapes_are_undecided():
     facts = sized_facts(config, None)
     assert facts.attention.full_layers == 4 and "4 sliding layers (window 1024)" in facts.attention.bounded_layers
     text = undecided_text(config)
-    assert "'global_head_dim'" in text and "'num_global_key_value_heads'" in text and "KV bytes" in text
+    assert "'global_head_dim'" in text and "'num_global_key_value_heads'" in text
+    assert {"attention", "KV per token", "weights"} <= facts.open and "layers" not in facts.open
 
 
 def test_compressed_kv_layers_and_per_layer_block_configs_are_undecided():
@@ -343,3 +344,33 @@ def test_experts_the_exclude_list_keeps_unquantized_are_tuned_unquantized():
 def test_an_activation_no_gated_family_uses_leaves_the_gating_undecided():
     # relu2 outside nemotron_h: whether its MLP has a gate projection is not known, so the weights are not claimed
     assert "whether the MLP is gated: hidden_act = 'relu2'" in undecided_text(synthetic(hidden_act="relu2"))
+
+
+def init_report(tmp_path, config: dict) -> tuple[str, dict]:
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text(json.dumps(config))
+    result = CliRunner().invoke(main, ["init", str(checkpoint), "--engine", "sglang", "--out", str(tmp_path / "t")])
+    assert result.exit_code == 0, result.output
+    return result.output, yaml.safe_load((tmp_path / "t").read_text())
+
+
+def test_a_fact_an_unread_key_could_change_is_stated_undecided_not_as_a_figure(tmp_path):
+    # a made-up key in the shape of a per-expert storage key (as DeepSeek-V4's expert_dtype was before init read it):
+    # its name says it sets a dtype, so the expert dtype and the weight bytes are open; the layers, the attention and
+    # the KV bytes are not, and keep their figures
+    report, task = init_report(tmp_path, synthetic(expert_storage_dtype="int3"))
+    facts = sized_facts(synthetic(expert_storage_dtype="int3"), None)
+    assert facts.open == {"expert dtype", "weights"}
+    assert "  expert dtype: undecided (2.000 bytes a weight" in report and "  weights: undecided (" in report
+    assert "(by the weights as far as init read: undecided)" in (tmp_path / "t").read_text()  # the TP comment
+    assert "  layers: 8 full + moe" in report and "  KV per token: 16.0 KiB bf16" in report  # 8 x (K, V) x 4 x 128 x 2 B
+    # the MoE tuning rows would tune a dtype the engine may never run: none, and the report says why
+    assert task["tune"] == [] and "no MoE tuning rows: the expert dtype undecided" in report
+
+
+def test_a_missing_top_k_is_printed_undecided_never_as_top_0(tmp_path):
+    config = synthetic()
+    del config["num_experts_per_tok"]
+    report, task = init_report(tmp_path, config)
+    assert "top-k undecided" in report and "top-0" not in report and task["tune"] == []

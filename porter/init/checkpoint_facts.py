@@ -86,6 +86,12 @@ class CheckpointFacts:
     why: Why = field(default_factory=Why)
     undecided: list[str] = field(default_factory=list)
 
+    @property
+    def open(self) -> set[str]:
+        """The facts the undecided lines leave open: those named before a line's first ": " (config_keys.FACT_WORDS)."""
+        heads = [line.split(": ", 1)[0] for line in self.undecided if ": " in line]
+        return {fact for fact, words in keys.FACT_WORDS.items() if any(re.search(words, head) for head in heads)}
+
     def kv_bytes_per_token(self, kv_bytes: float) -> float:
         """Every full-attention layer's KV for one token, at `kv_bytes` a value (2: bf16, 1: fp8)."""
         return self.attention.kv_elements_per_token * kv_bytes

@@ -54,16 +54,48 @@ HARMLESS = frozenset(
 )
 
 
+# The facts `porter init` states, each with the words an undecided line uses for it before its first ": " (every
+# line init lists under "Could not decide" about a fact starts with the facts it leaves open).
+FACT_WORDS = {
+    "layers": r"layers by kind|MoE layers|block",
+    "MoE": r"MoE|top-k|experts|shared expert",
+    "MLP activation": r"activation|gated",
+    "expert dtype": r"expert dtype",
+    "MTP layers": r"MTP",
+    "attention": r"attention|head dim|heads",
+    "context": r"context",
+    "weights": r"weight|^dtype|gated|head dim|routed experts|shared expert|MoE layers|layers by kind",
+    "KV per token": r"KV|head dim|layers by kind",
+}
+# What an unread key could leave open, by the first rule its name matches; a name no rule matches could change any
+# fact. An indexer's keys leave the attention and the KV open, not the weight bytes: its projections are a few
+# matrices a layer, well under 1% of a checkpoint's bytes.
+KEY_FACTS = (
+    (r"index", ("attention", "KV")),
+    (r"dtype|quant|bits", ("expert dtype", "weight bytes")),
+    (r"mtp|nextn", ("MTP layers", "weight bytes")),
+    (r"activation|(^|_)act(_|$)", ("MLP activation",)),
+    (r"layer|pattern|block|mixer|linear|mamba|ssm", ("layers by kind", "MoE", "attention", "KV", "weight bytes")),
+    (r"expert|moe|topk|top_k|per_tok|routed|shared|intermediate|mlp|latent", ("MoE", "weight bytes")),
+    (r"window|sliding|swa|global|local|compress|ratio|kv|head|attn|attention|rank|dim", ("attention", "KV", "weight bytes")),
+    (r"hidden", ("MoE", "weight bytes")),
+)
+FACT_ORDER = ("layers by kind", "MoE", "MLP activation", "expert dtype", "MTP layers", "attention", "KV", "weight bytes")
+
+
 def unread_keys(text: dict) -> list[str]:
-    """Keys this module neither reads nor knows to be harmless, whose names say they could change a fact."""
+    """Keys this module neither reads nor knows to be harmless, whose names say they could change a fact, each line
+    led by the facts its key leaves open."""
     found = []
     for key in sorted(text):
         unset = text[key] in (None, False, [], {})
-        if not unset and RISKY.search(str(key).lower()) and key not in HARMLESS and key not in READ:
+        lowered = str(key).lower()
+        if not unset and RISKY.search(lowered) and key not in HARMLESS and key not in READ:
+            facts = next((facts for pattern, facts in KEY_FACTS if re.search(pattern, lowered)), FACT_ORDER)
             shown = repr(text[key])
             found.append(
-                f"{str(key)[:60]!r} = {shown[:60]}{'...' if len(shown) > 60 else ''}: a key init does not read; it "
-                "could change the layers by kind, the MoE shape, the KV bytes or the weight bytes"
+                f"{', '.join(facts[:-1])}{' and ' if len(facts) > 1 else ''}{facts[-1]}: {str(key)[:60]!r} = "
+                f"{shown[:60]}{'...' if len(shown) > 60 else ''}, a key init does not read"
             )
     return found
 

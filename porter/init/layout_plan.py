@@ -214,6 +214,8 @@ def _topology(result: Plan, facts: CheckpointFacts, engine: Engine) -> None:
     result.comments[tp_flag] = "layouts that fit: " + ", ".join(layout.label() for layout in same_ep)
     if left_out:
         result.comments[tp_flag] += "; not " + ", ".join(_why_not(layout, facts, result) for layout in left_out)
+    if open_sizes := sorted(facts.open & {"weights", "KV per token"}):
+        result.comments[tp_flag] += f" (by the {' and '.join(open_sizes)} as far as init read: undecided)"
     result.reachable = [layout for layout in same_ep if layout.tp in tps]
     if not facts.moe:
         return
@@ -274,6 +276,7 @@ def _memory_and_cache(result: Plan, facts: CheckpointFacts, engine: Engine) -> N
     per_token = facts.kv_bytes_per_token(_dtype_bytes(facts))
     result.comments[engine.kv_cache_dtype] = (
         f"{per_token / 1024:.1f} KiB a token at {facts.dtype}, half in fp8 ({facts.attention.kind})"
+        + (" as far as init read: undecided" if "KV per token" in facts.open else "")
     )
     result.flags[engine.max_batched_tokens] = MAX_BATCHED_TOKENS
     result.comments[engine.max_batched_tokens] = "one step's tokens: the largest batch the MoE tuning rows cover"
@@ -360,6 +363,8 @@ def _tuning(result: Plan, facts: CheckpointFacts, gpu: Gpu) -> None:
     if not moe.top_k or facts.activation not in ACTIVATIONS:
         key, why = None, f"top-k {moe.top_k or 'undecided'}, activation {facts.activation}: aiter's fused MoE "
         why += f"tunes {', '.join(ACTIVATIONS)} experts"
+    if open_shape := sorted(facts.open & {"MoE", "MLP activation", "expert dtype"}):
+        key, why = None, f"the {' and '.join(open_shape)} undecided (rows for a shape the engine never runs tune nothing)"
     result.quant_key = key
     if key is None:
         result.undecided.append(f"no MoE tuning rows: {why}; AITER_ONLINE_TUNE=1 makes aiter tune what it meets")

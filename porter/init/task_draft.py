@@ -346,7 +346,11 @@ def describe(
             "every full-attention layer's cache for one token",
         ),
     ]
-    lines += [f"  {name}: {value}" + (f"  [{why}]" if why else "") for name, value, why in facts_rows]
+    lines += [
+        f"  {name}: {f'undecided ({value} as far as init read: see Could not decide)' if name in facts.open else value}"
+        + (f"  [{why}]" if why else "")
+        for name, value, why in facts_rows
+    ]
     lines.append(
         f"Layouts ({gpu.name} {gpu.memory_gib} GiB, {engine.memory_fraction} {engine.memory_share}, "
         f"headroom {plan.need_tokens} KV tokens a replica):"
@@ -384,7 +388,8 @@ def _moe_text(moe) -> str:
         f", {moe.shared_experts} shared of width {moe.shared_width}" if moe.shared_experts else ", no shared expert"
     )
     return (
-        f"hidden {moe.hidden}, expert width {moe.expert_width}, {moe.experts} experts, top-{moe.top_k}{shared}; "
+        f"hidden {moe.hidden}, expert width {moe.expert_width}, {moe.experts} experts, "
+        f"{f'top-{moe.top_k}' if moe.top_k else 'top-k undecided'}{shared}; "
         f"{moe.moe_layers} MoE layers, {moe.dense_layers} dense"
     )
 
