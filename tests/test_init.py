@@ -28,17 +28,25 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT.parent / "shared" / "model_configs"
 GPU, COUNT = parse_hardware("MI355X:8")
 
+# MLA's latent (kv_lora_rank 512 + qk_rope 64) at the KV dtype in every layer, and the DSA indexer's cached keys in
+# the layers that build one: index_head_dim 128 fp8 values and an fp32 scale, 132 bytes at any KV dtype (sglang
+# DSATokenToKVPool, vLLM Indexer.k_cache). GLM-5.2's indexer_types name 21 "full" layers of 78 (the rest reuse an
+# earlier top-k: sglang dsa_layer_skips_topk), as index_topk_freq 4 from index_skip_topk_offset 3 does for vLLM.
+def DSA(layers: int, indexers: int) -> tuple[int, int]:
+    return 576 * layers * 2 + 132 * indexers, 576 * layers + 132 * indexers
+
+
 # file -> (architecture, quant_method, (hidden, expert width, experts, top-k, shared experts), MTP layers, attention,
-#          KV bytes per token at bf16, weight GB bounds, aiter columns, sglang baseline, vLLM baseline, sglang TPs)
+#          KV bytes per token at bf16 and at fp8, weight GB bounds, aiter columns, sglang baseline, vLLM baseline, sglang TPs)
 EXPECTED = {
     "deepseek__DeepSeek-V3.json": ("DeepseekV3ForCausalLM", "fp8", (7168, 2048, 256, 8, 1), 1, "MLA",
                                    576 * 61 * 2, (660, 700), "fp8-block", "TP8", "TP8", [8, 4]),
     "deepseek__DeepSeek-V3.2.json": ("DeepseekV32ForCausalLM", "fp8", (7168, 2048, 256, 8, 1), 1, "MLA + DSA sparse",
-                                     (576 + 128) * 61 * 2, (660, 700), "fp8-block", "TP8", "TP8", [8, 4]),
+                                     DSA(61, 61), (660, 700), "fp8-block", "TP8", "TP8", [8, 4]),
     "glm__GLM-5-FP8.json": ("GlmMoeDsaForCausalLM", "fp8", (6144, 2048, 256, 8, 1), 1, "MLA + DSA sparse",
-                            (576 + 128) * 78 * 2, (730, 780), "fp8-block", "TP8", "TP8", [8, 4]),
+                            DSA(78, 78), (730, 780), "fp8-block", "TP8", "TP8", [8, 4]),
     "glm__GLM-5.2-FP8.json": ("GlmMoeDsaForCausalLM", "fp8", (6144, 2048, 256, 8, 1), 1, "MLA + DSA sparse",
-                              (576 + 128) * 78 * 2, (730, 780), "fp8-block", "TP8", "TP8", [8, 4]),
+                              DSA(78, 21), (730, 780), "fp8-block", "TP8", "TP8", [8, 4]),
     "gpt_oss__gpt-oss-120b.json": ("GptOssForCausalLM", "mxfp4", (2880, 2880, 128, 4, 0), 0, "GQA",
                                    2 * 8 * 64 * 18 * 2, (60, 70), "fp4-weight-only", "TP8", "TP8", [8, 4, 2, 1]),
     "kimi__Kimi-K2.5.json": ("KimiK25ForConditionalGeneration", "compressed-tensors", (7168, 2048, 384, 8, 1), 0,
@@ -77,7 +85,8 @@ def test_the_facts_of_each_config(name):
     moe = facts.moe
     assert (moe.hidden, moe.expert_width, moe.experts, moe.top_k, moe.shared_experts) == shape
     assert facts.attention.kind == attention
-    assert facts.kv_bytes_per_token(2) == kv and facts.kv_bytes_per_token(1) == kv / 2
+    bf16, fp8 = kv if isinstance(kv, tuple) else (kv, kv / 2)
+    assert facts.kv_bytes_per_token(2) == bf16 and facts.kv_bytes_per_token(1) == fp8
     assert low * 1e9 <= facts.weight_bytes <= high * 1e9
     assert "ESTIMATE" in facts.why.weights
     assert layout_plan.quant_key(facts, GPU)[0] == tune_key

@@ -374,3 +374,16 @@ def test_a_missing_top_k_is_printed_undecided_never_as_top_0(tmp_path):
     del config["num_experts_per_tok"]
     report, task = init_report(tmp_path, config)
     assert "top-k undecided" in report and "top-0" not in report and task["tune"] == []
+
+
+def test_a_dsa_indexer_shared_by_name_only_leaves_the_kv_undecided():
+    # GLM-5.2's keys on 8 layers: indexer_types says which layers build an indexer (sglang reads it); vLLM reads only
+    # index_topk_freq from index_skip_topk_offset. Here they agree (layers 0, 1, 2 and 6: max(layer - 2, 0) % 4 == 0),
+    # then indexer_types alone drops layer 6's: the two engines would cache different indexer bytes
+    dsa = synthetic(kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=128, index_topk=2048, index_head_dim=128,
+                    index_topk_freq=4, index_skip_topk_offset=3)  # fmt: skip
+    agreed = ["full", "full", "full", "shared", "shared", "shared", "full", "shared"]
+    facts = sized_facts({**dsa, "indexer_types": agreed}, None)
+    assert facts.kv_bytes_per_token(2) == 8 * 576 * 2 + 4 * 132 and "KV per token" not in facts.open
+    moved = sized_facts({**dsa, "indexer_types": agreed[:6] + ["shared", "shared"]}, None)
+    assert "KV per token" in moved.open and moved.kv_bytes_per_token(2) == 8 * 576 * 2 + 4 * 132  # the larger

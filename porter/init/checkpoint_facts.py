@@ -44,6 +44,7 @@ class Attention:
     full_layers: int = 0  # layers whose KV grows with every token
     bounded_layers: str = ""  # the other layers, said in words (linear attention state, a sliding window, Mamba)
     kv_elements_per_token: int = 0  # per token, all full layers, at one element per value
+    fixed_bytes_per_token: int = 0  # cached at a dtype of its own whatever the KV dtype: a DSA indexer's fp8 keys
 
 
 @dataclass
@@ -94,7 +95,7 @@ class CheckpointFacts:
 
     def kv_bytes_per_token(self, kv_bytes: float) -> float:
         """Every full-attention layer's KV for one token, at `kv_bytes` a value (2: bf16, 1: fp8)."""
-        return self.attention.kv_elements_per_token * kv_bytes
+        return self.attention.kv_elements_per_token * kv_bytes + self.attention.fixed_bytes_per_token
 
 
 class FactsError(ValueError):
@@ -372,7 +373,7 @@ def read_attention(text: dict, kinds: list[tuple[str, str]], why: Why, undecided
     if text.get("kv_lora_rank"):
         rank, rope = int(text["kv_lora_rank"]), int(text.get("qk_rope_head_dim") or 0)
         topk = text.get("index_topk")
-        per_layer = rank + rope + (int(text.get("index_head_dim") or 0) if topk else 0)
+        indexer = _indexer_bytes(text, len(kinds), undecided) if topk else 0
         kind = "MLA + DSA sparse" if topk else "MLA"
         if not isinstance(nope := text.get("qk_nope_head_dim"), int):
             undecided.append("the MLA head dim: no qk_nope_head_dim (a query/key head is qk_nope + qk_rope wide)")
@@ -380,10 +381,10 @@ def read_attention(text: dict, kinds: list[tuple[str, str]], why: Why, undecided
         why.attention = f"kv_lora_rank = {rank}, qk_rope_head_dim = {rope}: one latent of {rank + rope} per layer"
         if topk:
             why.attention += (
-                f"; index_topk = {topk}: each query attends its top {topk} tokens, chosen by an indexer whose "
-                f"keys ({text.get('index_head_dim')} per layer) are cached too, counted at the KV dtype"
+                f"; index_topk = {topk}: each query attends its top {topk} tokens, chosen by an indexer whose fp8 "
+                f"keys and scales are cached too ({indexer} bytes a token, in the layers that build an indexer)"
             )
-        return Attention(kind, heads, kv_heads, head_dim, rank, topk, full, bounded, per_layer * full)
+        return Attention(kind, heads, kv_heads, head_dim, rank, topk, full, bounded, (rank + rope) * full, indexer)
     kind = "MHA" if kv_heads == heads else "MQA" if kv_heads == 1 else "GQA"
     why.attention = (
         f"num_attention_heads = {heads}, num_key_value_heads = {kv_heads}, "
@@ -393,3 +394,32 @@ def read_attention(text: dict, kinds: list[tuple[str, str]], why: Why, undecided
         kind, heads, kv_heads, head_dim, full_layers=full, bounded_layers=bounded,
         kv_elements_per_token=2 * kv_heads * head_dim * full,
     )  # fmt: skip
+
+
+def _indexer_bytes(text: dict, count: int, undecided: list[str]) -> int:
+    """A DSA indexer's cache a token: index_head_dim fp8 values and an fp32 scale a 128 (sglang 0.5.20
+    mem_cache/memory_pool.py DSATokenToKVPool, vLLM 0.25.1 models/deepseek_v2.py Indexer.k_cache), in each layer
+    that builds an indexer. A layer that reuses an earlier layer's top-k caches none: sglang
+    configs/model_config.py dsa_layer_skips_topk reads indexer_types, then cli_factor, then index_topk_pattern, then
+    index_topk_freq from index_skip_topk_offset, and pool_configurator.py sizes only the other layers' keys on one
+    node; vLLM's DeepseekV2DecoderLayer reads the pattern and the frequency only. Counts that differ leave the KV
+    bytes undecided."""
+
+    def skips(layer: int, order: tuple[str, ...]) -> bool:
+        for key in order:
+            value = text.get(key)
+            if key == "indexer_types" and isinstance(value, list):
+                return layer < len(value) and value[layer] == "shared"
+            if key == "cli_factor" and isinstance(value, int) and value > 1:
+                return layer % value != 0
+            if key == "index_topk_pattern" and isinstance(value, (list, str)):
+                return layer < len(value) and value[layer] == "S"
+        freq, offset = int(text.get("index_topk_freq") or 1), int(text.get("index_skip_topk_offset") or 2)
+        return max(layer - offset + 1, 0) % freq != 0
+
+    sglang = sum(not skips(layer, ("indexer_types", "cli_factor", "index_topk_pattern")) for layer in range(count))
+    vllm = sum(not skips(layer, ("index_topk_pattern",)) for layer in range(count))
+    if sglang != vllm:
+        undecided.append(f"KV: sglang caches the indexer keys of {sglang} layers, vLLM of {vllm} (indexer_types)")
+    dim = int(text.get("index_head_dim") or 0)
+    return (dim + dim // 128 * 4) * max(sglang, vllm)

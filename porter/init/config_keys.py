@@ -50,7 +50,9 @@ HARMLESS = frozenset(
     "max_window_layers mtp_transformer_layers mtp_hybrid_override_pattern qk_head_dim rope_interleave "
     "partial_rotary_factor rotary_dim initializer_range chunk_size_feed_forward attn_output_gate use_sliding_window "
     "sliding_window vision_config text_config language_config llm_config quantization_config layer_norm_epsilon "
-    "pruned_heads time_step_rank top_k _attn_implementation_autoset for_llm_compressor".split()
+    "pruned_heads time_step_rank top_k _attn_implementation_autoset for_llm_compressor "
+    # whether the MTP layer reuses its top-k across draft steps (vLLM models/deepseek_v2.py: the draft's compute only)
+    "index_share_for_mtp_iteration".split()
 )
 
 
@@ -110,6 +112,7 @@ READ = frozenset(
         "intermediate_size intermediate_size_mlp moe_latent_size n_shared_experts kv_lora_rank qk_rope_head_dim "
         "qk_nope_head_dim v_head_dim q_lora_rank index_topk index_head_dim index_n_heads linear_num_key_heads "
         "linear_key_head_dim linear_num_value_heads linear_value_head_dim mamba_num_heads mamba_head_dim n_groups "
-        "ssm_state_size swiglu_limit use_mtp".split()
+        "ssm_state_size swiglu_limit use_mtp indexer_types cli_factor index_topk_pattern index_topk_freq "
+        "index_skip_topk_offset".split()
     )
 )
