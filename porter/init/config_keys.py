@@ -79,10 +79,12 @@ KEY_FACTS = (
     (r"activation|(^|_)act(_|$)", ("MLP activation",)),
     (r"layer|pattern|block|mixer|linear|mamba|ssm", ("layers by kind", "MoE", "attention", "KV", "weight bytes")),
     (r"expert|moe|topk|top_k|per_tok|routed|shared|intermediate|mlp|latent", ("MoE", "weight bytes")),
-    (r"window|sliding|swa|global|local|compress|ratio|kv|head|attn|attention|rank|dim", ("attention", "KV", "weight bytes")),
+    (r"window|sliding|swa|global|local|compress|ratio|kv|head|attn|rank|dim", ("attention", "KV", "weight bytes")),
     (r"hidden", ("MoE", "weight bytes")),
 )
-FACT_ORDER = ("layers by kind", "MoE", "MLP activation", "expert dtype", "MTP layers", "attention", "KV", "weight bytes")
+FACT_ORDER = (
+    "layers by kind", "MoE", "MLP activation", "expert dtype", "MTP layers", "attention", "KV", "weight bytes",
+)  # fmt: skip
 
 
 def unread_keys(text: dict) -> list[str]:

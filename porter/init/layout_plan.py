@@ -364,7 +364,7 @@ def _tuning(result: Plan, facts: CheckpointFacts, gpu: Gpu) -> None:
         key, why = None, f"top-k {moe.top_k or 'undecided'}, activation {facts.activation}: aiter's fused MoE "
         why += f"tunes {', '.join(ACTIVATIONS)} experts"
     if open_shape := sorted(facts.open & {"MoE", "MLP activation", "expert dtype"}):
-        key, why = None, f"the {' and '.join(open_shape)} undecided (rows for a shape the engine never runs tune nothing)"
+        key, why = None, f"the {' and '.join(open_shape)} undecided (rows for a shape never run tune nothing)"
     result.quant_key = key
     if key is None:
         result.undecided.append(f"no MoE tuning rows: {why}; AITER_ONLINE_TUNE=1 makes aiter tune what it meets")
