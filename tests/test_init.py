@@ -37,7 +37,7 @@ def DSA(layers: int, indexers: int) -> tuple[int, int]:
 
 
 # file -> (architecture, quant_method, (hidden, expert width, experts, top-k, shared experts), MTP layers, attention,
-#          KV bytes per token at bf16 and at fp8, weight GB bounds, aiter columns, sglang baseline, vLLM baseline, sglang TPs)
+#          KV bytes a token at bf16 (or at bf16 and fp8), weight GB bounds, aiter columns, sglang baseline, vLLM baseline, sglang TPs)
 EXPECTED = {
     "deepseek__DeepSeek-V3.json": ("DeepseekV3ForCausalLM", "fp8", (7168, 2048, 256, 8, 1), 1, "MLA",
                                    576 * 61 * 2, (660, 700), "fp8-block", "TP8", "TP8", [8, 4]),

@@ -364,7 +364,7 @@ def test_a_fact_an_unread_key_could_change_is_stated_undecided_not_as_a_figure(t
     assert facts.open == {"expert dtype", "weights"}
     assert "  expert dtype: undecided (2.000 bytes a weight" in report and "  weights: undecided (" in report
     assert "(by the weights as far as init read: undecided)" in (tmp_path / "t").read_text()  # the TP comment
-    assert "  layers: 8 full + moe" in report and "  KV per token: 16.0 KiB bf16" in report  # 8 x (K, V) x 4 x 128 x 2 B
+    assert "  layers: 8 full + moe" in report and "  KV per token: 16.0 KiB bf16" in report  # 8 x 2 x 4 x 128 x 2 B
     # the MoE tuning rows would tune a dtype the engine may never run: none, and the report says why
     assert task["tune"] == [] and "no MoE tuning rows: the expert dtype undecided" in report
 
