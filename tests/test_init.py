@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT.parent / "shared" / "model_configs"
 GPU, COUNT = parse_hardware("MI355X:8")
 
+
 # MLA's latent (kv_lora_rank 512 + qk_rope 64) at the KV dtype in every layer, and the DSA indexer's cached keys in
 # the layers that build one: index_head_dim 128 fp8 values and an fp32 scale, 132 bytes at any KV dtype (sglang
 # DSATokenToKVPool, vLLM Indexer.k_cache). GLM-5.2's indexer_types name 21 "full" layers of 78 (the rest reuse an
@@ -37,7 +38,8 @@ def DSA(layers: int, indexers: int) -> tuple[int, int]:
 
 
 # file -> (architecture, quant_method, (hidden, expert width, experts, top-k, shared experts), MTP layers, attention,
-#          KV bytes a token at bf16 (or at bf16 and fp8), weight GB bounds, aiter columns, sglang baseline, vLLM baseline, sglang TPs)
+#          KV bytes a token at bf16 (or at bf16 and fp8), weight GB bounds, aiter columns, sglang baseline,
+#          vLLM baseline, sglang TPs)
 EXPECTED = {
     "deepseek__DeepSeek-V3.json": ("DeepseekV3ForCausalLM", "fp8", (7168, 2048, 256, 8, 1), 1, "MLA",
                                    576 * 61 * 2, (660, 700), "fp8-block", "TP8", "TP8", [8, 4]),
