@@ -207,7 +207,8 @@ def _serve_flags(task: Task, probe) -> list[Finding]:
         fix = "write the option's full name (argparse would take a prefix, which breaks when a new option appears)"
         findings.append(Finding("serve flags", False, f"--{name} is not one of the engine's option names", fix))
     if not findings:
-        findings.append(Finding("serve flags", True, f"{len(variants)} flag sets accepted by the engine's parser"))
+        release = f"{task.engine.name} {answer.version}" if answer.version else "no release read: the task's spellings"
+        findings.append(Finding("serve flags", True, f"{len(variants)} flag sets accepted by the parser of {release}"))
     return findings
 
 
