@@ -95,6 +95,12 @@ def read_attention(text: dict, kinds: list[tuple[str, str]], dim: tuple, undecid
     _, key_dim, value_dim = shapes["full"]
     spelled = ("num_key_value_heads", dim_key, "v_head_dim", "attention_k_eq_v", *keys.KV_SHAPES["full"])
     read = ", ".join(f"{key} = {text[key]}" for key in dict.fromkeys(spelled) if key and text.get(key))
+    if text.get("num_global_key_value_heads") and not text.get("attention_k_eq_v"):
+        undecided.append(
+            f"KV bytes per token: num_global_key_value_heads = {text['num_global_key_value_heads']} without "
+            "attention_k_eq_v: transformers' Gemma4TextConfig drops it, sglang 0.5.20's hf_transformers/config.py "
+            "takes it (counted as num_key_value_heads)"
+        )
     if str(text.get("model_type", "")).startswith("gemma4") and not text.get("global_head_dim"):
         undecided.append("KV bytes per token: no global_head_dim (transformers Gemma4TextConfig takes 512 then)")
     why = (
