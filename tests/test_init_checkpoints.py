@@ -160,17 +160,6 @@ def undecided_text(config: dict) -> str:
     return "\n".join(sized_facts(config, None).undecided)
 
 
-def test_sliding_and_global_layers_with_their_own_kv_shapes_are_undecided():
-    # imitates Gemma-3-style alternation with its own global head keys: the global layers' KV shape is not read
-    config = synthetic(layer_types=["sliding_attention", "full_attention"] * 4, sliding_window=1024,
-                       num_global_key_value_heads=8, global_head_dim=256)  # fmt: skip
-    facts = sized_facts(config, None)
-    assert facts.attention.full_layers == 4 and "4 sliding layers (window 1024)" in facts.attention.bounded_layers
-    text = undecided_text(config)
-    assert "'global_head_dim'" in text and "'num_global_key_value_heads'" in text
-    assert {"attention", "KV per token", "weights"} <= facts.open and "layers" not in facts.open
-
-
 def test_compressed_kv_layers_and_per_layer_block_configs_are_undecided():
     # compress_ratios imitates DeepSeek-V4-style compressed-KV layers; block_configs imitates Nemotron-NAS's per-layer
     # blocks (attention skipped or narrowed layer by layer)

@@ -1,14 +1,13 @@
 """What a checkpoint's config.json says, read once for `porter init`, each fact with why it was read so.
 
 Covers the architecture and dtype (a multimodal wrapper's text model is read from `text_config`), the quantization
-(quant_formats.py), each layer's kind (its mixer: full, sliding-window or linear attention, or Mamba; its MLP: MoE,
-dense or none) from the key that lists them, the MoE shape (hidden size or latent, expert width, routed experts,
-top-k, shared experts, activation), MTP layers, the attention kind (MHA/GQA/MQA, MLA, MLA with DSA sparse attention),
-context length and the KV-cache bytes per token; the weight bytes are weight_estimate.py's. Each family spells these
-its own way; the spellings are listed once, in config_keys.py, with the upstream file each was read from. A key
-init does not read that could change a fact makes that fact undecided, never defaulted; two spellings that disagree
-too. Does not plan anything (layout_plan.py).
-"""
+(quant_formats.py), each layer's kind (its mixer: full, sliding-window, compressed or linear attention, or Mamba; its
+MLP: MoE, dense or none) from the key that lists them, the MoE shape (hidden size or latent, expert width, routed
+experts, top-k, shared experts, activation), MTP layers and context length; the attention and its KV-cache bytes per
+token are attention_facts.py's, the weight bytes weight_estimate.py's. Each family spells these its own way; the
+spellings are listed once, in config_keys.py, with the upstream file each was read from. A key init does not read
+that could change a fact makes that fact undecided, never defaulted; two spellings that disagree too. Does not plan
+anything (layout_plan.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from porter.init import config_keys as keys
+from porter.init.attention_facts import Attention, mixer_heads, read_attention
 from porter.init.quant_formats import Quantization, read_quantization
 
 
@@ -31,20 +31,6 @@ class MoeShape:
     moe_layers: int
     dense_layers: int
     dense_width: int
-
-
-@dataclass
-class Attention:
-    kind: str  # MHA, GQA, MQA, MLA, "MLA + DSA sparse"
-    heads: int
-    kv_heads: int
-    head_dim: int
-    kv_lora_rank: int | None = None
-    index_topk: int | None = None
-    full_layers: int = 0  # layers whose KV grows with every token
-    bounded_layers: str = ""  # the other layers, said in words (linear attention state, a sliding window, Mamba)
-    kv_elements_per_token: int = 0  # per token, all full layers, at one element per value
-    fixed_bytes_per_token: int = 0  # cached at a dtype of its own whatever the KV dtype: a DSA indexer's fp8 keys
 
 
 @dataclass
@@ -179,7 +165,8 @@ def _read_facts(config: dict, quant_file: dict | None) -> CheckpointFacts:
         raise FactsError(f"config.json: {mtp_key} = {mtp_layers}: no checkpoint has that many MTP layers")
     why.mtp = f"{mtp_key} = {mtp}" if mtp_key else f"none of {', '.join(keys.MTP)}"
     _mtp_exclude_note(text, quantization, mtp_layers, why)
-    attention = read_attention(text, kinds, why, undecided)
+    head_dim = _one(text, keys.HEAD_DIM, "head dim", undecided)
+    attention, why.attention = read_attention(text, kinds, head_dim, undecided)
     context_key, context = _one(text, ("max_position_embeddings", "seq_length", "max_seq_len"), "context", undecided)
     why.context = f"{context_key}" if context_key else "unknown"
     undecided.extend(keys.unread_keys(text))
@@ -197,7 +184,7 @@ def _read_facts(config: dict, quant_file: dict | None) -> CheckpointFacts:
         remote_code=bool(config.get("auto_map") or text.get("auto_map")),
         activation=_activation(text, why, undecided),
         gated=str(text.get("model_type")) not in keys.NOT_GATED,
-        sharded_heads=_mixer_heads(text, kinds),
+        sharded_heads=mixer_heads(text, kinds),
         why=why,
         undecided=undecided,
     )
@@ -245,15 +232,20 @@ def _mixers(text: dict, count: int, why: Why, undecided: list[str]) -> list[str]
             undecided.append(f"layers by kind, KV and weights: layer_types lists {unknown or len(kinds)!r}")
         why.attention_layers = "layer_types"
         return [keys.LAYER_TYPES.get(str(kinds[i]), "full") if i < len(kinds) else "full" for i in range(count)]
+    coded = next((key for key in keys.LAYER_CODES if isinstance(text.get(key), list) and text[key]), None)
+    if coded:
+        return _coded_mixers(text, coded, count, why, undecided)
+    kda = text.get("linear_attn_config")
+    if isinstance(kda, dict) and isinstance(kda.get("kda_layers"), list):
+        # sglang srt/configs/kimi_linear.py KimiLinearConfig.is_kda_layer: kda_layers counts layers from 1; the rest
+        # are full (MLA) attention
+        listed = set(kda["kda_layers"])
+        why.attention_layers = "linear_attn_config.kda_layers (counted from 1: KDA linear attention), the rest full"
+        return ["linear" if i + 1 in listed else "full" for i in range(count)]
     if text.get("full_attention_interval"):
         interval = int(text["full_attention_interval"])
         why.attention_layers = f"full_attention_interval = {interval}: the others linear attention"
         return ["full" if (i + 1) % interval == 0 else "linear" for i in range(count)]
-    if isinstance(text.get("attn_type_list"), list):  # MiniMax: 1 softmax attention, 0 lightning (linear)
-        why.attention_layers = "attn_type_list (1 softmax attention, 0 linear)"
-        return ["full" if kind == 1 else "linear" for kind in text["attn_type_list"][:count]] + ["full"] * max(
-            0, count - len(text["attn_type_list"])
-        )
     if text.get("sliding_window") and text.get("use_sliding_window") is not False:
         undecided.append(
             f"KV bytes per token: sliding_window = {text['sliding_window']!r} with no layer_types; which layers "
@@ -262,6 +254,15 @@ def _mixers(text: dict, count: int, why: Why, undecided: list[str]) -> list[str]
     if text.get("attention_chunk_size"):
         why.attention_layers = f"chunked attention ({text['attention_chunk_size']}) counted as full (upper bound)"
     return ["full"] * count
+
+
+def _coded_mixers(text: dict, key: str, count: int, why: Why, undecided: list[str]) -> list[str]:
+    codes, meaning = text[key], keys.LAYER_CODES[key]
+    unknown = sorted({str(code) for code in codes} - {str(code) for code in meaning})
+    if unknown or len(codes) < count:
+        undecided.append(f"layers by kind and KV bytes: {key!r} lists {unknown or len(codes)!r}, not read")
+    why.attention_layers = f"{key} ({', '.join(f'{code} {kind}' for code, kind in meaning.items())})"
+    return [meaning.get(codes[i], "full") if i < len(codes) else "full" for i in range(count)]
 
 
 def _mlps(text: dict, count: int, why: Why, undecided: list[str]) -> list[str]:
@@ -299,12 +300,12 @@ def read_moe(text: dict, kinds: list[tuple[str, str]], why: Why, undecided: list
     # spelling: MiniMax, gpt-oss, Llama 4) size each expert with intermediate_size
     width_key = "moe_intermediate_size" if text.get("moe_intermediate_size") else "intermediate_size"
     width, hidden = int(text[width_key]), int(text["hidden_size"])
-    latent = int(text.get("moe_latent_size") or 0)
+    latent = int(_one(text, keys.LATENT, "the experts' latent width", undecided)[1] or 0)
     dense_width = int(text.get("intermediate_size_mlp") or text.get("intermediate_size") or width)
     shared, shared_width, shared_why = _shared_experts(text, width, undecided)
     why.moe = (
         f"{experts_key} = {experts}, {top_key} = {top_k}, expert width {width_key} = {width}, "
-        + (f"experts on moe_latent_size = {latent} (projected from hidden_size)" if latent else "hidden_size")
+        + (f"experts on a latent of {latent} (projected from hidden_size)" if latent else "hidden_size")
         + f"; {shared_why}; {why.moe_layers or why.layers}"
     )
     return MoeShape(
@@ -322,13 +323,18 @@ def read_moe(text: dict, kinds: list[tuple[str, str]], why: Why, undecided: list
 
 def _shared_experts(text: dict, width: int, undecided: list[str]) -> tuple[int, int, str]:
     size_key, size = _one(text, keys.SHARED_WIDTH, "shared expert width", undecided)
-    if text.get("n_shared_experts"):
-        count = int(text["n_shared_experts"])
+    count_key, count = _one(text, keys.SHARED_EXPERTS, "shared experts", undecided)
+    if count:
         if size_key:
-            return count, int(size), f"n_shared_experts = {count} of {size_key} = {size}"
-        return count, width, f"n_shared_experts = {count} of the expert width"
+            return int(count), int(size), f"{count_key} = {count} of {size_key} = {size}"
+        return int(count), width, f"{count_key} = {count} of the expert width"
     if size_key:
         return (1, int(size), f"{size_key} = {size}: one shared expert") if size else (0, 0, f"{size_key} = 0: none")
+    if text.get("enable_moe_block"):
+        # transformers models/gemma4/modeling_gemma4.py Gemma4TextDecoderLayer: the dense MLP runs beside the experts
+        # on every token and the two outputs add, as a shared expert's would
+        size = int(text["intermediate_size"])
+        return 1, size, f"enable_moe_block: the dense MLP (intermediate_size = {size}) runs beside the experts"
     if str(text.get("model_type", "")).startswith("llama4"):
         # transformers models/llama4/modeling_llama4.py Llama4TextMoe: a shared_expert of intermediate_size always
         return 1, width, "Llama 4 runs one shared expert of the expert width in every MoE layer (no config key)"
@@ -349,77 +355,3 @@ def _activation(text: dict, why: Why, undecided: list[str]) -> str:
         undecided.append(f"whether the MLP is gated: {key} = {name(value)!r} is none of {gating}")
     why.activation = f"{key} = {name(value)!r}, {'gated' if gated else 'not gated (up -> act -> down)'}"
     return name(value) if gated else f"{name(value)} (not gated)"
-
-
-def _mixer_heads(text: dict, kinds: list[tuple[str, str]]) -> dict[str, int]:
-    mixers = {mixer for mixer, _ in kinds}
-    keys = ["linear_num_key_heads", "linear_num_value_heads"] if "linear" in mixers else []
-    keys += ["mamba_num_heads"] if "mamba" in mixers else []
-    return {key: int(text[key]) for key in keys if isinstance(text.get(key), int)}
-
-
-def read_attention(text: dict, kinds: list[tuple[str, str]], why: Why, undecided: list[str]) -> Attention:
-    heads = int(text["num_attention_heads"])
-    kv_heads = int(text.get("num_key_value_heads") or heads)
-    dim_key, head_dim = _one(text, keys.HEAD_DIM, "head dim", undecided)
-    head_dim = int(head_dim or text["hidden_size"] // heads)
-    full = sum(mixer == "full" for mixer, _ in kinds)
-    others = sorted({mixer for mixer, _ in kinds} - {"full", "none"})
-    bounded = ""
-    if others:
-        window = f" (window {text.get('sliding_window')})" if "sliding" in others else ""
-        count = sum(mixer in others for mixer, _ in kinds)
-        bounded = f"{count} {'/'.join(others)} layers{window}: a bounded state per sequence"
-    if text.get("kv_lora_rank"):
-        rank, rope = int(text["kv_lora_rank"]), int(text.get("qk_rope_head_dim") or 0)
-        topk = text.get("index_topk")
-        indexer = _indexer_bytes(text, len(kinds), undecided) if topk else 0
-        kind = "MLA + DSA sparse" if topk else "MLA"
-        if not isinstance(nope := text.get("qk_nope_head_dim"), int):
-            undecided.append("the MLA head dim: no qk_nope_head_dim (a query/key head is qk_nope + qk_rope wide)")
-        head_dim = nope + rope if isinstance(nope, int) else head_dim  # sglang deepseek_v2.py: qk_head_dim
-        why.attention = f"kv_lora_rank = {rank}, qk_rope_head_dim = {rope}: one latent of {rank + rope} per layer"
-        if topk:
-            why.attention += (
-                f"; index_topk = {topk}: each query attends its top {topk} tokens, chosen by an indexer whose fp8 "
-                f"keys and scales are cached too ({indexer} bytes a token, in the layers that build an indexer)"
-            )
-        return Attention(kind, heads, kv_heads, head_dim, rank, topk, full, bounded, (rank + rope) * full, indexer)
-    kind = "MHA" if kv_heads == heads else "MQA" if kv_heads == 1 else "GQA"
-    why.attention = (
-        f"num_attention_heads = {heads}, num_key_value_heads = {kv_heads}, "
-        f"{f'{dim_key} = {head_dim}' if dim_key else f'head dim hidden_size / heads = {head_dim}'}"
-    )
-    return Attention(
-        kind, heads, kv_heads, head_dim, full_layers=full, bounded_layers=bounded,
-        kv_elements_per_token=2 * kv_heads * head_dim * full,
-    )  # fmt: skip
-
-
-def _indexer_bytes(text: dict, count: int, undecided: list[str]) -> int:
-    """A DSA indexer's cache a token: index_head_dim fp8 values and an fp32 scale a 128 (sglang 0.5.20
-    mem_cache/memory_pool.py DSATokenToKVPool, vLLM 0.25.1 models/deepseek_v2.py Indexer.k_cache), in each layer
-    that builds an indexer. A layer that reuses an earlier layer's top-k caches none: sglang
-    configs/model_config.py dsa_layer_skips_topk reads indexer_types, then cli_factor, then index_topk_pattern, then
-    index_topk_freq from index_skip_topk_offset, and pool_configurator.py sizes only the other layers' keys on one
-    node; vLLM's DeepseekV2DecoderLayer reads the pattern and the frequency only. Counts that differ leave the KV
-    bytes undecided."""
-
-    def skips(layer: int, order: tuple[str, ...]) -> bool:
-        for key in order:
-            value = text.get(key)
-            if key == "indexer_types" and isinstance(value, list):
-                return layer < len(value) and value[layer] == "shared"
-            if key == "cli_factor" and isinstance(value, int) and value > 1:
-                return layer % value != 0
-            if key == "index_topk_pattern" and isinstance(value, (list, str)):
-                return layer < len(value) and value[layer] == "S"
-        freq, offset = int(text.get("index_topk_freq") or 1), int(text.get("index_skip_topk_offset") or 2)
-        return max(layer - offset + 1, 0) % freq != 0
-
-    sglang = sum(not skips(layer, ("indexer_types", "cli_factor", "index_topk_pattern")) for layer in range(count))
-    vllm = sum(not skips(layer, ("index_topk_pattern",)) for layer in range(count))
-    if sglang != vllm:
-        undecided.append(f"KV: sglang caches the indexer keys of {sglang} layers, vLLM of {vllm} (indexer_types)")
-    dim = int(text.get("index_head_dim") or 0)
-    return (dim + dim // 128 * 4) * max(sglang, vllm)

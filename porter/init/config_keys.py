@@ -9,10 +9,17 @@ import re
 
 # Each fact's keys, as the families spell them; two present with different values leave the fact undecided.
 EXPERTS = ("n_routed_experts", "num_experts", "num_local_experts")
-TOP_K = ("num_experts_per_tok", "experts_per_token", "moe_topk")
+# top-k: also sglang srt/configs/kimi_linear.py KimiLinearConfig (num_experts_per_token) and transformers
+# models/gemma4/configuration_gemma4.py Gemma4TextConfig (top_k_experts, read by Gemma4TextRouter)
+TOP_K = ("num_experts_per_tok", "experts_per_token", "moe_topk", "num_experts_per_token", "top_k_experts")
+# shared experts: sglang srt/models/kimi_k3.py KimiK3MoE builds one MLP of num_shared_experts x moe_intermediate_size
+SHARED_EXPERTS = ("n_shared_experts", "num_shared_experts")
+# the width routed experts run at (latent MoE): nemotron_h's moe_latent_size; Kimi-K3's routed_expert_hidden_size
+# (sglang srt/models/kimi_k3.py KimiK3MoE: routed_expert_down_proj from hidden_size, routed_expert_up_proj back)
+LATENT = ("moe_latent_size", "routed_expert_hidden_size")
 MTP = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules")
 HEAD_DIM = ("head_dim", "attention_head_dim")
-ACTIVATION = ("mlp_hidden_act", "hidden_act")
+ACTIVATION = ("mlp_hidden_act", "hidden_act", "hidden_activation")  # Gemma 4: transformers Gemma4TextMLP
 SHARED_WIDTH = ("moe_shared_expert_intermediate_size", "shared_expert_intermediate_size", "shared_intermediate_size")
 # Per-layer kinds as (mixer, mlp). nemotron_h lists one block a layer in layers_block_type, or in its legacy
 # hybrid_override_pattern one character a block (sglang srt/configs/nemotron_h.py _pattern_to_list; the engine takes
@@ -25,10 +32,29 @@ BLOCK_TYPES = {
 }
 HYBRID_PATTERN = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 LAYER_TYPES = {"full_attention": "full", "linear_attention": "linear", "sliding_attention": "sliding"}
+# Keys listing each layer's mixer as a code: MiniMax's attn_type_list (1 softmax, 0 lightning attention); MiMo-V2's
+# hybrid_layer_pattern (1 sliding window, 0 full: vLLM model_executor/models/mimo_v2.py is_compressed_softmax_layer,
+# sglang srt/models/mimo_v2.py is_swa_layer); DeepSeek-V4's compress_ratios (transformers
+# models/deepseek_v4/configuration_deepseek_v4.py _COMPRESS_RATIO_TO_LAYER_TYPE; a list longer than the layers
+# names the MTP layer last, which that config drops).
+LAYER_CODES = {
+    "attn_type_list": {1: "full", 0: "linear"},
+    "hybrid_layer_pattern": {0: "full", 1: "sliding"},
+    "compress_ratios": {0: "sliding", 4: "compressed sparse", 128: "heavily compressed"},
+}
+# Keys giving one kind of layer its own KV shape, as (KV heads, key head dim, value head dim): MiMo-V2's swa_* (vLLM
+# mimo_v2.py MiMoV2DecoderLayer; a missing swa_v_head_dim is swa_head_dim, sglang mimo_v2.py); Gemma 4's global_*
+# (transformers Gemma4TextConfig.__post_init__ builds the full layers' per_layer_config from them, which vLLM
+# gemma4.py and sglang srt/utils/hf_transformers/config.py read; the global KV heads only with attention_k_eq_v).
+KV_SHAPES = {
+    "sliding": ("swa_num_key_value_heads", "swa_head_dim", "swa_v_head_dim"),
+    "full": ("num_global_key_value_heads", "global_head_dim", "global_head_dim"),
+}
 # Families whose MLP is not gated (up -> act -> down, two matrices): sglang srt/models/nemotron_h.py NemotronHMLP.
 NOT_GATED = {"nemotron_h"}
-# Activations the other families gate (SwiGLU: transformers' Llama/Qwen/DeepSeek MLPs; GeGLU: Gemma's).
-GATED_ACTIVATIONS = {"silu", "swish", "gelu", "gelu_pytorch_tanh"}
+# Activations the other families gate (SwiGLU: transformers' Llama/Qwen/DeepSeek MLPs; GeGLU: Gemma's, Gemma 4's
+# Gemma4TextMLP and Gemma4TextExperts; SiTU: sglang srt/models/kimi_k3.py KimiK3MLP's gate_up_proj and SituAndMul).
+GATED_ACTIVATIONS = {"silu", "swish", "gelu", "gelu_pytorch_tanh", "situ"}
 # Where a multimodal wrapper keeps its language model's config: transformers' Llava / Qwen-VL / Kimi `text_config`,
 # DeepSeek-VL2's `language_config`, InternVL's `llm_config`.
 WRAPPED = ("text_config", "language_config", "llm_config")
@@ -105,7 +131,8 @@ def unread_keys(text: dict) -> list[str]:
 
 
 READ = frozenset(
-    (*EXPERTS, *TOP_K, *MTP, *HEAD_DIM, *ACTIVATION, *SHARED_WIDTH)
+    (*EXPERTS, *TOP_K, *MTP, *HEAD_DIM, *ACTIVATION, *SHARED_WIDTH, *SHARED_EXPERTS, *LATENT, *LAYER_CODES)
+    + tuple(key for spellings in KV_SHAPES.values() for key in spellings)
     + tuple(
         "model_type hidden_size num_hidden_layers num_attention_heads num_key_value_heads torch_dtype dtype "
         "hybrid_override_pattern layers_block_type mtp_layers_block_type "
@@ -114,7 +141,8 @@ READ = frozenset(
         "intermediate_size intermediate_size_mlp moe_latent_size n_shared_experts kv_lora_rank qk_rope_head_dim "
         "qk_nope_head_dim v_head_dim q_lora_rank index_topk index_head_dim index_n_heads linear_num_key_heads "
         "linear_key_head_dim linear_num_value_heads linear_value_head_dim mamba_num_heads mamba_head_dim n_groups "
-        "ssm_state_size swiglu_limit use_mtp indexer_types cli_factor index_topk_pattern index_topk_freq "
-        "index_skip_topk_offset".split()
+        "ssm_state_size swiglu_limit use_mtp attention_k_eq_v enable_moe_block linear_attn_config sliding_window_size "
+        "swa_num_attention_heads latent_moe_use_norm num_kv_shared_layers indexer_types cli_factor index_topk_pattern "
+        "index_topk_freq index_skip_topk_offset".split()
     )
 )

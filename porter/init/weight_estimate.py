@@ -181,7 +181,7 @@ def _parts(text: dict, facts: CheckpointFacts):
         elif mixer == "linear":
             yield f"{prefix}.linear_attn.out_proj", _linear_attention(text), True
         elif mixer != "none":
-            yield f"{prefix}.self_attn.o_proj", _attention(text, facts), True
+            yield f"{prefix}.self_attn.o_proj", _attention(text, facts, mixer), True
         if mlp == "moe":
             yield from _moe(prefix, facts, hidden)
         elif mlp == "dense":
@@ -214,14 +214,16 @@ def _mamba(text: dict) -> int:
 
 
 def _linear_attention(text: dict) -> int:
-    hidden = int(text["hidden_size"])
+    hidden, kda = int(text["hidden_size"]), text.get("linear_attn_config")
+    if isinstance(kda, dict):  # sglang kimi_k3.py KimiK3DeltaAttention: q, k, v, the gate and o of heads x head_dim
+        return 5 * hidden * int(kda["num_heads"]) * int(kda["head_dim"])
     key_dim = int(text["linear_num_key_heads"]) * int(text["linear_key_head_dim"])
     value_heads = int(text["linear_num_value_heads"])
     value_dim = value_heads * int(text["linear_value_head_dim"])
     return hidden * (2 * key_dim + 2 * value_dim + 2 * value_heads) + value_dim * hidden
 
 
-def _attention(text: dict, facts: CheckpointFacts) -> int:
+def _attention(text: dict, facts: CheckpointFacts, mixer: str) -> int:
     attention, hidden = facts.attention, int(text["hidden_size"])
     heads = attention.heads
     if attention.kv_lora_rank:
@@ -234,6 +236,7 @@ def _attention(text: dict, facts: CheckpointFacts) -> int:
             index_heads, index_dim = int(text.get("index_n_heads") or 0), int(text.get("index_head_dim") or 0)
             count += (q_rank or hidden) * index_heads * index_dim + hidden * index_dim + hidden * index_heads
         return count
-    head_dim = attention.head_dim
-    query = hidden * heads * head_dim * (2 if text.get("attn_output_gate") else 1)
-    return query + 2 * hidden * attention.kv_heads * head_dim + heads * head_dim * hidden
+    shape = (attention.kv_heads, attention.head_dim, attention.head_dim)
+    kv_heads, key_dim, value_dim = attention.kv_shapes.get(mixer, shape)  # a kind's own shape (Gemma 4, MiMo-V2)
+    query = hidden * heads * key_dim * (2 if text.get("attn_output_gate") else 1)
+    return query + hidden * kv_heads * (key_dim + value_dim) + heads * value_dim * hidden

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 import upstream_wheels
 
-from porter.init.checkpoint_facts import _indexer_bytes
+from porter.init.attention_facts import _indexer_bytes
 
 MEMBER = "sglang/srt/configs/model_config.py"
 CONFIGS = Path(__file__).resolve().parents[2].parent / "shared" / "model_configs"
