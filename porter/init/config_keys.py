@@ -14,6 +14,12 @@ MTP = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules")
 HEAD_DIM = ("head_dim", "attention_head_dim")
 ACTIVATION = ("mlp_hidden_act", "hidden_act")
 SHARED_WIDTH = ("moe_shared_expert_intermediate_size", "shared_expert_intermediate_size", "shared_intermediate_size")
+# The dense layers' MLP width in a MoE model, the first spelling present: MiniMax-M3's dense_intermediate_size (sglang
+# minimax_m3.py MiniMaxM3DecoderLayer), Llama 4's intermediate_size_mlp, else intermediate_size (DeepSeek, MiMo).
+DENSE_WIDTH = ("dense_intermediate_size", "intermediate_size_mlp", "intermediate_size")
+# Per-layer MLP lists, each entry's meaning: transformers' mlp_layer_types; a moe_layer_freq list (MiniMax-M3, MiMo-V2:
+# sglang minimax_m3.py _is_layer_sparse and mimo_v2.py is_moe_layer, nonzero is MoE).
+MLP_LISTS = {"mlp_layer_types": {"sparse": "moe", "dense": "dense"}, "moe_layer_freq": {1: "moe", 0: "dense"}}
 # Per-layer kinds as (mixer, mlp). nemotron_h lists one block a layer in layers_block_type, or in its legacy
 # hybrid_override_pattern one character a block (sglang srt/configs/nemotron_h.py _pattern_to_list; the engine takes
 # the list's length as the layer count); layer_types: transformers' qwen3_next / qwen3_5 / gpt_oss configurations.
@@ -78,6 +84,7 @@ READ = frozenset(
         "intermediate_size intermediate_size_mlp moe_latent_size n_shared_experts kv_lora_rank qk_rope_head_dim "
         "qk_nope_head_dim v_head_dim q_lora_rank index_topk index_head_dim index_n_heads linear_num_key_heads "
         "linear_key_head_dim linear_num_value_heads linear_value_head_dim mamba_num_heads mamba_head_dim n_groups "
-        "ssm_state_size swiglu_limit use_mtp".split()
+        "ssm_state_size swiglu_limit use_mtp dense_intermediate_size block_configs swiglu_alpha hidden_act_alpha "
+        "sparse_attention_config".split()
     )
 )
