@@ -160,13 +160,6 @@ def undecided_text(config: dict) -> str:
     return "\n".join(sized_facts(config, None).undecided)
 
 
-def test_compressed_kv_layers_and_per_layer_block_configs_are_undecided():
-    # compress_ratios imitates DeepSeek-V4-style compressed-KV layers; block_configs imitates Nemotron-NAS's per-layer
-    # blocks (attention skipped or narrowed layer by layer)
-    text = undecided_text(synthetic(compress_ratios=[1, 4, 4, 128] * 2, block_configs=[{"attention": {}}] * 8))
-    assert "'compress_ratios'" in text and "'block_configs'" in text
-
-
 def test_a_per_expert_dtype_is_undecided_not_the_checkpoints():
     # an FP8 checkpoint whose experts are FP4 under a key of their own (imitating mixed FP8/FP4 MoE releases)
     quant = {"quant_method": "fp8", "weight_block_size": [128, 128], "experts_quant_algo": "NVFP4"}

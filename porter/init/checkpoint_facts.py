@@ -17,6 +17,7 @@ from typing import Any
 
 from porter.init import config_keys as keys
 from porter.init.attention_facts import Attention, mixer_heads, read_attention
+from porter.init.per_layer import count, read_block_configs
 from porter.init.quant_formats import Quantization, read_quantization
 
 
@@ -69,6 +70,8 @@ class CheckpointFacts:
     routed_fraction: float = 0.0  # share of the weight bytes in routed experts (from the shapes)
     expert_dtype: str = ""  # what one routed expert weight is stored as
     gated: bool = True  # the MLPs' gate and up projections (SwiGLU); False: up -> activation -> down
+    layer_kv_heads: list[int] = field(default_factory=list)  # each layer's KV heads where layers differ (block_configs)
+    mlp_widths: list[int] = field(default_factory=list)  # each layer's dense MLP width where layers differ
     sharded_heads: dict[str, int] = field(default_factory=dict)  # heads of the other mixers, which TP shards too
     why: Why = field(default_factory=Why)
     undecided: list[str] = field(default_factory=list)
@@ -94,6 +97,16 @@ def _one(text: dict, keys: tuple[str, ...], fact: str, undecided: list[str]) -> 
     if len({repr(value) for value in found.values()}) > 1:
         undecided.append(f"{fact}: {', '.join(f'{k} = {v!r}' for k, v in found.items())} disagree")
     return next(iter(found.items()), (None, None))
+
+
+def _size(text: dict, key: str | None, fact: str, undecided: list[str], default: int = 0) -> int:
+    """text[key] as a whole number: absent or null is `default`; any other value that is none leaves `fact`
+    undecided (counted as `default`) rather than ending init."""
+    value = text.get(key) if key else None
+    if value is not None and count(value) is None:
+        shown = repr(value)
+        undecided.append(f"{fact}: {key} = {shown[:40]}{'...' * (len(shown) > 40)} is not a whole number init reads")
+    return default if count(value) is None else count(value)
 
 
 def name(value: Any) -> str:
@@ -157,16 +170,17 @@ def _read_facts(config: dict, quant_file: dict | None) -> CheckpointFacts:
     if not dtype_key:
         undecided.append("dtype: none of torch_dtype, dtype (weights priced at 2 bytes, as bfloat16)")
     quantization, why.quantization = read_quantization(config, text, quant_file, undecided)
-    kinds = read_layer_kinds(text, why, undecided)
+    shapes = read_block_configs(text, undecided)
+    kinds = shapes.kinds if shapes else read_layer_kinds(text, why, undecided)
     moe = read_moe(text, kinds, why, undecided)
-    mtp_key, mtp = _one(text, keys.MTP, "MTP layers", undecided)
-    mtp_layers = int(mtp) if mtp and (mtp_key != "num_mtp_modules" or text.get("use_mtp", True)) else 0
-    if mtp_layers > keys.MAX_LAYERS:
-        raise FactsError(f"config.json: {mtp_key} = {mtp_layers}: no checkpoint has that many MTP layers")
-    why.mtp = f"{mtp_key} = {mtp}" if mtp_key else f"none of {', '.join(keys.MTP)}"
+    mtp_layers = _mtp_layers(text, why, undecided)
     _mtp_exclude_note(text, quantization, mtp_layers, why)
     head_dim = _one(text, keys.HEAD_DIM, "head dim", undecided)
     attention, why.attention = read_attention(text, kinds, head_dim, undecided)
+    if shapes:  # KV heads set layer by layer: read_attention read the fewest (num_key_value_heads, set from them)
+        attention.kind, why.layers, why.attention = attention.kind + shapes.kv_note, shapes.why, shapes.why_kv
+        attention.kv_elements_per_token = 2 * attention.head_dim * sum(shapes.kv_heads)
+    _sparse_index_note(text, undecided)
     context_key, context = _one(text, ("max_position_embeddings", "seq_length", "max_seq_len"), "context", undecided)
     why.context = f"{context_key}" if context_key else "unknown"
     undecided.extend(keys.unread_keys(text))
@@ -178,16 +192,47 @@ def _read_facts(config: dict, quant_file: dict | None) -> CheckpointFacts:
         moe=moe,
         mtp_layers=mtp_layers,
         attention=attention,
-        context_length=int(context or 0),
+        context_length=_size(text, context_key, "context", undecided),
         layers=len(kinds),
         layer_kinds=kinds,
         remote_code=bool(config.get("auto_map") or text.get("auto_map")),
         activation=_activation(text, why, undecided),
         gated=str(text.get("model_type")) not in keys.NOT_GATED,
         sharded_heads=mixer_heads(text, kinds),
+        layer_kv_heads=shapes.kv_heads if shapes else [],
+        mlp_widths=shapes.mlp_widths if shapes else [],
         why=why,
         undecided=undecided,
     )
+
+
+def _mtp_layers(text: dict, why: Why, undecided: list[str]) -> int:
+    # MiniMax counts its MTP layers in num_mtp_modules, the key its engines read (sglang minimax_m3.py
+    # get_spec_layer_idx_from_weight_name, vLLM config/speculative.py n_predict); a num_nextn_predict_layers beside
+    # it is read by neither
+    spellings = ("num_mtp_modules",) if text.get("num_mtp_modules") is not None else keys.MTP
+    mtp_key, mtp = _one(text, spellings, "MTP layers", undecided)
+    layers = _size(text, mtp_key, "MTP layers", undecided)
+    layers = layers if mtp_key != "num_mtp_modules" or text.get("use_mtp", True) else 0
+    if layers > keys.MAX_LAYERS:
+        raise FactsError(f"config.json: {mtp_key} = {layers}: no checkpoint has that many MTP layers")
+    why.mtp = f"{mtp_key} = {mtp}" if mtp_key else f"none of {', '.join(keys.MTP)}"
+    others = [f"{key} = {text[key]!r}" for key in keys.MTP if key not in spellings and text.get(key) is not None]
+    why.mtp += f" (MiniMax's key, which its engines read; not {', '.join(others)})" if others else ""
+    return max(layers, 0)
+
+
+def _sparse_index_note(text: dict, undecided: list[str]) -> None:
+    # MiniMax-M3: each layer sparse_attention_freq marks also caches an index key of sparse_index_dim, and a value
+    # unless sparse_disable_index_value marks it, at a dtype sglang picks apart from the KV's (pool_configurator.py,
+    # memory_pool.py get_minimax_sparse_index_dtype); the KV here is one dtype a value, so it is not counted
+    sparse = text.get("sparse_attention_config")
+    if isinstance(sparse, dict) and sparse:
+        undecided.append(
+            "KV bytes per token: sparse_attention_config's sparse layers also cache an index key of sparse_index_dim "
+            f"= {str(sparse.get('sparse_index_dim'))[:20]} (and a value where sparse_disable_index_value is 0) at a "
+            "dtype the engine picks apart from the KV's: not counted"
+        )
 
 
 def _mtp_exclude_note(text: dict, quantization: Quantization, mtp_layers: int, why: Why) -> None:
@@ -265,32 +310,39 @@ def _coded_mixers(text: dict, key: str, count: int, why: Why, undecided: list[st
     return [meaning.get(codes[i], "full") if i < len(codes) else "full" for i in range(count)]
 
 
-def _mlps(text: dict, count: int, why: Why, undecided: list[str]) -> list[str]:
-    if not any(text.get(key) for key in keys.EXPERTS) or max(int(text.get(key) or 0) for key in keys.EXPERTS) <= 1:
-        return ["dense"] * count
-    if isinstance(text.get("mlp_layer_types"), list):
-        kinds = text["mlp_layer_types"]
-        if set(kinds) - {"sparse", "dense"} or len(kinds) != count:
-            undecided.append("MoE layers: mlp_layer_types lists kinds or a length init does not read")
-        why.moe_layers = "mlp_layer_types"
-        return ["moe" if i < len(kinds) and kinds[i] == "sparse" else "dense" for i in range(count)]
+def _mlps(text: dict, layers: int, why: Why, undecided: list[str]) -> list[str]:
+    if max(_size(text, key, "routed experts", undecided) for key in keys.EXPERTS) <= 1:
+        return ["dense"] * layers
+    listed = next((key for key in keys.MLP_LISTS if isinstance(text.get(key), list)), None)
+    if listed:
+        kinds, meaning = text[listed], keys.MLP_LISTS[listed]
+        if any(not isinstance(kind, str | int) or kind not in meaning for kind in kinds) or len(kinds) != layers:
+            undecided.append(f"MoE layers: {listed} lists kinds or a length init does not read")
+        why.moe_layers = f"{listed} (one entry a layer: {', '.join(f'{k!r} {v}' for k, v in meaning.items())})"
+        return [meaning.get(kinds[i], "dense") if i < len(kinds) and isinstance(kinds[i], str | int) else "dense"
+                for i in range(layers)]  # fmt: skip
     if text.get("first_k_dense_replace") is not None:
-        dense, freq = int(text["first_k_dense_replace"]), int(text.get("moe_layer_freq") or 1)
+        dense = _size(text, "first_k_dense_replace", "MoE layers", undecided)
+        freq = _size(text, "moe_layer_freq", "MoE layers", undecided, 1) or 1
         why.moe_layers = f"first_k_dense_replace = {dense} dense layers first, then every {freq} (moe_layer_freq)"
-        return ["moe" if i >= dense and i % freq == 0 else "dense" for i in range(count)]
+        return ["moe" if i >= dense and i % freq == 0 else "dense" for i in range(layers)]
     if text.get("interleave_moe_layer_step"):
-        step = int(text["interleave_moe_layer_step"])
+        step = _size(text, "interleave_moe_layer_step", "MoE layers", undecided, 1) or 1
         why.moe_layers = f"interleave_moe_layer_step = {step}"
-        return ["moe" if (i + 1) % step == 0 else "dense" for i in range(count)]
-    only, step = set(text.get("mlp_only_layers") or []), int(text.get("decoder_sparse_step") or 1)
+        return ["moe" if (i + 1) % step == 0 else "dense" for i in range(layers)]
+    only = text.get("mlp_only_layers") or []
+    if not isinstance(only, list):
+        undecided.append(f"MoE layers: mlp_only_layers = {str(only)[:40]!r} is not a list of layers")
+    only = {count(layer) for layer in only} if isinstance(only, list) else set()
+    step = _size(text, "decoder_sparse_step", "MoE layers", undecided, 1) or 1
     why.moe_layers = "every layer" if not only and step == 1 else "decoder_sparse_step, mlp_only_layers"
-    return ["moe" if i not in only and (i + 1) % step == 0 else "dense" for i in range(count)]
+    return ["moe" if i not in only and (i + 1) % step == 0 else "dense" for i in range(layers)]
 
 
 def read_moe(text: dict, kinds: list[tuple[str, str]], why: Why, undecided: list[str]) -> MoeShape | None:
     moe_layers = sum(mlp == "moe" for _, mlp in kinds)
     experts_key, experts = _one(text, keys.EXPERTS, "routed experts", undecided)
-    if not moe_layers or not experts or experts <= 1:
+    if not moe_layers or (count(experts) or 0) <= 1:
         why.moe = f"dense: none of {', '.join(keys.EXPERTS)}"
         return None
     top_key, top_k = _one(text, keys.TOP_K, "top-k", undecided)
@@ -299,41 +351,38 @@ def read_moe(text: dict, kinds: list[tuple[str, str]], why: Why, undecided: list
     # moe_intermediate_size where a family has it; families that name experts num_local_experts (Mixtral's
     # spelling: MiniMax, gpt-oss, Llama 4) size each expert with intermediate_size
     width_key = "moe_intermediate_size" if text.get("moe_intermediate_size") else "intermediate_size"
-    width, hidden = int(text[width_key]), int(text["hidden_size"])
-    latent = int(_one(text, keys.LATENT, "the experts' latent width", undecided)[1] or 0)
-    dense_width = int(text.get("intermediate_size_mlp") or text.get("intermediate_size") or width)
+    width, hidden = _size(text, width_key, "expert width", undecided), text["hidden_size"]
+    latent_key, _ = _one(text, keys.LATENT, "the experts' latent width", undecided)
+    latent = _size(text, latent_key, "MoE latent width", undecided)
+    dense_key = next((key for key in keys.DENSE_WIDTH if text.get(key) is not None), None)
+    dense_width = _size(text, dense_key, "dense MLP width", undecided) or width
+    dense_layers = sum(mlp == "dense" for _, mlp in kinds)
     shared, shared_width, shared_why = _shared_experts(text, width, undecided)
     why.moe = (
         f"{experts_key} = {experts}, {top_key} = {top_k}, expert width {width_key} = {width}, "
         + (f"experts on a latent of {latent} (projected from hidden_size)" if latent else "hidden_size")
         + f"; {shared_why}; {why.moe_layers or why.layers}"
+        + (f"; dense layers {dense_key} = {dense_width} wide" if dense_key and dense_layers else "")
     )
-    return MoeShape(
-        latent or hidden,
-        width,
-        int(experts),
-        int(top_k or 0),
-        shared,
-        shared_width,
-        moe_layers,
-        sum(mlp == "dense" for _, mlp in kinds),
-        dense_width,
-    )
+    top_k = _size(text, top_key, "top-k", undecided)
+    return MoeShape(latent or hidden, width, count(experts), top_k, shared, shared_width, moe_layers, dense_layers,
+                    dense_width)  # fmt: skip
 
 
 def _shared_experts(text: dict, width: int, undecided: list[str]) -> tuple[int, int, str]:
-    size_key, size = _one(text, keys.SHARED_WIDTH, "shared expert width", undecided)
-    count_key, count = _one(text, keys.SHARED_EXPERTS, "shared experts", undecided)
-    if count:
+    size_key, _ = _one(text, keys.SHARED_WIDTH, "shared expert width", undecided)
+    size = _size(text, size_key, "shared expert width", undecided)
+    count_key, _ = _one(text, keys.SHARED_EXPERTS, "shared experts", undecided)
+    if shared := _size(text, count_key, "shared experts", undecided):
         if size_key:
-            return int(count), int(size), f"{count_key} = {count} of {size_key} = {size}"
-        return int(count), width, f"{count_key} = {count} of the expert width"
+            return shared, size, f"{count_key} = {shared} of {size_key} = {size}"
+        return shared, width, f"{count_key} = {shared} of the expert width"
     if size_key:
-        return (1, int(size), f"{size_key} = {size}: one shared expert") if size else (0, 0, f"{size_key} = 0: none")
+        return (1, size, f"{size_key} = {size}: one shared expert") if size else (0, 0, f"{size_key} = 0: none")
     if text.get("enable_moe_block"):
         # transformers models/gemma4/modeling_gemma4.py Gemma4TextDecoderLayer: the dense MLP runs beside the experts
         # on every token and the two outputs add, as a shared expert's would
-        size = int(text["intermediate_size"])
+        size = _size(text, "intermediate_size", "shared expert width", undecided)
         return 1, size, f"enable_moe_block: the dense MLP (intermediate_size = {size}) runs beside the experts"
     if str(text.get("model_type", "")).startswith("llama4"):
         # transformers models/llama4/modeling_llama4.py Llama4TextMoe: a shared_expert of intermediate_size always
@@ -343,7 +392,10 @@ def _shared_experts(text: dict, width: int, undecided: list[str]) -> tuple[int, 
 
 def _activation(text: dict, why: Why, undecided: list[str]) -> str:
     if text.get("swiglu_limit"):
-        why.activation = f"swiglu_limit = {text['swiglu_limit']}: gpt-oss's clamped SwiGLU"
+        # gpt-oss's (hidden_act_alpha, 1.702 unset) and MiniMax-M3's (hidden_act swigluoai, swiglu_alpha) clamped
+        # SwiGLU, gate * sigmoid(alpha * gate) * (up + 1): sglang fused_moe.py swiglu_*_with_alpha_and_limit
+        alpha = next((f", {key} = {text[key]}" for key in ("swiglu_alpha", "hidden_act_alpha") if key in text), "")
+        why.activation = f"swiglu_limit = {text['swiglu_limit']}{alpha}: gpt-oss's clamped SwiGLU"
         return "swiglu-clamped"
     key, value = next(((key, text[key]) for key in keys.ACTIVATION if text.get(key)), (None, None))
     if key is None:

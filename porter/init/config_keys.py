@@ -21,6 +21,12 @@ MTP = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules")
 HEAD_DIM = ("head_dim", "attention_head_dim")
 ACTIVATION = ("mlp_hidden_act", "hidden_act", "hidden_activation")  # Gemma 4: transformers Gemma4TextMLP
 SHARED_WIDTH = ("moe_shared_expert_intermediate_size", "shared_expert_intermediate_size", "shared_intermediate_size")
+# The dense layers' MLP width in a MoE model, the first spelling present: MiniMax-M3's dense_intermediate_size (sglang
+# minimax_m3.py MiniMaxM3DecoderLayer), Llama 4's intermediate_size_mlp, else intermediate_size (DeepSeek, MiMo).
+DENSE_WIDTH = ("dense_intermediate_size", "intermediate_size_mlp", "intermediate_size")
+# Per-layer MLP lists, each entry's meaning: transformers' mlp_layer_types; a moe_layer_freq list (MiniMax-M3, MiMo-V2:
+# sglang minimax_m3.py _is_layer_sparse and mimo_v2.py is_moe_layer, nonzero is MoE).
+MLP_LISTS = {"mlp_layer_types": {"sparse": "moe", "dense": "dense"}, "moe_layer_freq": {1: "moe", 0: "dense"}}
 # Per-layer kinds as (mixer, mlp). nemotron_h lists one block a layer in layers_block_type, or in its legacy
 # hybrid_override_pattern one character a block (sglang srt/configs/nemotron_h.py _pattern_to_list; the engine takes
 # the list's length as the layer count); layer_types: transformers' qwen3_next / qwen3_5 / gpt_oss configurations.
@@ -86,13 +92,13 @@ HARMLESS = frozenset(
 # line init lists under "Could not decide" about a fact starts with the facts it leaves open).
 FACT_WORDS = {
     "layers": r"layers by kind|MoE layers|block",
-    "MoE": r"MoE|top-k|experts|shared expert",
+    "MoE": r"MoE|top-k|expert(?! dtype)",
     "MLP activation": r"activation|gated",
     "expert dtype": r"expert dtype",
     "MTP layers": r"MTP",
     "attention": r"attention|head dim|heads",
     "context": r"context",
-    "weights": r"weight|^dtype|gated|head dim|routed experts|shared expert|MoE layers|layers by kind",
+    "weights": r"weight|^dtype|gated|head dim|routed experts|shared expert|MoE layers|layers by kind|width",
     "KV per token": r"KV|head dim|layers by kind",
 }
 # What an unread key could leave open, by the first rule its name matches; a name no rule matches could change any
@@ -143,6 +149,7 @@ READ = frozenset(
         "linear_key_head_dim linear_num_value_heads linear_value_head_dim mamba_num_heads mamba_head_dim n_groups "
         "ssm_state_size swiglu_limit use_mtp attention_k_eq_v enable_moe_block linear_attn_config sliding_window_size "
         "swa_num_attention_heads latent_moe_use_norm num_kv_shared_layers indexer_types cli_factor index_topk_pattern "
-        "index_topk_freq index_skip_topk_offset".split()
+        "index_topk_freq index_skip_topk_offset dense_intermediate_size block_configs swiglu_alpha hidden_act_alpha "
+        "sparse_attention_config".split()
     )
 )

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from porter.init.checkpoint_facts import CheckpointFacts, FactsError, read_facts, text_config
+from porter.init.per_layer import count
 from porter.init.quant_formats import Quantization
 
 DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "float32": 4.0}
@@ -128,16 +129,17 @@ def estimate(text: dict, facts: CheckpointFacts) -> Estimate:
     entries = tuple(quant.exclude)
     modules = {_canonical(name): spec for name, spec in quant.per_module.items()}
     total, routed, quantized_params, params, expert = 0.0, 0.0, 0, 0, None
-    for name, count, linear in _parts(text, facts):
-        params += count
+    shapes = Shapes(text)
+    for name, parameters, linear in _parts(shapes, facts):
+        params += parameters
         if name in modules or quant.per_module:
             bits, group = modules.get(name, (0, None))
             each = bytes_per_weight(Quantization("mixed", "", bits, "float", group), dtype_bytes) if bits else None
         else:
             each = quantized_bytes if linear and quant.method != "none" and not excluded(name, entries) else None
-        size = count * (each or dtype_bytes)
+        size = parameters * (each or dtype_bytes)
         total += size
-        quantized_params += count if each else 0
+        quantized_params += parameters if each else 0
         if ".experts." in name:
             routed, expert = routed + size, expert or (name, each or dtype_bytes)
     how = (
@@ -147,6 +149,9 @@ def estimate(text: dict, facts: CheckpointFacts) -> Estimate:
     left_out = ["the weight bytes are an estimate from the shapes (the checkpoint has no weight index)"]
     if facts.dtype not in DTYPE_BYTES:
         left_out.append(f"weight bytes: dtype {facts.dtype!r} is not one init prices (2 bytes a weight assumed)")
+    if shapes.unread:
+        unread = ", ".join(shapes.unread)
+        left_out.append(f"weight bytes: {unread} not a whole number: the parts they size are left out")
     if "vision_config" in text:
         left_out.append("the vision tower (vision_config) is not in the weight estimate")
     strange = [] if quant.per_module else _unknown_prefixes(list(entries))
@@ -167,9 +172,27 @@ def _canonical(name: str) -> str:
     return name
 
 
-def _parts(text: dict, facts: CheckpointFacts):
+class Shapes:
+    """A config's sizes as the estimate reads them: one missing or not a whole number counts 0 and is named."""
+
+    def __init__(self, text: dict) -> None:
+        self.text, self.unread = text, []
+
+    def __getitem__(self, key: str) -> int:
+        return self.get(key, None)
+
+    def get(self, key: str, default: int | None = 0) -> int:
+        """text[key]; absent or null is `default` (None: the key is needed, so it is named)."""
+        value = self.text.get(key)
+        if (value is None and default is not None) or count(value) is not None:
+            return default if value is None else count(value)
+        self.unread += [] if key in self.unread else [key]
+        return 0
+
+
+def _parts(shapes: Shapes, facts: CheckpointFacts):
     """(representative module name, parameters, is a Linear layer) of every part of the model."""
-    hidden, vocab = int(text["hidden_size"]), int(text.get("vocab_size") or 0)
+    text, hidden, vocab = shapes.text, shapes["hidden_size"], shapes["vocab_size"]
     yield "model.embed_tokens", vocab * hidden, False
     if not text.get("tie_word_embeddings"):
         yield "lm_head", vocab * hidden, True
@@ -177,18 +200,24 @@ def _parts(text: dict, facts: CheckpointFacts):
     for index, (mixer, mlp) in enumerate(facts.layer_kinds + mtp):
         prefix = f"model.layers.{index}"
         if mixer == "mamba":
-            yield f"{prefix}.mixer.out_proj", _mamba(text), True
+            yield f"{prefix}.mixer.out_proj", _mamba(shapes), True
         elif mixer == "linear":
-            yield f"{prefix}.linear_attn.out_proj", _linear_attention(text), True
+            yield f"{prefix}.linear_attn.out_proj", _linear_attention(shapes), True
         elif mixer != "none":
-            yield f"{prefix}.self_attn.o_proj", _attention(text, facts, mixer), True
+            layer_heads = facts.layer_kv_heads[index] if index < len(facts.layer_kv_heads) else None
+            yield f"{prefix}.self_attn.o_proj", _attention(shapes, facts, mixer, layer_heads), True
         if mlp == "moe":
             yield from _moe(prefix, facts, hidden)
         elif mlp == "dense":
-            width = facts.moe.dense_width if facts.moe else int(text["intermediate_size"])
-            yield f"{prefix}.mlp.down_proj", _matrices(facts) * hidden * width, True
+            yield f"{prefix}.mlp.down_proj", _matrices(facts) * hidden * _dense_width(shapes, facts, index), True
         if index >= len(facts.layer_kinds):  # an MTP layer: its projection of [embedding; hidden] back to hidden
             yield f"{prefix}.eh_proj", 2 * hidden * hidden, True
+
+
+def _dense_width(shapes: Shapes, facts: CheckpointFacts, index: int) -> int:
+    if index < len(facts.mlp_widths):  # a width each layer sets (block_configs)
+        return facts.mlp_widths[index]
+    return facts.moe.dense_width if facts.moe else shapes["intermediate_size"]
 
 
 def _matrices(facts: CheckpointFacts) -> int:
@@ -205,38 +234,40 @@ def _moe(prefix: str, facts: CheckpointFacts, hidden: int):
     yield f"{prefix}.mlp.gate", hidden * moe.experts, True
 
 
-def _mamba(text: dict) -> int:
+def _mamba(shapes: Shapes) -> int:
     """Mamba-2's projections (vLLM model_executor/layers/mamba/mamba_mixer2.py): in_proj to z, x, B, C and dt, out."""
-    inner = int(text["mamba_num_heads"]) * int(text["mamba_head_dim"])
-    groups_state = 2 * int(text["n_groups"]) * int(text["ssm_state_size"])
-    hidden = int(text["hidden_size"])
-    return hidden * (2 * inner + groups_state + int(text["mamba_num_heads"])) + inner * hidden
+    inner = shapes["mamba_num_heads"] * shapes["mamba_head_dim"]
+    groups_state = 2 * shapes["n_groups"] * shapes["ssm_state_size"]
+    hidden = shapes["hidden_size"]
+    return hidden * (2 * inner + groups_state + shapes["mamba_num_heads"]) + inner * hidden
 
 
-def _linear_attention(text: dict) -> int:
-    hidden, kda = int(text["hidden_size"]), text.get("linear_attn_config")
+def _linear_attention(shapes: Shapes) -> int:
+    hidden, kda = shapes["hidden_size"], shapes.text.get("linear_attn_config")
     if isinstance(kda, dict):  # sglang kimi_k3.py KimiK3DeltaAttention: q, k, v, the gate and o of heads x head_dim
         return 5 * hidden * int(kda["num_heads"]) * int(kda["head_dim"])
-    key_dim = int(text["linear_num_key_heads"]) * int(text["linear_key_head_dim"])
-    value_heads = int(text["linear_num_value_heads"])
-    value_dim = value_heads * int(text["linear_value_head_dim"])
+    key_dim = shapes["linear_num_key_heads"] * shapes["linear_key_head_dim"]
+    value_heads = shapes["linear_num_value_heads"]
+    value_dim = value_heads * shapes["linear_value_head_dim"]
     return hidden * (2 * key_dim + 2 * value_dim + 2 * value_heads) + value_dim * hidden
 
 
-def _attention(text: dict, facts: CheckpointFacts, mixer: str) -> int:
-    attention, hidden = facts.attention, int(text["hidden_size"])
+def _attention(shapes: Shapes, facts: CheckpointFacts, mixer: str, layer_heads: int | None) -> int:
+    """One attention layer's projections; `layer_heads`: its own KV heads where layers differ (Nemotron-NAS)."""
+    attention, hidden, text = facts.attention, shapes["hidden_size"], shapes.text
     heads = attention.heads
     if attention.kv_lora_rank:
-        nope, rope = int(text.get("qk_nope_head_dim") or 0), int(text.get("qk_rope_head_dim") or 0)
-        value, q_rank = int(text.get("v_head_dim") or nope), int(text.get("q_lora_rank") or 0)
+        nope, rope = shapes.get("qk_nope_head_dim"), shapes.get("qk_rope_head_dim")
+        value, q_rank = shapes.get("v_head_dim", nope), shapes.get("q_lora_rank")
         query = hidden * q_rank + q_rank * heads * (nope + rope) if q_rank else hidden * heads * (nope + rope)
         latent = hidden * (attention.kv_lora_rank + rope) + attention.kv_lora_rank * heads * (nope + value)
         count = query + latent + heads * value * hidden
         if attention.index_topk:
-            index_heads, index_dim = int(text.get("index_n_heads") or 0), int(text.get("index_head_dim") or 0)
+            index_heads, index_dim = shapes.get("index_n_heads"), shapes.get("index_head_dim")
             count += (q_rank or hidden) * index_heads * index_dim + hidden * index_dim + hidden * index_heads
         return count
     shape = (attention.kv_heads, attention.head_dim, attention.head_dim)
     kv_heads, key_dim, value_dim = attention.kv_shapes.get(mixer, shape)  # a kind's own shape (Gemma 4, MiMo-V2)
+    kv_heads = layer_heads or kv_heads
     query = hidden * heads * key_dim * (2 if text.get("attn_output_gate") else 1)
     return query + hidden * kv_heads * (key_dim + value_dim) + heads * value_dim * hidden
