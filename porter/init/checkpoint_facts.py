@@ -81,6 +81,7 @@ class CheckpointFacts:
     weight_bytes: int = 0
     routed_fraction: float = 0.0  # share of the weight bytes in routed experts (from the shapes)
     expert_dtype: str = ""  # what one routed expert weight is stored as
+    expert_format: Quantization | None = None  # the routed experts' format (None: unquantized or no experts)
     gated: bool = True  # the MLPs' gate and up projections (SwiGLU); False: up -> activation -> down
     sharded_heads: dict[str, int] = field(default_factory=dict)  # heads of the other mixers, which TP shards too
     why: Why = field(default_factory=Why)

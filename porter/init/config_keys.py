@@ -32,6 +32,15 @@ GATED_ACTIVATIONS = {"silu", "swish", "gelu", "gelu_pytorch_tanh"}
 # Where a multimodal wrapper keeps its language model's config: transformers' Llava / Qwen-VL / Kimi `text_config`,
 # DeepSeek-VL2's `language_config`, InternVL's `llm_config`.
 WRAPPED = ("text_config", "language_config", "llm_config")
+# How a family names a layer's modules where it differs from the DeepSeek/Qwen names the weight estimate uses
+# (self_attn, mlp.experts, mlp.gate, mlp.shared_experts), for reading an exclude list written in the family's names:
+# Gemma 4 runs its experts and router beside a dense `mlp` (transformers models/gemma4/modeling_gemma4.py
+# Gemma4TextDecoderLayer: self.mlp, self.router, self.experts; vLLM models/gemma4.py the same prefixes); nemotron_h
+# calls every block its layer's `mixer` (sglang srt/models/nemotron_h.py NemotronH*DecoderLayer.mixer).
+MODULE_NAMES = {
+    "gemma4": (("mlp.experts", "experts"), ("mlp.gate", "router")),
+    "nemotron_h": (("self_attn.", "mixer."), ("mlp.", "mixer.")),
+}
 MAX_SIZE = 1 << 40  # no count or width in a real config comes near; a larger integer is refused, not computed with
 MAX_LAYERS = 10_000  # init lists every layer: a count past this is no checkpoint's
 # A key init does not read is a risk when its name says it shapes layers, attention, experts or their dtype.
@@ -78,6 +87,6 @@ READ = frozenset(
         "intermediate_size intermediate_size_mlp moe_latent_size n_shared_experts kv_lora_rank qk_rope_head_dim "
         "qk_nope_head_dim v_head_dim q_lora_rank index_topk index_head_dim index_n_heads linear_num_key_heads "
         "linear_key_head_dim linear_num_value_heads linear_value_head_dim mamba_num_heads mamba_head_dim n_groups "
-        "ssm_state_size swiglu_limit use_mtp".split()
+        "ssm_state_size swiglu_limit use_mtp expert_dtype".split()
     )
 )
