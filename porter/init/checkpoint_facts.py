@@ -69,6 +69,7 @@ class CheckpointFacts:
     weight_bytes: int = 0
     routed_fraction: float = 0.0  # share of the weight bytes in routed experts (from the shapes)
     expert_dtype: str = ""  # what one routed expert weight is stored as
+    expert_format: Quantization | None = None  # the routed experts' format (None: unquantized or no experts)
     gated: bool = True  # the MLPs' gate and up projections (SwiGLU); False: up -> activation -> down
     layer_kv_heads: list[int] = field(default_factory=list)  # each layer's KV heads where layers differ (block_configs)
     mlp_widths: list[int] = field(default_factory=list)  # each layer's dense MLP width where layers differ

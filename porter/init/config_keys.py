@@ -64,6 +64,15 @@ GATED_ACTIVATIONS = {"silu", "swish", "gelu", "gelu_pytorch_tanh", "situ"}
 # Where a multimodal wrapper keeps its language model's config: transformers' Llava / Qwen-VL / Kimi `text_config`,
 # DeepSeek-VL2's `language_config`, InternVL's `llm_config`.
 WRAPPED = ("text_config", "language_config", "llm_config")
+# How a family names a layer's modules where it differs from the DeepSeek/Qwen names the weight estimate uses
+# (self_attn, mlp.experts, mlp.gate, mlp.shared_experts), for reading an exclude list written in the family's names:
+# Gemma 4 runs its experts and router beside a dense `mlp` (transformers models/gemma4/modeling_gemma4.py
+# Gemma4TextDecoderLayer: self.mlp, self.router, self.experts; vLLM models/gemma4.py the same prefixes); nemotron_h
+# calls every block its layer's `mixer` (sglang srt/models/nemotron_h.py NemotronH*DecoderLayer.mixer).
+MODULE_NAMES = {
+    "gemma4": (("mlp.experts", "experts"), ("mlp.gate", "router")),
+    "nemotron_h": (("self_attn.", "mixer."), ("mlp.", "mixer.")),
+}
 MAX_SIZE = 1 << 40  # no count or width in a real config comes near; a larger integer is refused, not computed with
 MAX_LAYERS = 10_000  # init lists every layer: a count past this is no checkpoint's
 # A key init does not read is a risk when its name says it shapes layers, attention, experts or their dtype.
@@ -150,6 +159,6 @@ READ = frozenset(
         "ssm_state_size swiglu_limit use_mtp attention_k_eq_v enable_moe_block linear_attn_config sliding_window_size "
         "swa_num_attention_heads latent_moe_use_norm num_kv_shared_layers indexer_types cli_factor index_topk_pattern "
         "index_topk_freq index_skip_topk_offset dense_intermediate_size block_configs swiglu_alpha hidden_act_alpha "
-        "sparse_attention_config".split()
+        "sparse_attention_config expert_dtype".split()
     )
 )

@@ -153,7 +153,7 @@ def _dtype_bytes(facts: CheckpointFacts) -> int:
 
 
 def _granule(facts: CheckpointFacts) -> int:
-    quant = facts.quantization
+    quant = facts.expert_format or facts.quantization
     if quant.block:
         return int(quant.block[0])
     return int(quant.group_size or 1)
@@ -321,16 +321,18 @@ def tune_shapes(result: Plan, facts: CheckpointFacts) -> list[tuple[int, int, in
 
 def _mxfp4_padded(facts: CheckpointFacts, value: int) -> int:
     """A width as aiter tunes it: an MXFP4 checkpoint's padded to a multiple of AITER_MXFP4_PAD."""
-    if facts.quantization.method != "mxfp4" or value % AITER_MXFP4_PAD == 0:
+    if getattr(facts.expert_format, "method", "") != "mxfp4" or value % AITER_MXFP4_PAD == 0:
         return value
     return value + AITER_MXFP4_PAD - value % AITER_MXFP4_PAD
 
 
 def quant_key(facts: CheckpointFacts, gpu: Gpu) -> tuple[str | None, str]:
-    """The aiter columns of the checkpoint's quantization (upstream_facts.AITER_MOE_QUANT), or None and why not."""
-    quant = facts.quantization
-    if quant.method == "none" or "unquantized" in facts.expert_dtype:
+    """The aiter columns of the routed experts' format (upstream_facts.AITER_MOE_QUANT), or None and why not."""
+    quant = facts.expert_format
+    if quant is None:
         return "none", "unquantized bf16 experts"
+    if not quant.weight_bits:
+        return None, f"the experts' format is not read ({quant.summary})"
     if quant.block and quant.weight_bits == 8:
         return "fp8-block", f"fp8 with {quant.block[0]}x{quant.block[1]} blocks"
     if quant.weight_bits == 8 and quant.weight_kind == "float" and not quant.group_size:

@@ -4,7 +4,8 @@ Covers the quantization_config of each format init knows (fp8 with block scales,
 ModelOpt: method, format, weight bits, group or block size, activations, KV-cache scheme, the exclude list under its
 own key) and ModelOpt's hf_quant_config.json beside config.json (where sglang's and vLLM's modelopt loaders read it
 when config.json has no quantization_config); a mixed-precision checkpoint's per-module formats (ModelOpt's
-quantized_layers, or config groups that name their modules). A key of a quantization config init does not read that
+quantized_layers, or config groups that name their modules); routed experts stored in a format of their own
+(DeepSeek-V4's expert_dtype, a hybrid's moe_quant_algo). A key of a quantization config init does not read that
 could change what a weight is stored as (a per-layer or per-expert format) leaves the expert dtype and the weight
 bytes undecided. Does not price the weights (weight_estimate.py).
 """
@@ -16,14 +17,20 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # ModelOpt's algorithms by the bits and group they store a weight in (modelopt's QuantizationFormat names, as
-# sglang's srt/layers/quantization/modelopt_quant.py dispatches them): NVFP4 is fp4 e2m1 with an fp8 scale a 16.
-MODELOPT_ALGOS = {"FP8": (8, None), "NVFP4": (4, 16), "W4A16_NVFP4": (4, 16)}
+# sglang's srt/layers/quantization/modelopt_quant.py dispatches them): NVFP4 is fp4 e2m1 with an fp8 scale a 16;
+# MXFP8 e4m3 with an e8m0 scale a 32 (vLLM model_executor/layers/quantization/modelopt.py LINEAR_ALGOS).
+MODELOPT_ALGOS = {"FP8": (8, None), "NVFP4": (4, 16), "W4A16_NVFP4": (4, 16), "MXFP8": (8, 32)}
+# The key a format's loader reads its unquantized modules from: vLLM's and sglang's fp8.py Fp8Config.from_config read
+# ignored_layers, else modules_to_not_convert (an fp8 config's `ignore` is read by neither); the others as listed.
+EXCLUDE_KEYS = {"fp8": ("ignored_layers", "modules_to_not_convert")}
+DEFAULT_EXCLUDE_KEYS = ("modules_to_not_convert", "ignore", "exclude", "exclude_modules", "ignored_layers")
 # Keys of a quantization config that change what a weight is stored as, if init did not read them.
 RISKY = re.compile(r"layer|expert|moe|module|target|dtype|bits|algo|group|scheme|format|type")
 READ = frozenset(
     "quant_method fmt activation_scheme weight_block_size scale_fmt modules_to_not_convert ignore exclude "
     "global_quant_config config_groups format quant_algo group_size kv_cache_scheme kv_cache_quant_algo "
-    "exclude_modules quantized_layers producer quantization_status kv_cache_group export algo_config".split()
+    "exclude_modules quantized_layers producer quantization_status kv_cache_group export algo_config moe_quant_algo "
+    "ignored_layers".split()
 )
 
 
@@ -39,6 +46,7 @@ class Quantization:
     exclude: list[str] = field(default_factory=list)
     kv_cache: str | None = None  # a KV-cache scheme the checkpoint carries
     per_module: dict[str, tuple[int, int | None]] = field(default_factory=dict)  # module -> (bits, group), mixed
+    experts: Quantization | None = None  # the routed experts' own format; without weight_bits: undecided
 
 
 def read_quantization(config: dict, text: dict, quant_file: dict | None, undecided: list) -> tuple[Quantization, str]:
@@ -52,21 +60,61 @@ def read_quantization(config: dict, text: dict, quant_file: dict | None, undecid
     if not isinstance(quant, dict):
         unquantized = "no quantization_config nor hf_quant_config.json: weights in the checkpoint's dtype"
         return Quantization("none", "unquantized"), unquantized
-    method = re.sub(r"[^\w.-]", "?", str(quant.get("quant_method") or "unknown"))[:60]  # a name, never ${VAR}
+    method = _name(quant.get("quant_method") or "unknown")
     reader = QUANT_READERS.get(method)
     if reader is None:
         undecided.append(f"quantization method {method[:60]!r} is not one init reads: expert dtype and weight bytes")
         result = Quantization(method, f"{method[:60]} (not read)")
     else:
         result = reader(quant, undecided)
-    for key in ("modules_to_not_convert", "ignore", "exclude", "exclude_modules"):
+    for key in EXCLUDE_KEYS.get(method, DEFAULT_EXCLUDE_KEYS):
         if isinstance(quant.get(key), list):
             result.exclude_key, result.exclude = key, [str(entry) for entry in quant[key]]
             break
     unread = sorted(str(key)[:60] for key in quant if key not in READ and RISKY.search(str(key).lower()))
     if unread:
         undecided.append(f"expert dtype and weight bytes: {source} keys init does not read: {unread}")
+    result.experts = _expert_format(config, text, quant, undecided)
+    if result.experts is not None:
+        result.summary += f"; routed experts: {result.experts.summary}"
     return result, f"{source}.quant_method = {method[:60]!r}"
+
+
+def _expert_format(config: dict, text: dict, quant: dict, undecided: list) -> Quantization | None:
+    """The routed experts' format where the checkpoint stores them apart from its other Linears (None: the same).
+
+    DeepSeek-V4 keeps its Linears in fp8 blocks and names its routed experts' format in config.json's top-level
+    expert_dtype: "fp4" is MXFP4 (vLLM models/deepseek_v4/quant_config.py DeepseekV4FP8Config.get_quant_method:
+    Mxfp4MoEMethod, whose create_weights stores two e2m1 a byte and a uint8 e8m0 scale a 32; sglang
+    srt/layers/quantization/fp8.py Fp8MoEMethod.create_weights with is_fp4_expert: int8 pairs, fp4_block_k 32), "fp8"
+    the checkpoint's fp8 blocks. Without the key vLLM assumes fp4 and sglang reads the experts' safetensors dtype
+    (srt/configs/deepseek_v4.py try_detect_fp4_experts): init, reading config.json alone, cannot say. A hybrid
+    MIXED_PRECISION export names its experts' ModelOpt algorithm in moe_quant_algo with group_size (sglang
+    srt/configs/model_config.py nvfp4_moe_meta; vLLM DeepseekV4FP8Config._is_nvfp4_expert_layer).
+    """
+    algo, dtype = _name(quant.get("moe_quant_algo") or "").upper(), text.get("expert_dtype")
+    if algo in MODELOPT_ALGOS:
+        bits, group = MODELOPT_ALGOS[algo]
+        group = quant.get("group_size") or group
+        return Quantization("modelopt", f"ModelOpt {algo} experts, group {group}", bits, "float", group)
+    if algo:
+        why = f"moe_quant_algo = {algo!r} is not a ModelOpt algorithm init reads"
+    elif dtype == "fp4":
+        return _mxfp4(quant, undecided)
+    elif dtype == "fp8" and quant.get("quant_method") == "fp8":
+        return None
+    elif dtype is not None:
+        why = f"expert_dtype = {_name(dtype)!r} is not one init reads"
+    elif str((config.get("architectures") or [""])[0]).startswith("DeepseekV4"):
+        why = "no expert_dtype: vLLM then assumes fp4 and sglang reads the experts' safetensors dtype"
+    else:
+        return None
+    undecided.append(f"expert dtype, weight bytes and MoE tuning rows: {why}")
+    return Quantization("unknown", f"undecided: {why}")
+
+
+def _name(value: object) -> str:
+    return re.sub(r"[^\w.-]", "?", str(value))[:60]  # a config's string as a name, never ${VAR}
 
 
 def _fp8(quant: dict, undecided: list) -> Quantization:

@@ -3,12 +3,14 @@
 Counts the parameters of each part by each layer's kind (embeddings, lm_head; a layer's mixer: MLA with its DSA
 indexer, GQA, linear attention or Mamba-2; its MLP: routed experts at their width or latent, shared experts, router,
 or a dense MLP, gated or not; the MTP layers) and prices each at the quantization's bytes per weight (scales
-included) unless the exclude list keeps it unquantized, or at its own format in a mixed-precision checkpoint, by a
-representative module name per part matched as the formats write their entries: exact, a dotted
-prefix or component, a glob with `*`, or a regex after `re:`. Embeddings and norms are never quantized (they are
-not Linear layers). What it leaves out is said (a vision tower; norms and biases, which are tiny). Used only
-when the index's metadata.total_size is missing; init says so. sized_facts is the facts with their weights.
-Does not read files.
+included) unless the exclude list keeps it unquantized (a representative module name per part, in the family's own
+names, matched as the formats write their entries: exact, a dotted prefix or component, a glob with `*`, or a regex
+after `re:`), routed experts at their own format where the checkpoint gives them one, and each part of a
+mixed-precision checkpoint at the format its per-module list gives it (matched as the engines resolve it: the module
+or a module under it, in any wrapper's and family's names). Embeddings and norms are never quantized (they are not
+Linear layers). What it leaves out is said (a vision tower; norms and biases, which are tiny). Used only when the
+index's metadata.total_size is missing; init says so. sized_facts is the facts with their weights. Does not read
+files.
 """
 
 from __future__ import annotations
@@ -19,14 +21,27 @@ import re
 from dataclasses import dataclass, field
 
 from porter.init.checkpoint_facts import CheckpointFacts, FactsError, read_facts, text_config
+from porter.init.config_keys import MODULE_NAMES
 from porter.init.per_layer import count
 from porter.init.quant_formats import Quantization
 
 DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "float32": 4.0}
 # How a multimodal wrapper names its text model's modules (transformers' Llava/Kimi `language_model.model.layers`,
-# Qwen3-VL/Qwen3.5 `model.language_model.layers`): each exclude or per-module name is read under every form.
-WRAPPERS = (("", ""), ("", "language_model."), ("model.", "model.language_model."))
-LAYER_PREFIXES = ("", "model.", "language_model.", "language_model.model.", "model.language_model.")
+# Qwen3-VL/Qwen3.5 `model.language_model.layers`, DeepSeek-VL2 `language.model.layers`, which sglang
+# srt/models/deepseek_vl2.py load_weights strips to `model.`), and nemotron_h its own (`backbone.`, which sglang
+# srt/models/nemotron_h.py hf_to_sglang_mapper maps to `model.`): each exclude or per-module name is read under every
+# form, as sglang's and vLLM's ModelOptMixedPrecisionConfig._quantized_layer_prefix_candidates try them.
+WRAPPERS = (
+    ("", ""), ("", "language_model."), ("model.", "model.language_model."), ("model.", "backbone."), ("", "language.")
+)  # fmt: skip
+LAYER_PREFIXES = (
+    "", "model.", "language_model.", "language_model.model.", "model.language_model.", "backbone.", "language.model."
+)  # fmt: skip
+# Module names families give the same part (the engines map them so: sglang srt/models/deepseek_v4.py `.ffn.` ->
+# `.mlp.`, `.attn.` -> `.self_attn.`; nemotron_h's `mixer`; Mixtral's and MiniMax's `block_sparse_moe`; Qwen's
+# `shared_expert`; Gemma 4's `router`), for matching a per-module format list by the part a name plays in its layer.
+_CONTAINER = re.compile(r"\.(?:mlp|block_sparse_moe|mixer|ffn|feed_forward|self_attn|attn)(?=\.)")
+_SYNONYMS = ((".shared_expert.", ".shared_experts."), (".router.", ".gate."))
 VISION_PREFIXES = (
     "vision_model.",
     "vision_tower.",
@@ -45,6 +60,7 @@ class Estimate:
     left_out: list[str] = field(default_factory=list)
     expert_dtype: str = ""  # what one routed expert weight takes
     expert_why: str = ""
+    expert_format: Quantization | None = None  # the routed experts' format, for the MoE tuning rows
 
 
 def bytes_per_weight(quant: Quantization, dtype_bytes: float) -> float:
@@ -100,6 +116,7 @@ def sized_facts(config: dict, index: dict | None, quant_file: dict | None = None
     except (TypeError, ValueError, KeyError, ZeroDivisionError, AttributeError, OverflowError) as exc:
         raise FactsError(f"config.json: a shape init cannot read ({type(exc).__name__})") from None
     facts.routed_fraction, facts.expert_dtype = result.routed_fraction, result.expert_dtype
+    facts.expert_format = result.expert_format
     facts.why.expert_dtype = result.expert_why
     total = ((index or {}).get("metadata") or {}).get("total_size")
     if isinstance(total, int) and not isinstance(total, bool) and 0 < total < 1 << 50:
@@ -125,23 +142,19 @@ def _unknown_prefixes(entries: list[str]) -> list[str]:
 def estimate(text: dict, facts: CheckpointFacts) -> Estimate:
     quant = facts.quantization
     dtype_bytes = DTYPE_BYTES.get(facts.dtype, 2.0)
-    quantized_bytes = bytes_per_weight(quant, dtype_bytes)
-    entries = tuple(quant.exclude)
-    modules = {_canonical(name): spec for name, spec in quant.per_module.items()}
-    total, routed, quantized_params, params, expert = 0.0, 0.0, 0, 0, None
+    price = _pricer(facts, dtype_bytes)
+    total, routed, quantized_params, params = 0.0, 0.0, 0, 0
+    experts: dict[tuple, list] = {}  # the routed experts by the format they are priced at: [name, bytes, format, size]
     shapes = Shapes(text)
     for name, parameters, linear in _parts(shapes, facts):
         params += parameters
-        if name in modules or quant.per_module:
-            bits, group = modules.get(name, (0, None))
-            each = bytes_per_weight(Quantization("mixed", "", bits, "float", group), dtype_bytes) if bits else None
-        else:
-            each = quantized_bytes if linear and quant.method != "none" and not excluded(name, entries) else None
+        each, form = price(name, linear)
         size = parameters * (each or dtype_bytes)
         total += size
         quantized_params += parameters if each else 0
-        if ".experts." in name:
-            routed, expert = routed + size, expert or (name, each or dtype_bytes)
+        if name.endswith(".experts"):
+            routed += size
+            experts.setdefault((each, form and form.summary), [name, each or dtype_bytes, form, 0])[3] += size
     how = (
         f"{params / 1e9:.1f}B parameters, {quantized_params / 1e9:.1f}B of them quantized (scales included), the "
         f"rest at {dtype_bytes:g} bytes ({facts.dtype})"
@@ -154,14 +167,69 @@ def estimate(text: dict, facts: CheckpointFacts) -> Estimate:
         left_out.append(f"weight bytes: {unread} not a whole number: the parts they size are left out")
     if "vision_config" in text:
         left_out.append("the vision tower (vision_config) is not in the weight estimate")
-    strange = [] if quant.per_module else _unknown_prefixes(list(entries))
+    strange = [] if quant.per_module else _unknown_prefixes(quant.exclude)
     if strange:
         left_out.append(f"weight bytes: exclude entries under a prefix init does not know, e.g. {strange[0][:80]!r}")
-    expert_dtype = f"{expert[1]:.3f} bytes a weight, scales included" if expert else ""
-    if expert and quant.method != "none" and expert[1] == dtype_bytes:
-        expert_dtype += f", unquantized ({facts.dtype}: the exclude list keeps them so)"
-    expert_why = f"{expert[0]} priced by the quantization and its exclude list" if expert else "no routed experts"
-    return Estimate(int(total), how, routed / total if total else 0.0, left_out, expert_dtype, expert_why)
+    if not experts:
+        return Estimate(int(total), how, 0.0, left_out, "", "no routed experts")
+    name, each, form, size = max(experts.values(), key=lambda found: found[3])
+    expert_dtype = f"{each:.3f} bytes a weight, scales included"
+    if len(experts) > 1:
+        expert_dtype += f" ({size / routed:.0%} of the routed bytes; the others in {len(experts) - 1} other format(s))"
+    if form is not None and not form.weight_bits:
+        expert_dtype = f"{form.summary}; priced at {dtype_bytes:g} bytes ({facts.dtype}), an upper bound"
+    elif form is None and quant.method != "none":
+        keeps = "the per-module list names no format for them" if quant.per_module else "the exclude list keeps them so"
+        expert_dtype += f", unquantized ({facts.dtype}: {keeps})"
+    expert_why = f"{name} priced by the quantization, its per-module formats and its exclude list"
+    return Estimate(int(total), how, routed / total, left_out, expert_dtype, expert_why, form)
+
+
+def _pricer(facts: CheckpointFacts, dtype_bytes: float):
+    """price(name, is Linear) -> (bytes a weight, or None when unquantized or undecided; the format it is stored in)."""
+    quant = facts.quantization
+    renames = next((pairs for family, pairs in MODULE_NAMES.items() if facts.model_type.startswith(family)), ())
+    entries, modules = tuple(quant.exclude), _module_index(quant.per_module)
+
+    def price(name: str, linear: bool) -> tuple[float | None, Quantization | None]:
+        for old, new in renames:
+            name = name.replace(old, new)
+        if not linear or quant.method == "none" or excluded(name, entries):
+            return None, None
+        if quant.per_module:
+            spec = modules.get(_normal(name)) or modules.get("^" + _normal(name))
+            if spec is None:  # listed nowhere: the engines leave it unquantized
+                return None, None
+            bits, group = spec
+            what = f"{bits}-bit float, group {group}" if bits else "undecided: a per-module format init does not read"
+            form = Quantization("mixed", what, bits or None, "float", group)
+        else:
+            form = (quant.experts or quant) if name.endswith(".experts") else quant
+        return (bytes_per_weight(form, dtype_bytes) if form and form.weight_bits else None), form
+
+    return price
+
+
+def _normal(name: str) -> str:
+    """A module name as the engines resolve it, whatever the wrapper and the family's names for the same part."""
+    name = "." + _canonical(name) + "."
+    for old, new in _SYNONYMS:
+        name = name.replace(old, new)
+    return _CONTAINER.sub("", name).strip(".")
+
+
+def _module_index(per_module: dict[str, tuple[int, int | None]]) -> dict[str, tuple[int, int | None]]:
+    """Each listed module's format under its normal name, and under "^" and each module above it: sglang's and vLLM's
+    ModelOptMixedPrecisionConfig._resolve_quant_algo take the module itself, else the first listed module under it (a
+    fused MoE whose experts are listed one by one); a module neither finds stays unquantized."""
+    index: dict[str, tuple[int, int | None]] = {}
+    for name, spec in per_module.items():
+        normal = _normal(name)
+        index[normal] = spec
+        while "." in normal:
+            normal = normal.rpartition(".")[0]
+            index.setdefault("^" + normal, spec)
+    return index
 
 
 def _canonical(name: str) -> str:
@@ -226,7 +294,7 @@ def _matrices(facts: CheckpointFacts) -> int:
 
 def _moe(prefix: str, facts: CheckpointFacts, hidden: int):
     moe, matrices = facts.moe, _matrices(facts)
-    yield f"{prefix}.mlp.experts.0.down_proj", moe.experts * matrices * moe.hidden * moe.expert_width, True
+    yield f"{prefix}.mlp.experts", moe.experts * matrices * moe.hidden * moe.expert_width, True
     if moe.hidden != hidden:  # a latent MoE's projections into and out of the experts' width
         yield f"{prefix}.mlp.fc1_latent_proj", 2 * hidden * moe.hidden, True
     if moe.shared_experts:  # the shared expert sees the full hidden state, latent or not
