@@ -369,3 +369,20 @@ def test_a_dsa_indexer_shared_by_name_only_leaves_the_kv_undecided():
     assert facts.kv_bytes_per_token(2) == 8 * 576 * 2 + 4 * 132 and "KV per token" not in facts.open
     moved = sized_facts({**dsa, "indexer_types": agreed[:6] + ["shared", "shared"]}, None)
     assert "KV per token" in moved.open and moved.kv_bytes_per_token(2) == 8 * 576 * 2 + 4 * 132  # the larger
+
+
+def test_keys_that_size_nothing_leave_no_fact_open(tmp_path):
+    # epsilons, rotary bases, scales and routing knobs (MiMo-V2's, DeepSeek-V4's, Kimi-K3's names) size no layer, head,
+    # expert or cache; a per-layer-input vocabulary without its hidden size (Gemma 4's, hidden_size_per_layer_input 0)
+    # feeds no layer; a config with no dtype runs at 2 bytes a weight whichever dtype the engine picks
+    config = synthetic(layernorm_epsilon=1e-5, swa_rope_theta=10000, attention_value_scale=0.707,
+                       moe_router_scaling_factor=3.0, use_grouped_topk=True, vocab_size_per_layer_input=262144,
+                       hidden_size_per_layer_input=0)  # fmt: skip
+    del config["torch_dtype"]
+    facts = sized_facts(config, None)
+    assert facts.open == set() and facts.weight_bytes == sized_facts(synthetic(), None).weight_bytes
+    report, _ = init_report(tmp_path, config)
+    assert "dtype undecided (2 bytes a weight)" in report and "a key init does not read" not in report
+    assert "hidden_size_per_layer_input" in "\n".join(
+        sized_facts({**config, "hidden_size_per_layer_input": 256}, None).undecided
+    )

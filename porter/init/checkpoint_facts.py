@@ -169,7 +169,10 @@ def _read_facts(config: dict, quant_file: dict | None) -> CheckpointFacts:
     dtype_key, dtype = _one(text, ("torch_dtype", "dtype"), "dtype", undecided)
     why.dtype = dtype_key or "none of torch_dtype, dtype"
     if not dtype_key:
-        undecided.append("dtype: none of torch_dtype, dtype (weights priced at 2 bytes, as bfloat16)")
+        undecided.append(
+            "the dtype: none of torch_dtype, dtype; sglang 0.5.20 then runs float16 (bfloat16 for Gemma: "
+            "configs/model_config.py _get_and_verify_dtype), 2 bytes a weight either way"
+        )
     quantization, why.quantization = read_quantization(config, text, quant_file, undecided)
     shapes = read_block_configs(text, undecided)
     kinds = shapes.kinds if shapes else read_layer_kinds(text, why, undecided)

@@ -37,7 +37,11 @@ BLOCK_TYPES = {
     "moe": ("none", "moe"),
 }
 HYBRID_PATTERN = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
-LAYER_TYPES = {"full_attention": "full", "linear_attention": "linear", "sliding_attention": "sliding"}
+LAYER_TYPES = {
+    "full_attention": "full", "linear_attention": "linear", "sliding_attention": "sliding",
+    # every token's KV kept, the attended ones chosen by the DSA indexer (sglang 0.5.23 srt/configs/hy_v4.py)
+    "deepseek_sparse_attention": "full", "indexed_attention": "full",
+}  # fmt: skip
 # Keys listing each layer's mixer as a code: MiniMax's attn_type_list (1 softmax, 0 lightning attention); MiMo-V2's
 # hybrid_layer_pattern (1 sliding window, 0 full: vLLM model_executor/models/mimo_v2.py is_compressed_softmax_layer,
 # sglang srt/models/mimo_v2.py is_swa_layer); DeepSeek-V4's compress_ratios (transformers
@@ -93,8 +97,15 @@ HARMLESS = frozenset(
     "sliding_window vision_config text_config language_config llm_config quantization_config layer_norm_epsilon "
     "pruned_heads time_step_rank top_k _attn_implementation_autoset for_llm_compressor "
     # whether the MTP layer reuses its top-k across draft steps (vLLM models/deepseek_v2.py: the draft's compute only)
-    "index_share_for_mtp_iteration".split()
+    "index_share_for_mtp_iteration "
+    # how experts are routed (groups, renormalising, the scoring function), not how many or how wide
+    "num_expert_group use_grouped_topk moe_renormalize moe_router_activation_func use_moe_router_bias "
+    # which image tokens attend each other both ways (Gemma 4): the KV kept is the same
+    "use_bidirectional_attention".split()
 )
+# Names that say a key is a norm's epsilon, a rotary base, a dropout, or a scale on values or scores: none sizes a
+# layer, a head, an expert or a cache.
+HARMLESS_NAME = re.compile(r"eps(ilon)?$|_theta$|dropout|(_scale|scaling_factor|sink_bias)$")
 
 
 # The facts `porter init` states, each with the words an undecided line uses for it before its first ": " (every
@@ -107,7 +118,7 @@ FACT_WORDS = {
     "MTP layers": r"MTP",
     "attention": r"attention|head dim|heads",
     "context": r"context",
-    "weights": r"weight|^dtype|gated|head dim|routed experts|shared expert|MoE layers|layers by kind|width",
+    "weights": r"weight|gated|head dim|routed experts|shared expert|MoE layers|layers by kind|width",
     "KV per token": r"KV|head dim|layers by kind",
 }
 # What an unread key could leave open, by the first rule its name matches; a name no rule matches could change any
@@ -120,7 +131,7 @@ KEY_FACTS = (
     (r"activation|(^|_)act(_|$)", ("MLP activation",)),
     (r"layer|pattern|block|mixer|linear|mamba|ssm", ("layers by kind", "MoE", "attention", "KV", "weight bytes")),
     (r"expert|moe|topk|top_k|per_tok|routed|shared|intermediate|mlp|latent", ("MoE", "weight bytes")),
-    (r"window|sliding|swa|global|local|compress|ratio|kv|head|attn|rank|dim", ("attention", "KV", "weight bytes")),
+    (r"window|sliding|swa|global|local|compress|ratio|kv|head|att|rank|dim", ("attention", "KV", "weight bytes")),
     (r"hidden", ("MoE", "weight bytes")),
 )
 FACT_ORDER = (
@@ -133,9 +144,12 @@ def unread_keys(text: dict) -> list[str]:
     led by the facts its key leaves open."""
     found = []
     for key in sorted(text):
-        unset = text[key] in (None, False, [], {})
+        # a vocabulary for an input no layer takes: transformers' Gemma4TextDecoderLayer adds per-layer inputs only
+        # when hidden_size_per_layer_input is set (models/gemma4/modeling_gemma4.py)
+        no_input = str(key).startswith("vocab_size_") and not text.get(str(key).replace("vocab_size_", "hidden_size_"))
+        unset = text[key] in (None, False, [], {}) or no_input
         lowered = str(key).lower()
-        if not unset and RISKY.search(lowered) and key not in HARMLESS and key not in READ:
+        if not unset and RISKY.search(lowered) and key not in HARMLESS | READ and not HARMLESS_NAME.search(lowered):
             facts = next((facts for pattern, facts in KEY_FACTS if re.search(pattern, lowered)), FACT_ORDER)
             shown = repr(text[key])
             found.append(

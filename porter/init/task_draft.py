@@ -324,7 +324,12 @@ def describe(
     moe = facts.moe
     lines = [f"porter init: {files.model_id} ({files.source}) for {engine.name} on {count}x {gpu.name}", "Inferred:"]
     facts_rows = [
-        ("architecture", f"{facts.architecture} ({facts.model_type}), dtype {facts.dtype}", facts.why.dtype),
+        (
+            "architecture",
+            f"{facts.architecture} ({facts.model_type}), dtype "
+            + ("undecided (2 bytes a weight)" if facts.why.dtype.startswith("none of") else facts.dtype),
+            facts.why.dtype,
+        ),
         ("quantization", facts.quantization.summary + _exclude_text(facts), facts.why.quantization),
         ("layers", _layers_text(facts), facts.why.layers or facts.why.attention_layers),
         ("MoE", _moe_text(moe), facts.why.moe),
