@@ -57,7 +57,9 @@ EXPECTED = {
                                    576 * 61 * 2, (570, 620), None, "TP8", "TP8", [8, 4]),
     "llama4__Llama-4-Scout-17B-16E-Instruct-FP8-dynamic.json": (
         "Llama4ForConditionalGeneration", "compressed-tensors", (5120, 8192, 16, 1, 1), 0, "GQA",
-        2 * 8 * 128 * 48 * 2, (100, 120), "fp8-channel", "TP8", "TP8", [8, 4, 2, 1]),
+        # every 4th of the 48 layers is a NoPE full-attention layer, the others attend within chunks of 8192
+        # (no_rope_layers empty: Llama4TextConfig's default; sglang get_hybrid_layer_ids bounds the chunked layers)
+        2 * 8 * 128 * 12 * 2, (100, 120), "fp8-channel", "TP8", "TP8", [8, 4, 2, 1]),
     "minimax__MiniMax-M2.7.json": ("MiniMaxM2ForCausalLM", "fp8", (3072, 1536, 256, 8, 0), 3, "GQA",
                                    2 * 8 * 128 * 62 * 2, (220, 250), "fp8-block", "TP4 x DP2", "TP8 + EP", [4, 2]),
     "qwen3_5__Qwen3.5-397B-A17B.json": ("Qwen3_5MoeForConditionalGeneration", "none", (4096, 1024, 512, 10, 1), 1,

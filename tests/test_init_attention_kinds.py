@@ -187,3 +187,17 @@ def test_kimi_k3_kda_layers_beside_mla():
     assert (moe.hidden, moe.expert_width, moe.experts, moe.top_k) == (512, 128, 32, 4)
     assert (moe.shared_experts, moe.shared_width) == (2, 128) and facts.activation == "situ" and facts.gated
     assert decided(facts) == []
+
+
+def test_llama4_chunked_layers_hold_a_bounded_state():
+    # imitates Llama 4's keys on 8 layers: transformers Llama4TextConfig fills an empty no_rope_layers with a NoPE
+    # (full-attention) layer every 4th and chunked attention in the others; sglang's get_hybrid_layer_ids bounds
+    # those (every 4th full). KV: 2 full layers x 2 x 4 KV heads x 128 x 2 bytes = 4096 bytes a token at bf16
+    config = base(model_type="llama4_text", num_hidden_layers=8, attention_chunk_size=8192, no_rope_layers=[])
+    facts = sized_facts(config, None)
+    assert kinds(facts) == {("chunked", "dense"): 6, ("full", "dense"): 2} and facts.kv_bytes_per_token(2) == 4096
+    assert "6 chunked layers (chunks of 8192)" in facts.attention.bounded_layers and decided(facts) == []
+    # a list that chunks other layers than sglang's pool bounds, and chunking outside Llama 4, leave the KV open
+    moved = sized_facts({**config, "no_rope_layers": [1, 1, 0, 1, 1, 1, 0, 1]}, None)
+    assert "KV per token" in moved.open
+    assert "KV per token" in sized_facts(base(attention_chunk_size=8192), None).open

@@ -62,6 +62,7 @@ def _bounded(text: dict, kinds: list[tuple[str, str]], shapes: dict) -> str:
     window, sliding = text.get("sliding_window_size") or text.get("sliding_window"), shapes["sliding"]
     shape = f"; {sliding[0]} KV heads, head dim {sliding[1]}" if sliding != shapes["full"] else ""
     detail = f" (window {window}{shape})" if "sliding" in others else ""
+    detail += f" (chunks of {text.get('attention_chunk_size')})" if "chunked" in others else ""
     count = sum(mixer in others for mixer, _ in kinds)
     return f"{count} {'/'.join(others)} layers{detail}: a bounded state per sequence" if others else ""
 

@@ -301,8 +301,25 @@ def _mixers(text: dict, count: int, why: Why, undecided: list[str]) -> list[str]
             "slide is not read (all counted as full attention)"
         )
     if text.get("attention_chunk_size"):
-        why.attention_layers = f"chunked attention ({text['attention_chunk_size']}) counted as full (upper bound)"
+        return _chunked_mixers(text, count, why, undecided)
     return ["full"] * count
+
+
+def _chunked_mixers(text: dict, layers: int, why: Why, undecided: list[str]) -> list[str]:
+    """Llama 4's chunked attention: transformers models/llama4/configuration_llama4.py Llama4TextConfig makes a layer
+    whose no_rope_layers entry is 1 chunked_attention and a 0 (a NoPE layer) full_attention, and fills an empty list
+    with a NoPE layer every no_rope_layer_interval (4); sglang 0.5.20 configs/model_config.py get_hybrid_layer_ids
+    keeps every 4th layer full and bounds the others' KV in its hybrid SWA pool."""
+    chunk = text["attention_chunk_size"]
+    if not str(text.get("model_type", "")).startswith("llama4"):
+        undecided.append(f"layers by kind and KV: attention_chunk_size = {chunk!r} outside Llama 4 (all counted full)")
+        return ["full"] * layers
+    interval = count(text.get("no_rope_layer_interval")) or 4
+    rope = text.get("no_rope_layers") or [int((i + 1) % interval != 0) for i in range(layers)]
+    if list(rope) != [int((i + 1) % 4 != 0) for i in range(layers)]:
+        undecided.append("KV: no_rope_layers chunk other layers than sglang's hybrid pool bounds (every 4th full)")
+    why.attention_layers = f"attention_chunk_size = {chunk}: the layers no_rope_layers marks 1 chunked, the others full"
+    return ["chunked" if i < len(rope) and rope[i] else "full" for i in range(layers)]
 
 
 def _coded_mixers(text: dict, key: str, count: int, why: Why, undecided: list[str]) -> list[str]:

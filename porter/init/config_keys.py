@@ -41,6 +41,7 @@ LAYER_TYPES = {
     "full_attention": "full", "linear_attention": "linear", "sliding_attention": "sliding",
     # every token's KV kept, the attended ones chosen by the DSA indexer (sglang 0.5.23 srt/configs/hy_v4.py)
     "deepseek_sparse_attention": "full", "indexed_attention": "full",
+    "chunked_attention": "chunked",  # transformers' Llama4TextConfig: attention within chunks of attention_chunk_size
 }  # fmt: skip
 # Keys listing each layer's mixer as a code: MiniMax's attn_type_list (1 softmax, 0 lightning attention); MiMo-V2's
 # hybrid_layer_pattern (1 sliding window, 0 full: vLLM model_executor/models/mimo_v2.py is_compressed_softmax_layer,
@@ -89,7 +90,7 @@ RISKY = re.compile(
 HARMLESS = frozenset(
     "attention_bias attention_dropout hidden_dropout mlp_bias mamba_hidden_act mamba_proj_bias mamba_ssm_cache_dtype "
     "mamba_ssm_dtype moe_router_dtype moe_shared_expert_overlap output_attentions output_hidden_states "
-    "add_cross_attention cross_attention_hidden_size use_mamba_kernels linear_conv_kernel_dim no_rope_layers "
+    "add_cross_attention cross_attention_hidden_size use_mamba_kernels linear_conv_kernel_dim "
     "use_qk_norm qk_norm_type mtp_use_dedicated_embeddings indexer_rope_interleave output_router_logits "
     "router_aux_loss_coef router_jitter_noise ep_size topk_group topk_method norm_topk_prob n_group "
     "max_window_layers mtp_transformer_layers mtp_hybrid_override_pattern qk_head_dim rope_interleave "
@@ -173,6 +174,6 @@ READ = frozenset(
         "ssm_state_size swiglu_limit use_mtp attention_k_eq_v enable_moe_block linear_attn_config sliding_window_size "
         "swa_num_attention_heads latent_moe_use_norm num_kv_shared_layers indexer_types cli_factor index_topk_pattern "
         "index_topk_freq index_skip_topk_offset dense_intermediate_size block_configs swiglu_alpha hidden_act_alpha "
-        "sparse_attention_config expert_dtype".split()
+        "sparse_attention_config expert_dtype no_rope_layers no_rope_layer_interval".split()
     )
 )
