@@ -294,7 +294,6 @@ async def get_json(
     session: aiohttp.ClientSession,
     url: str,
     deadlines: Deadlines = DEFAULT_DEADLINES,
-    max_bytes: int = LISTING_MAX_BYTES,
 ) -> object:
     """A small JSON answer within its deadline; a hang, a flood or garbage is a CheckError."""
     deadline_s = min(deadlines.first_byte_s, LISTING_DEADLINE_S)
