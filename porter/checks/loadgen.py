@@ -230,53 +230,41 @@ async def run_schedule(
     # A full collection over thousands of live frames pauses the loop for tens of ms; collect after the level.
     gc.disable()
     try:
-        return await _run_schedule(session, base_url, planned, drain_timeout_s, lag, deadlines, max_concurrency)
+        gate = asyncio.Semaphore(max_concurrency or len(planned) or 1)
+
+        async def send(item: Planned) -> RequestRecord:  # its latencies count from the send, as bench_serving's do
+            async with gate:
+                return await send_one(session, base_url, item, origin, deadlines)
+
+        stop = asyncio.Event()
+        probe = asyncio.create_task(_probe_loop_lag(lag, stop))
+        origin = lag.origin_monotonic = time.monotonic()
+        sent: list[tuple[Planned, asyncio.Task]] = []
+        for item in sorted(planned, key=lambda entry: entry.send_at_s):
+            delay = item.send_at_s - (time.monotonic() - origin)
+            if delay > 0:
+                await asyncio.sleep(delay)
+            lag.send_lag_ms.append(max(0.0, (time.monotonic() - origin - item.send_at_s) * 1000))
+            sent.append((item, asyncio.create_task(send(item))))
+        tasks = [task for _, task in sent]
+        unfinished = (await asyncio.wait(tasks, timeout=drain_timeout_s))[1] if tasks else set()
+        for task in unfinished:
+            task.cancel()
+        await asyncio.gather(*unfinished, return_exceptions=True)
+        stop.set()
+        await probe
+        drained = f"deadline: still running {drain_timeout_s:g} s after the level's last send (level drain)"
+        records = [
+            RequestRecord(item.index, item.send_at_s, timed_out=True, error=drained)
+            if task in unfinished
+            else task.result()
+            for item, task in sent
+        ]
+        records.sort(key=lambda record: record.index)
+        return records, lag
     finally:
         if collecting:
             gc.enable()
-
-
-async def _run_schedule(
-    session: aiohttp.ClientSession,
-    base_url: str,
-    planned: list[Planned],
-    drain_timeout_s: float,
-    lag: ClientLag,
-    deadlines: Deadlines,
-    max_concurrency: int | None,
-) -> tuple[list[RequestRecord], ClientLag]:
-    gate = asyncio.Semaphore(max_concurrency or len(planned) or 1)
-
-    async def send(item: Planned) -> RequestRecord:  # its latencies count from the send, as bench_serving's do
-        async with gate:
-            return await send_one(session, base_url, item, origin, deadlines)
-
-    stop = asyncio.Event()
-    probe = asyncio.create_task(_probe_loop_lag(lag, stop))
-    origin = lag.origin_monotonic = time.monotonic()
-    sent: list[tuple[Planned, asyncio.Task]] = []
-    for item in sorted(planned, key=lambda entry: entry.send_at_s):
-        delay = item.send_at_s - (time.monotonic() - origin)
-        if delay > 0:
-            await asyncio.sleep(delay)
-        lag.send_lag_ms.append(max(0.0, (time.monotonic() - origin - item.send_at_s) * 1000))
-        sent.append((item, asyncio.create_task(send(item))))
-    tasks = [task for _, task in sent]
-    unfinished = (await asyncio.wait(tasks, timeout=drain_timeout_s))[1] if tasks else set()
-    for task in unfinished:
-        task.cancel()
-    await asyncio.gather(*unfinished, return_exceptions=True)
-    stop.set()
-    await probe
-    drained = f"deadline: still running {drain_timeout_s:g} s after the level's last send (level drain)"
-    records = [
-        RequestRecord(item.index, item.send_at_s, timed_out=True, error=drained)
-        if task in unfinished
-        else task.result()
-        for item, task in sent
-    ]
-    records.sort(key=lambda record: record.index)
-    return records, lag
 
 
 async def read_capped(response: aiohttp.ClientResponse, max_bytes: int) -> bytes:
