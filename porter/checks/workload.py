@@ -43,7 +43,6 @@ class PlannedRequest:
     prompt: str
     prompt_tokens: int
     output_tokens: int
-    prefix_tokens: int
 
 
 @dataclass
@@ -214,7 +213,7 @@ async def build_workload(
         generator = random.Random(f"suffix-{seed}-{index}")
         async with gate:
             prompt, counted = await text_of_length(tokenizer, input_tokens, generator, lead=lead)
-        return PlannedRequest(index, send_at, prompt, counted, output_tokens, prefix_tokens)
+        return PlannedRequest(index, send_at, prompt, counted, output_tokens)
 
     requests = list(await asyncio.gather(*(one(index, at) for index, at in enumerate(send_times))))
     primers = [f"{prefix} {level_marker(salt + '-primer')}" for prefix in prefixes]
