@@ -111,9 +111,7 @@ async def no_redirects(request: aiohttp.ClientRequest, handler) -> aiohttp.Clien
     return response
 
 
-def make_session(
-    connections: int, headers: dict[str, str] | None = None, deadlines: Deadlines = DEFAULT_DEADLINES
-) -> aiohttp.ClientSession:
+def make_session(connections: int, deadlines: Deadlines = DEFAULT_DEADLINES) -> aiohttp.ClientSession:
     """A keep-alive pool with room for every concurrent stream, so no request waits for a connection.
 
     Its socket timeouts are the backstop for every call made on it (tokenizer, priming, listings): a
@@ -128,7 +126,6 @@ def make_session(
         ),
         read_bufsize=READ_BUFFER_BYTES,
         auto_decompress=False,
-        headers=headers or {},
         middlewares=(no_redirects,),
     )
 
