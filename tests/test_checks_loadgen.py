@@ -164,7 +164,9 @@ def test_reasoning_content_counts_as_the_first_token(server):
 )
 def test_parse_stream(chunks, texts, error):
     record = loadgen.RequestRecord(0, 0.0, sent_s=0.0)
-    stream_parse.parse_stream(record, [(index + 1.0, chunk) for index, chunk in enumerate(chunks)])
+    asyncio.run(
+        stream_parse.parse_stream_yielding(record, [(index + 1.0, chunk) for index, chunk in enumerate(chunks)])
+    )
     assert record.text == "".join(texts)
     assert (record.error is None) if error is None else (error in record.error)
 
@@ -176,7 +178,7 @@ def test_first_token_time_is_the_read_that_completed_the_frame():
         (2.5, b'ces":[{"text":"x"}]}\n\n'),
         (3.0, b'data: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":1}}\n\ndata: [DONE]\n\n'),
     ]
-    stream_parse.parse_stream(record, frames)
+    asyncio.run(stream_parse.parse_stream_yielding(record, frames))
     assert record.first_token_s == 2.5
     assert (record.prompt_tokens, record.output_tokens, record.cached_tokens) == (7, 1, None)
 
@@ -189,7 +191,7 @@ def test_a_blank_line_split_across_reads_times_its_frame_at_the_second_read():
         (2.0, b'\ndata: {"choices":[{"text":"y"}]}\n\n\n'),
         (3.0, b"\ndata: [DONE]\n\n"),
     ]
-    stream_parse.parse_stream(record, frames)
+    asyncio.run(stream_parse.parse_stream_yielding(record, frames))
     assert (record.token_times_s, record.text, record.error) == ([2.0, 2.0], "xy", None)
 
 

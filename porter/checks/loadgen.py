@@ -111,9 +111,7 @@ async def no_redirects(request: aiohttp.ClientRequest, handler) -> aiohttp.Clien
     return response
 
 
-def make_session(
-    connections: int, headers: dict[str, str] | None = None, deadlines: Deadlines = DEFAULT_DEADLINES
-) -> aiohttp.ClientSession:
+def make_session(connections: int, deadlines: Deadlines = DEFAULT_DEADLINES) -> aiohttp.ClientSession:
     """A keep-alive pool with room for every concurrent stream, so no request waits for a connection.
 
     Its socket timeouts are the backstop for every call made on it (tokenizer, priming, listings): a
@@ -128,7 +126,6 @@ def make_session(
         ),
         read_bufsize=READ_BUFFER_BYTES,
         auto_decompress=False,
-        headers=headers or {},
         middlewares=(no_redirects,),
     )
 
@@ -230,53 +227,41 @@ async def run_schedule(
     # A full collection over thousands of live frames pauses the loop for tens of ms; collect after the level.
     gc.disable()
     try:
-        return await _run_schedule(session, base_url, planned, drain_timeout_s, lag, deadlines, max_concurrency)
+        gate = asyncio.Semaphore(max_concurrency or len(planned) or 1)
+
+        async def send(item: Planned) -> RequestRecord:  # its latencies count from the send, as bench_serving's do
+            async with gate:
+                return await send_one(session, base_url, item, origin, deadlines)
+
+        stop = asyncio.Event()
+        probe = asyncio.create_task(_probe_loop_lag(lag, stop))
+        origin = lag.origin_monotonic = time.monotonic()
+        sent: list[tuple[Planned, asyncio.Task]] = []
+        for item in sorted(planned, key=lambda entry: entry.send_at_s):
+            delay = item.send_at_s - (time.monotonic() - origin)
+            if delay > 0:
+                await asyncio.sleep(delay)
+            lag.send_lag_ms.append(max(0.0, (time.monotonic() - origin - item.send_at_s) * 1000))
+            sent.append((item, asyncio.create_task(send(item))))
+        tasks = [task for _, task in sent]
+        unfinished = (await asyncio.wait(tasks, timeout=drain_timeout_s))[1] if tasks else set()
+        for task in unfinished:
+            task.cancel()
+        await asyncio.gather(*unfinished, return_exceptions=True)
+        stop.set()
+        await probe
+        drained = f"deadline: still running {drain_timeout_s:g} s after the level's last send (level drain)"
+        records = [
+            RequestRecord(item.index, item.send_at_s, timed_out=True, error=drained)
+            if task in unfinished
+            else task.result()
+            for item, task in sent
+        ]
+        records.sort(key=lambda record: record.index)
+        return records, lag
     finally:
         if collecting:
             gc.enable()
-
-
-async def _run_schedule(
-    session: aiohttp.ClientSession,
-    base_url: str,
-    planned: list[Planned],
-    drain_timeout_s: float,
-    lag: ClientLag,
-    deadlines: Deadlines,
-    max_concurrency: int | None,
-) -> tuple[list[RequestRecord], ClientLag]:
-    gate = asyncio.Semaphore(max_concurrency or len(planned) or 1)
-
-    async def send(item: Planned) -> RequestRecord:  # its latencies count from the send, as bench_serving's do
-        async with gate:
-            return await send_one(session, base_url, item, origin, deadlines)
-
-    stop = asyncio.Event()
-    probe = asyncio.create_task(_probe_loop_lag(lag, stop))
-    origin = lag.origin_monotonic = time.monotonic()
-    sent: list[tuple[Planned, asyncio.Task]] = []
-    for item in sorted(planned, key=lambda entry: entry.send_at_s):
-        delay = item.send_at_s - (time.monotonic() - origin)
-        if delay > 0:
-            await asyncio.sleep(delay)
-        lag.send_lag_ms.append(max(0.0, (time.monotonic() - origin - item.send_at_s) * 1000))
-        sent.append((item, asyncio.create_task(send(item))))
-    tasks = [task for _, task in sent]
-    unfinished = (await asyncio.wait(tasks, timeout=drain_timeout_s))[1] if tasks else set()
-    for task in unfinished:
-        task.cancel()
-    await asyncio.gather(*unfinished, return_exceptions=True)
-    stop.set()
-    await probe
-    drained = f"deadline: still running {drain_timeout_s:g} s after the level's last send (level drain)"
-    records = [
-        RequestRecord(item.index, item.send_at_s, timed_out=True, error=drained)
-        if task in unfinished
-        else task.result()
-        for item, task in sent
-    ]
-    records.sort(key=lambda record: record.index)
-    return records, lag
 
 
 async def read_capped(response: aiohttp.ClientResponse, max_bytes: int) -> bytes:
@@ -294,7 +279,6 @@ async def get_json(
     session: aiohttp.ClientSession,
     url: str,
     deadlines: Deadlines = DEFAULT_DEADLINES,
-    max_bytes: int = LISTING_MAX_BYTES,
 ) -> object:
     """A small JSON answer within its deadline; a hang, a flood or garbage is a CheckError."""
     deadline_s = min(deadlines.first_byte_s, LISTING_DEADLINE_S)

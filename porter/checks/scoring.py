@@ -55,14 +55,9 @@ def extract_flexible(text: str) -> str:
     return _regex_filter(FLEXIBLE_PATTERN, text, -1)
 
 
-def gold_answer(answer: str) -> str:
-    """The reference number of a GSM8K answer (`... #### 1,234`), normalised."""
-    return normalize(answer)
-
-
 def gsm8k_matches(reply: str, answer: str) -> tuple[bool, bool]:
-    """(strict, flexible) exact match of a reply against a GSM8K answer."""
-    gold = gold_answer(answer)
+    """(strict, flexible) exact match of a reply against a GSM8K answer (its reference number: `... #### 1,234`)."""
+    gold = normalize(answer)
     return normalize(extract_strict(reply)) == gold, normalize(extract_flexible(reply)) == gold
 
 

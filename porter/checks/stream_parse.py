@@ -83,14 +83,9 @@ def _data_field(event: bytes) -> bytes:
     return b"\n".join(line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:"))
 
 
-def parse_stream(record: RequestRecord, frames: list[tuple[float, bytes]]) -> None:
-    """Fill the record from the raw reads: token times, usage, and why the stream is bad if it is."""
-    for _ in _parse_steps(record, frames):
-        pass
-
-
 async def parse_stream_yielding(record: RequestRecord, frames: list[tuple[float, bytes]]) -> None:
-    """parse_stream in slices: a 1000-frame stream parsed at once would stall every other stream's clock."""
+    """Fill the record from the raw reads (token times, usage, and why the stream is bad if it is), in slices: a
+    1000-frame stream parsed at once would stall every other stream's clock."""
     for _ in _parse_steps(record, frames):
         await asyncio.sleep(0)
 

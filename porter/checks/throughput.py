@@ -339,17 +339,16 @@ def run_throughput(
     base_url: str,
     spec: ThroughputCheckSpec,
     nodes: int = 1,
-    model: str | None = None,
     on_level: Callable[[LevelResult], None] | None = None,
 ) -> ThroughputResult:
     """Sweep `spec.rps` against `base_url` and return every level, the knee and the per-node figure."""
-    return asyncio.run(_run_throughput(base_url.rstrip("/"), spec, nodes, model, on_level))
+    return asyncio.run(_run_throughput(base_url.rstrip("/"), spec, nodes, on_level))
 
 
-async def _run_throughput(base_url, spec, nodes, model, on_level) -> ThroughputResult:
+async def _run_throughput(base_url, spec, nodes, on_level) -> ThroughputResult:
     peak_requests = _peak_requests(spec)
     async with loadgen.make_session(peak_requests) as session:
-        model_id = await loadgen.resolve_model(session, base_url, model)
+        model_id = await loadgen.resolve_model(session, base_url, None)
         sweep = _Sweep(session, base_url, model_id, spec, salt=str(time.time_ns()))
 
         async def measure(rps: float) -> LevelResult:
@@ -373,15 +372,15 @@ def _peak_requests(spec: ThroughputCheckSpec) -> int:
 
 
 def run_single_stream(
-    base_url: str, spec: SingleStreamSpec, model: str | None = None, on_progress: OnProgress | None = None
+    base_url: str, spec: SingleStreamSpec, on_progress: OnProgress | None = None
 ) -> SingleStreamResult:
     """Output tokens/s after the first token, one request at a time; the median of `spec.num_requests`."""
-    return asyncio.run(_run_single_stream(base_url.rstrip("/"), spec, model, on_progress))
+    return asyncio.run(_run_single_stream(base_url.rstrip("/"), spec, on_progress))
 
 
-async def _run_single_stream(base_url: str, spec: SingleStreamSpec, model, on_progress) -> SingleStreamResult:
+async def _run_single_stream(base_url: str, spec: SingleStreamSpec, on_progress) -> SingleStreamResult:
     async with loadgen.make_session(1) as session:
-        model_id = await loadgen.resolve_model(session, base_url, model)
+        model_id = await loadgen.resolve_model(session, base_url, None)
         tokenizer = workload.Tokenizer(session, base_url)
         records: list[loadgen.RequestRecord] = []
         finished = Tally(spec.num_requests, "requests", on_progress, lambda done, _: _request_note(records[-1]))

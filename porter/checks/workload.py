@@ -5,8 +5,8 @@ same seeded unit-rate arrival pattern, divided by its rate, and the same prompts
 only by rate. A level sends at least `min_requests` measured requests (after the warm-up), more when
 its duration holds more. Prompt text is natural-language prose shipped with porter (data/prose.txt,
 plain paragraphs written for it), read as windows at seeded offsets: speculative decoding's draft
-acceptance depends on content, and random words would misstate it. A shared prefix per group is sized
-so the prefix-cache hit rate is the asked one (each prefix is primed once before the level); each
+acceptance depends on content, and random words would misstate it. A shared prefix is sized
+so the prefix-cache hit rate is the asked one (it is primed once before the level); each
 request's unique part starts with a short per-level marker, so no level or run is served another's
 cache, and continues with the same text at every level. Lengths are exact when the server has POST
 /tokenize (vLLM and sglang shape: {"prompt"} -> {"tokens", "count"}); without it words and punctuation
@@ -43,8 +43,6 @@ class PlannedRequest:
     prompt: str
     prompt_tokens: int
     output_tokens: int
-    prefix_tokens: int
-    prefix_group: int
 
 
 @dataclass
@@ -194,9 +192,8 @@ async def build_workload(
     cache_hit_rate: float,
     seed: int,
     salt: str = "",
-    prefix_groups: int = 1,
 ) -> Workload:
-    """Prompts for `send_times`: request i uses prefix group i % prefix_groups, then the level's marker
+    """Prompts for `send_times`: every request starts with the one shared prefix, then the level's marker
     and the same unique text at every level.
 
     Prefixes depend on `seed` only (so they stay cached across levels); the text after the marker on
@@ -205,19 +202,18 @@ async def build_workload(
     """
     prefix_tokens = split_prefix(input_tokens, cache_hit_rate)
     prefixes: list[str] = []
-    for group in range(prefix_groups if prefix_tokens > 0 else 0):
-        text, _ = await text_of_length(tokenizer, prefix_tokens, random.Random(f"prefix-{seed}-{group}"))
+    if prefix_tokens > 0:  # the seed string keeps the group number of the prefix groups it once had
+        text, _ = await text_of_length(tokenizer, prefix_tokens, random.Random(f"prefix-{seed}-0"))
         prefixes.append(text)
     marker = level_marker(salt)
     gate = asyncio.Semaphore(TOKENIZE_CONCURRENCY)
 
     async def one(index: int, send_at: float) -> PlannedRequest:
-        group = index % prefix_groups
-        lead = f"{prefixes[group]} {marker}" if prefixes else marker
+        lead = f"{prefixes[0]} {marker}" if prefixes else marker
         generator = random.Random(f"suffix-{seed}-{index}")
         async with gate:
             prompt, counted = await text_of_length(tokenizer, input_tokens, generator, lead=lead)
-        return PlannedRequest(index, send_at, prompt, counted, output_tokens, prefix_tokens, group)
+        return PlannedRequest(index, send_at, prompt, counted, output_tokens)
 
     requests = list(await asyncio.gather(*(one(index, at) for index, at in enumerate(send_times))))
     primers = [f"{prefix} {level_marker(salt + '-primer')}" for prefix in prefixes]

@@ -29,12 +29,8 @@ def read_record(record: type[R], data: dict, **readers: Callable[[Any], Any]) ->
     """A dataclass from its JSON document: each field the document sets, through its reader in `readers` where it
     has one (a nested record, a list of them); a field left out or null takes its default, and a key the record
     does not know (a later porter's) is ignored, so an older or newer document still reads."""
-    held = {item.name: data.get(item.name) for item in fields(record)}
-    return record(**{name: readers.get(name, _same)(value) for name, value in held.items() if value is not None})
-
-
-def _same(value: Any) -> Any:
-    return value
+    held = {item.name: data[item.name] for item in fields(record) if data.get(item.name) is not None}
+    return record(**{name: readers[name](value) if name in readers else value for name, value in held.items()})
 
 
 class Record:
@@ -59,9 +55,7 @@ class Configuration(Record):
     @property
     def fingerprint(self) -> str:
         """A result measured on another fingerprint is not evidence for this configuration."""
-        material = {"repos": dict(sorted(self.repos.items())), "flags": dict(sorted(self.flags.items()))}
-        material["image"] = self.image
-        return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict:
         return {

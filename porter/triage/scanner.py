@@ -109,7 +109,6 @@ class Event:
     score: int
     line_no: int
     body: str
-    channel: str
     before: list[tuple[int, str]]
     count: int = 1
     last_line_no: int = 0
@@ -264,17 +263,17 @@ class Scanner:
             open_traceback.last_line_no = line_no
             return True
         if rules.TRACEBACK_START.search(body):
-            self._close_traceback(channel, None, line_no)
+            self._close_traceback(channel, None)
             return False
-        self._close_traceback(channel, (line_no, body), line_no)
+        self._close_traceback(channel, (line_no, body))
         return True
 
     def _open_traceback(self, line_no: int, channel: str, body: str) -> None:
         if channel in self.open_tracebacks:
-            self._close_traceback(channel, None, line_no)
+            self._close_traceback(channel, None)
         if len(self.open_tracebacks) >= MAX_OPEN_TRACEBACKS:
             oldest = min(self.open_tracebacks, key=lambda name: self.open_tracebacks[name].last_line_no)
-            self._close_traceback(oldest, None, line_no)
+            self._close_traceback(oldest, None)
         if rules.FRAME.match(body) and self._adopt_header(line_no, channel):
             self._in_traceback(line_no, channel, body)
             return
@@ -294,7 +293,7 @@ class Scanner:
                 return True
         return False
 
-    def _close_traceback(self, channel: str, exception: tuple[int, str] | None, line_no: int) -> None:
+    def _close_traceback(self, channel: str, exception: tuple[int, str] | None) -> None:
         traceback = self.open_tracebacks.pop(channel)
         innermost = next((frame for frame in reversed(traceback.frames) if not frame.is_library), None)
         innermost = innermost or (traceback.frames[-1] if traceback.frames else None)
@@ -396,7 +395,6 @@ class Scanner:
             match.score,
             line_no,
             body,
-            channel,
             before,
             last_line_no=line_no,
             key=key,
@@ -427,10 +425,10 @@ class Scanner:
         for channel in [
             name for name, tb in self.open_tracebacks.items() if line_no - tb.last_line_no > STALE_TRACEBACK_LINES
         ]:
-            self._close_traceback(channel, None, line_no)
+            self._close_traceback(channel, None)
         self.every_line = bool(self.open_tracebacks) or self.continuation is not None
 
     def finish(self) -> None:
         for channel in list(self.open_tracebacks):
-            self._close_traceback(channel, None, self.line_count)
+            self._close_traceback(channel, None)
         self.continuation = None
