@@ -170,7 +170,7 @@ class OutputCapture:
         head = clean.read(self.half)
         clean.seek(max(total - self.half, len(head)))
         tail = clean.read()
-        header = known().redact(f"=== {_utc()} {self.title}\n")
+        header = known().redact(f"=== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {self.title}\n")
         _append_spool(self.exec_log, clean, header, f"\n=== {footer}\n")
         elided = total - len(head) - len(tail)
         if elided <= 0:
@@ -213,9 +213,6 @@ class CappedLog:
         self.file.seek(at)
         self.file.write(text)
 
-    def flush(self) -> None:
-        self.file.flush()
-
     def close(self) -> None:
         self.file.close()
 
@@ -251,7 +248,3 @@ def _append_spool(exec_log: Path, spool, header: str, footer: str) -> None:
         shutil.copyfileobj(spool, log, 1 << 20)
         log.write(footer.encode())
     spool.close()
-
-
-def _utc() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
