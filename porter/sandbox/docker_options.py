@@ -39,10 +39,6 @@ OWNER_HOST, OWNER_PID, OWNER_START = "porter.owner_host", "porter.owner_pid", "p
 IDLE_ENTRYPOINT = ["sleep", "infinity"]
 
 
-def container_name(run_id: str) -> str:
-    return "porter-" + re.sub(r"[^A-Za-z0-9_.-]", "-", run_id)
-
-
 def image_name(task: Task) -> str:
     """The image the sandbox runs: the task's image, or the tag porter builds its Dockerfile under."""
     return task.sandbox.image or f"porter-task-{task.name.lower()}:latest"
@@ -99,7 +95,7 @@ def container_options(task: Task, run_id: str, run_dir: Path, owned: bool = True
     refuse_secrets(spec.env, task)
     options: dict = {
         "image": image_name(task),
-        "name": container_name(run_id),
+        "name": "porter-" + re.sub(r"[^A-Za-z0-9_.-]", "-", run_id),
         "entrypoint": IDLE_ENTRYPOINT,
         "init": True,
         "detach": True,
