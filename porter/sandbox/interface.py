@@ -37,10 +37,9 @@ class SandboxError(Exception):
 
 
 class SandboxDied(SandboxError):
-    """The sandbox (container) stopped under us; `last_log_lines` holds its final output."""
+    """The sandbox (container) stopped under us; the message ends with its final output."""
 
     def __init__(self, message: str, last_log_lines: list[str]):
-        self.last_log_lines = last_log_lines
         tail = "\n".join(last_log_lines) if last_log_lines else "(the container printed nothing)"
         super().__init__(f"{message}\nlast log lines:\n{tail}")
 
