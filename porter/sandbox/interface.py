@@ -48,7 +48,6 @@ class SandboxDied(SandboxError):
 class ExecResult:
     exit_code: int
     output: str
-    truncated: bool
     duration_s: float
     timed_out: bool = False
 
@@ -137,8 +136,7 @@ class OutputCapture:
         code = TIMEOUT_EXIT_CODE if timed_out else exit_code()
         duration = time.monotonic() - started
         footer = f"exit {code} after {duration:.3f}s" + (" (timed out: process group killed)" if timed_out else "")
-        output, truncated = self.finish(footer)
-        return ExecResult(code, output, truncated, duration, timed_out)
+        return ExecResult(code, self.finish(footer), duration, timed_out)
 
     def feed(self, chunk: bytes) -> None:
         with self.lock:
@@ -154,8 +152,8 @@ class OutputCapture:
         lost = spool.head_end + spool.lost + len(spool.recent) - head_end - len(tail)
         spool.cut(head_end, not_kept(lost, spool.limit) + tail)
 
-    def finish(self, footer: str) -> tuple[str, bool]:
-        """Return (capped text, truncated) and record the full output in the exec log."""
+    def finish(self, footer: str) -> str:
+        """Return the capped text and record the full output in the exec log."""
         with self.lock:
             self.finished = True
         if self.spool.recent:
@@ -173,9 +171,9 @@ class OutputCapture:
         _append_spool(self.exec_log, clean, header, f"\n=== {footer}\n")
         elided = total - len(head) - len(tail)
         if elided <= 0:
-            return (head + tail).decode(errors="replace"), False
+            return (head + tail).decode(errors="replace")
         marker = f"\n[... {elided} bytes elided; full output in {self.exec_log} ...]\n"
-        return head.decode(errors="replace") + marker + tail.decode(errors="replace"), True
+        return head.decode(errors="replace") + marker + tail.decode(errors="replace")
 
 
 def not_kept(lost: int, limit: int) -> bytes:
