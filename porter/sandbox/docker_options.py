@@ -44,16 +44,6 @@ def image_name(task: Task) -> str:
     return task.sandbox.image or f"porter-task-{task.name.lower()}:latest"
 
 
-def labels(task: Task, run_id: str, run_dir: Path, owned: bool = True) -> dict[str, str]:
-    return {
-        "porter.run": run_id,
-        "porter.task": task.name,
-        "porter.run_dir": str(run_dir),
-        MANAGED_LABEL: "1",
-        **(owner_labels() if owned else {}),
-    }
-
-
 def owner_labels() -> dict[str, str]:
     """Who owns a container (host, pid and the pid's start time, so a reused pid is not mistaken for the owner):
     `porter sandbox prune` spares what a live porter process owns."""
@@ -99,7 +89,13 @@ def container_options(task: Task, run_id: str, run_dir: Path, owned: bool = True
         "entrypoint": IDLE_ENTRYPOINT,
         "init": True,
         "detach": True,
-        "labels": labels(task, run_id, run_dir, owned),
+        "labels": {
+            "porter.run": run_id,
+            "porter.task": task.name,
+            "porter.run_dir": str(run_dir),
+            MANAGED_LABEL: "1",
+            **(owner_labels() if owned else {}),
+        },
         "environment": dict(spec.env),
         "working_dir": spec.workdir,
         "devices": [_device_rule(device) for device in spec.devices],
@@ -165,7 +161,10 @@ def _mounts(task: Task, run_dir: Path) -> list[Mount]:
         Mount(target=mount.container, source=mount.host, type="bind", read_only=mount.read_only)
         for mount in task.sandbox.mounts
     ]
-    mounts += _model_mounts(task)
+    model = task.model
+    if not model.in_image:  # the host weights, read-only: behind the overlay's links when it is on, else at its path
+        target = WEIGHTS_MOUNT if model.overlay else model.container_path
+        mounts.append(Mount(target=target, source=model.path, type="bind", read_only=True))
     for repo in task.patchable_repos():
         tree = repo_host_dir(run_dir, repo.name)
         mounts.append(Mount(target=repo.path, source=str(tree), type="bind"))
@@ -182,15 +181,6 @@ def _mounts(task: Task, run_dir: Path) -> list[Mount]:
                 f"sandbox's cache in the real tasks) and ${state_dir.STATE_VARIABLE} at different folders"
             )
     return mounts
-
-
-def _model_mounts(task: Task) -> list[Mount]:
-    """The host weights, read-only: behind the overlay's links when it is on, else at the container path."""
-    model = task.model
-    if model.in_image:
-        return []
-    target = WEIGHTS_MOUNT if model.overlay else model.container_path
-    return [Mount(target=target, source=model.path, type="bind", read_only=True)]
 
 
 def _network_options(task: Task) -> dict:
