@@ -98,7 +98,8 @@ def container_options(task: Task, run_id: str, run_dir: Path, owned: bool = True
         },
         "environment": dict(spec.env),
         "working_dir": spec.workdir,
-        "devices": [_device_rule(device) for device in spec.devices],
+        # docker's short form: HOST[:CONTAINER[:PERMISSIONS]]; a bare path maps to itself.
+        "devices": [device if ":" in device else f"{device}:{device}:rwm" for device in spec.devices],
         "group_add": list(spec.group_add),
         "security_opt": list(spec.security_opt),
         "cap_add": list(spec.cap_add),
@@ -149,11 +150,6 @@ def docker_run_words(task: Task, run_dir: Path = Path("RUN_DIR")) -> list[str]:
         words.append(f"-v {mount['Source']}:{mount['Target']}" + (":ro" if mount["ReadOnly"] else ""))
     words += [f"-e {name}" for name in options["environment"]]
     return words
-
-
-def _device_rule(device: str) -> str:
-    # docker's short form: HOST[:CONTAINER[:PERMISSIONS]]; a bare path maps to itself.
-    return device if ":" in device else f"{device}:{device}:rwm"
 
 
 def _mounts(task: Task, run_dir: Path) -> list[Mount]:
