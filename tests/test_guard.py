@@ -190,7 +190,7 @@ def test_a_nested_repo_with_an_fsmonitor_is_never_run_nor_committed(tmp_path):
     nested.git.config("filter.evil.clean", f"touch {marker}; cat")
     (tree / "sub" / ".gitattributes").write_text("* filter=evil\n")
     assert tracked.is_dirty()
-    tracked.diff()
+    tracked.change_digest()  # stages and diffs the tree as every reader of the pending change does
     (tree / "a.py").write_text("y\n")
     head = tracked.repo.head.commit.hexsha
     with pytest.raises(safe_git.UntrustedRepo, match=r"refusing to commit nested git repositories: \['sub'\]"):

@@ -113,7 +113,7 @@ def test_unknown_kind_lists_the_valid_ones(tmp_path):
 )
 def test_exit_codes(sandbox, command, expected):
     result = sandbox.exec(command, timeout=30)
-    assert (result.exit_code, result.timed_out, result.truncated) == (expected, False, False)
+    assert (result.exit_code, result.timed_out) == (expected, False) and "elided" not in result.output
 
 
 def test_workdir_and_default_workdir(sandbox):
@@ -153,7 +153,7 @@ def test_50_megabytes_of_output_are_capped_without_holding_them(sandbox):
     result = sandbox.exec("head -c 50000000 /dev/zero | tr '\\0' a; echo; echo END", timeout=120)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    assert result.exit_code == 0 and result.truncated
+    assert result.exit_code == 0
     assert result.output.startswith("aaaa") and result.output.endswith("END\n")
     assert "bytes elided" in result.output and len(result.output) < 25_000
     assert peak < 8_000_000, f"python held {peak} bytes while capturing"

@@ -48,7 +48,6 @@ ENGINE = Engine(
     dp_attention=None,
     kv_cache_dtype="cache-dtype",
     memory_fraction="memory-share",
-    attention_backend="attention",
     served_name="name",
     model_flags=("weights",),
     speculative_flags=("draft",),

@@ -103,7 +103,6 @@ class Engine:
     # Spelled alike by both engines (sglang fields/model.py, memory.py, serving.py; vLLM engine/arg_utils.py):
     kv_cache_dtype: str = "kv-cache-dtype"
     kv_cache_fp8: str = "fp8_e4m3"  # the kv_cache_dtype value of an fp8 e4m3 cache
-    attention_backend: str = "attention-backend"
     served_name: str = "served-model-name"
     remote_code: str = "trust-remote-code"  # the flag that lets the engine run the checkpoint's own code (auto_map)
 

@@ -45,8 +45,6 @@ class Launch:
     healthy: bool
     seconds: float
     log_path: Path
-    command: str
-    exit_code: int | None = None
     triage: Triage | None = None  # always set: the crash, or the warnings of a healthy start
     process: Process | None = field(default=None, repr=False)
 
@@ -226,11 +224,10 @@ def launch(
         # Liveness first: health answered by whatever else holds the port must not count for a dead spawn.
         if not process.alive():
             seconds = time.monotonic() - started
-            code = process.exit_code()
-            return Launch(False, seconds, log_path, command, exit_code=code, triage=triage_file(log_path))
+            return Launch(False, seconds, log_path, triage=triage_file(log_path))
         if probe(health_url) is not None and _identify(process, base_url, command, task.engine):
             seconds = time.monotonic() - started
-            return Launch(True, seconds, log_path, command, triage=triage_file(log_path), process=process)
+            return Launch(True, seconds, log_path, triage=triage_file(log_path), process=process)
         if time.monotonic() > deadline:
             process.stop(grace_s=10)
             seconds = time.monotonic() - started
@@ -240,7 +237,7 @@ def launch(
                     f"{task.serve.startup_timeout_s:.0f} s; the server was stopped\n"
                 )
             # triage reads the line just written as startup_timeout, like an engine's own start-up timeout
-            return Launch(False, seconds, log_path, command, triage=triage_file(log_path))
+            return Launch(False, seconds, log_path, triage=triage_file(log_path))
         time.sleep(POLL_INTERVAL_S)
 
 

@@ -24,9 +24,7 @@ def startup_stage(log_path: str | Path, engine: Engine, stop_line_no: int | None
     lines = []
     with open(log_path, encoding="utf-8", errors="replace") as log:
         for number, line in enumerate(log, start=1):
-            if (stop_line_no and number >= stop_line_no) or line.lstrip().startswith("Traceback"):
-                break
-            if number > MAX_LINES:
+            if number > MAX_LINES or (stop_line_no and number >= stop_line_no) or line.lstrip().startswith("Traceback"):
                 break
             lines.append(line[:MAX_LINE_CHARS])
     return engine.stage_reached(lines)

@@ -76,10 +76,6 @@ def connect(task: Task) -> docker.DockerClient:
         raise SandboxError(f"cannot reach the Docker engine at {where}: {exc}") from None
 
 
-def session_command(cmd: str, workdir: str, pgid_file: str) -> list[str]:
-    return ["setsid", "-w", "bash", "-c", _SESSION_SCRIPT, "porter-session", pgid_file, workdir, cmd]
-
-
 class DockerSandbox:
     """The task's sandbox as a docker container labelled with the run id."""
 
@@ -335,11 +331,11 @@ class DockerSandbox:
         return True
 
     def _start_session(self, cmd: str, workdir: str, env: dict[str, str] | None = None) -> tuple[str, object, str]:
-        """(exec id, output stream, pgid file) of `cmd` started in a session of its own (session_command)."""
+        """(exec id, output stream, pgid file) of `cmd` started in a session of its own (_SESSION_SCRIPT)."""
         if self.container is None:
             self.start()
         pgid_file = f"/tmp/porter/{uuid.uuid4().hex}.pgid"
-        argv = session_command(cmd, workdir, pgid_file)
+        argv = ["setsid", "-w", "bash", "-c", _SESSION_SCRIPT, "porter-session", pgid_file, workdir, cmd]
         try:
             exec_id = self.client.api.exec_create(self.container.id, argv, environment=env)["Id"]
         except docker.errors.NotFound:

@@ -39,23 +39,9 @@ OWNER_HOST, OWNER_PID, OWNER_START = "porter.owner_host", "porter.owner_pid", "p
 IDLE_ENTRYPOINT = ["sleep", "infinity"]
 
 
-def container_name(run_id: str) -> str:
-    return "porter-" + re.sub(r"[^A-Za-z0-9_.-]", "-", run_id)
-
-
 def image_name(task: Task) -> str:
     """The image the sandbox runs: the task's image, or the tag porter builds its Dockerfile under."""
     return task.sandbox.image or f"porter-task-{task.name.lower()}:latest"
-
-
-def labels(task: Task, run_id: str, run_dir: Path, owned: bool = True) -> dict[str, str]:
-    return {
-        "porter.run": run_id,
-        "porter.task": task.name,
-        "porter.run_dir": str(run_dir),
-        MANAGED_LABEL: "1",
-        **(owner_labels() if owned else {}),
-    }
 
 
 def owner_labels() -> dict[str, str]:
@@ -99,14 +85,21 @@ def container_options(task: Task, run_id: str, run_dir: Path, owned: bool = True
     refuse_secrets(spec.env, task)
     options: dict = {
         "image": image_name(task),
-        "name": container_name(run_id),
+        "name": "porter-" + re.sub(r"[^A-Za-z0-9_.-]", "-", run_id),
         "entrypoint": IDLE_ENTRYPOINT,
         "init": True,
         "detach": True,
-        "labels": labels(task, run_id, run_dir, owned),
+        "labels": {
+            "porter.run": run_id,
+            "porter.task": task.name,
+            "porter.run_dir": str(run_dir),
+            MANAGED_LABEL: "1",
+            **(owner_labels() if owned else {}),
+        },
         "environment": dict(spec.env),
         "working_dir": spec.workdir,
-        "devices": [_device_rule(device) for device in spec.devices],
+        # docker's short form: HOST[:CONTAINER[:PERMISSIONS]]; a bare path maps to itself.
+        "devices": [device if ":" in device else f"{device}:{device}:rwm" for device in spec.devices],
         "group_add": list(spec.group_add),
         "security_opt": list(spec.security_opt),
         "cap_add": list(spec.cap_add),
@@ -159,17 +152,15 @@ def docker_run_words(task: Task, run_dir: Path = Path("RUN_DIR")) -> list[str]:
     return words
 
 
-def _device_rule(device: str) -> str:
-    # docker's short form: HOST[:CONTAINER[:PERMISSIONS]]; a bare path maps to itself.
-    return device if ":" in device else f"{device}:{device}:rwm"
-
-
 def _mounts(task: Task, run_dir: Path) -> list[Mount]:
     mounts = [
         Mount(target=mount.container, source=mount.host, type="bind", read_only=mount.read_only)
         for mount in task.sandbox.mounts
     ]
-    mounts += _model_mounts(task)
+    model = task.model
+    if not model.in_image:  # the host weights, read-only: behind the overlay's links when it is on, else at its path
+        target = WEIGHTS_MOUNT if model.overlay else model.container_path
+        mounts.append(Mount(target=target, source=model.path, type="bind", read_only=True))
     for repo in task.patchable_repos():
         tree = repo_host_dir(run_dir, repo.name)
         mounts.append(Mount(target=repo.path, source=str(tree), type="bind"))
@@ -186,15 +177,6 @@ def _mounts(task: Task, run_dir: Path) -> list[Mount]:
                 f"sandbox's cache in the real tasks) and ${state_dir.STATE_VARIABLE} at different folders"
             )
     return mounts
-
-
-def _model_mounts(task: Task) -> list[Mount]:
-    """The host weights, read-only: behind the overlay's links when it is on, else at the container path."""
-    model = task.model
-    if model.in_image:
-        return []
-    target = WEIGHTS_MOUNT if model.overlay else model.container_path
-    return [Mount(target=target, source=model.path, type="bind", read_only=True)]
 
 
 def _network_options(task: Task) -> dict:

@@ -39,11 +39,10 @@ _HOST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _closed: set[tuple[str, str]] = set()  # (engine, network id) whose rule this process has checked
 
 
-def close_host_listeners(client: docker.DockerClient, task: Task, labels: dict[str, str]) -> str | None:
-    """Make sure the host refuses connections that the task's sandbox (network none, no `reach_host`) opens to it;
-    returns the bridge the rule is on (None when the task's network has no such rule)."""
+def close_host_listeners(client: docker.DockerClient, task: Task, labels: dict[str, str]) -> None:
+    """Make sure the host refuses connections that the task's sandbox (network none, no `reach_host`) opens to it."""
     if task.sandbox.network != "none" or task.sandbox.reach_host:
-        return None
+        return
     network_name = internal_network(task)
     try:
         network = client.networks.get(network_name)
@@ -54,7 +53,7 @@ def close_host_listeners(client: docker.DockerClient, task: Task, labels: dict[s
     # The network's host interface: its configured name, else docker's br-<id prefix>.
     bridge = network.attrs.get("Options", {}).get("com.docker.network.bridge.name") or f"br-{network.id[:12]}"
     if (client.api.base_url, network.id) in _closed:
-        return bridge
+        return
     mounts = [Mount("/host", "/", type="bind", read_only=True), Mount("/host/run", "/run", type="bind")]
     try:
         client.containers.run(
@@ -76,4 +75,3 @@ def close_host_listeners(client: docker.DockerClient, task: Task, labels: dict[s
             "host's iptables, or set sandbox.reach_host: true to run without the rule"
         ) from None
     _closed.add((client.api.base_url, network.id))
-    return bridge

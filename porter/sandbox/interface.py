@@ -37,10 +37,9 @@ class SandboxError(Exception):
 
 
 class SandboxDied(SandboxError):
-    """The sandbox (container) stopped under us; `last_log_lines` holds its final output."""
+    """The sandbox (container) stopped under us; the message ends with its final output."""
 
     def __init__(self, message: str, last_log_lines: list[str]):
-        self.last_log_lines = last_log_lines
         tail = "\n".join(last_log_lines) if last_log_lines else "(the container printed nothing)"
         super().__init__(f"{message}\nlast log lines:\n{tail}")
 
@@ -49,7 +48,6 @@ class SandboxDied(SandboxError):
 class ExecResult:
     exit_code: int
     output: str
-    truncated: bool
     duration_s: float
     timed_out: bool = False
 
@@ -138,8 +136,7 @@ class OutputCapture:
         code = TIMEOUT_EXIT_CODE if timed_out else exit_code()
         duration = time.monotonic() - started
         footer = f"exit {code} after {duration:.3f}s" + (" (timed out: process group killed)" if timed_out else "")
-        output, truncated = self.finish(footer)
-        return ExecResult(code, output, truncated, duration, timed_out)
+        return ExecResult(code, self.finish(footer), duration, timed_out)
 
     def feed(self, chunk: bytes) -> None:
         with self.lock:
@@ -155,8 +152,8 @@ class OutputCapture:
         lost = spool.head_end + spool.lost + len(spool.recent) - head_end - len(tail)
         spool.cut(head_end, not_kept(lost, spool.limit) + tail)
 
-    def finish(self, footer: str) -> tuple[str, bool]:
-        """Return (capped text, truncated) and record the full output in the exec log."""
+    def finish(self, footer: str) -> str:
+        """Return the capped text and record the full output in the exec log."""
         with self.lock:
             self.finished = True
         if self.spool.recent:
@@ -170,13 +167,13 @@ class OutputCapture:
         head = clean.read(self.half)
         clean.seek(max(total - self.half, len(head)))
         tail = clean.read()
-        header = known().redact(f"=== {_utc()} {self.title}\n")
+        header = known().redact(f"=== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {self.title}\n")
         _append_spool(self.exec_log, clean, header, f"\n=== {footer}\n")
         elided = total - len(head) - len(tail)
         if elided <= 0:
-            return (head + tail).decode(errors="replace"), False
+            return (head + tail).decode(errors="replace")
         marker = f"\n[... {elided} bytes elided; full output in {self.exec_log} ...]\n"
-        return head.decode(errors="replace") + marker + tail.decode(errors="replace"), True
+        return head.decode(errors="replace") + marker + tail.decode(errors="replace")
 
 
 def not_kept(lost: int, limit: int) -> bytes:
@@ -213,9 +210,6 @@ class CappedLog:
         self.file.seek(at)
         self.file.write(text)
 
-    def flush(self) -> None:
-        self.file.flush()
-
     def close(self) -> None:
         self.file.close()
 
@@ -251,7 +245,3 @@ def _append_spool(exec_log: Path, spool, header: str, footer: str) -> None:
         shutil.copyfileobj(spool, log, 1 << 20)
         log.write(footer.encode())
     spool.close()
-
-
-def _utc() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -53,7 +53,6 @@ class LocalSandbox:
     def __init__(self, task: Task, run_dir: Path, run_id: str):
         self.task = task
         self.run_dir = Path(run_dir).resolve()
-        self.run_id = run_id
         self.root = self.run_dir / "root"
         self.exec_log = self.run_dir / "logs" / "exec.log"
         self.output_limit = DEFAULT_OUTPUT_LIMIT  # bytes of output an ExecResult keeps (head + tail)

@@ -89,7 +89,7 @@ def _confined(path: Path, source: Path, roots: list[Path]) -> Path:
     return real
 
 
-def build_from_tar(chunks: Iterable[bytes], destination: Path, link_base: str) -> list[str]:
+def build_from_tar(chunks: Iterable[bytes], destination: Path, link_base: str) -> None:
     """The same tree from a tar stream of the checkpoint directory (docker's get_archive of the image's copy)."""
     weights: list[str] = []
 
@@ -105,7 +105,6 @@ def build_from_tar(chunks: Iterable[bytes], destination: Path, link_base: str) -
         shutil.rmtree(destination, ignore_errors=True)
         raise SandboxError(f"model.path {link_base}: no config.json in the image's checkpoint directory")
     _finish(destination, weights, link_base)
-    return weights
 
 
 def _finish(tree: Path, weights: list[str], link_base: str) -> None:

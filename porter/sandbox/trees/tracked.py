@@ -132,12 +132,6 @@ class TrackedRepo:
         self._check()
         return self.repo.is_dirty(untracked_files=True)
 
-    def diff(self) -> str:
-        """The pending change against the last commit, new files included."""
-        self._check()
-        self._stage(intent_to_add=True)
-        return self.repo.git.diff("HEAD")
-
     def bounded_diff(self, limit: int) -> bytes | None:
         """The pending change (new files and binary content included), or None when it is over `limit` bytes.
         Read from git's pipe and cut off past the limit: a tool run in the sandbox may write gigabytes into the
