@@ -201,3 +201,21 @@ def test_llama4_chunked_layers_hold_a_bounded_state():
     moved = sized_facts({**config, "no_rope_layers": [1, 1, 0, 1, 1, 1, 0, 1]}, None)
     assert "KV per token" in moved.open
     assert "KV per token" in sized_facts(base(attention_chunk_size=8192), None).open
+
+
+def test_each_engine_counts_the_windowed_layers_it_keeps_whole():
+    from porter.engines.known import ENGINES
+
+    # Llama 4 (in sglang's hybrid pool, is_hybrid_swa_model): sglang keeps the chunked layers' window; vLLM turns its
+    # hybrid KV cache manager off for chunked local attention, so all 8 layers grow: 8 x 2 x 4 x 128 x 2 bytes
+    llama4 = base(model_type="llama4_text", architectures=["Llama4ForConditionalGeneration"], num_hidden_layers=8,
+                  attention_chunk_size=8192)  # fmt: skip
+    # a Gemma-3-like sliding/full alternation: vLLM keeps the sliding window, sglang keeps every token of an
+    # architecture it gives no hybrid pool: 1 full layer or all 6, 2048 bytes each
+    gemma3 = base(architectures=["Gemma3ForCausalLM"], sliding_window=512, layer_types=["sliding_attention"] * 3
+                  + ["full_attention"] + ["sliding_attention"] * 2)  # fmt: skip
+    for config, sglang, vllm in ((llama4, 4096, 16384), (gemma3, 12288, 2048)):
+        for engine, expected in (("sglang", sglang), ("vllm", vllm)):
+            facts = sized_facts(config, None)
+            facts.count_windows(ENGINES[engine])
+            assert facts.kv_bytes_per_token(2) == expected, (config["architectures"], engine)

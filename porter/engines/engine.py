@@ -100,6 +100,9 @@ class Engine:
     version: str = ""  # the release the names above were read in (the real task's image)
     respellings: tuple[Respelling, ...] = ()  # later releases' spellings of the flags above, oldest first
     dp_attention_architectures: tuple[str, ...] = ()  # the architectures upstream names as running DP attention
+    # (architecture, windowed layer kind: sliding or chunked) -> whether the engine caches only that layer's window,
+    # not every token (what `porter init` counts as a growing KV cache)
+    bounds_window: Callable[[str, str], bool] = lambda architecture, mixer: False
     # Spelled alike by both engines (sglang fields/model.py, memory.py, serving.py; vLLM engine/arg_utils.py):
     kv_cache_dtype: str = "kv-cache-dtype"
     kv_cache_fp8: str = "fp8_e4m3"  # the kv_cache_dtype value of an fp8 e4m3 cache

@@ -75,6 +75,19 @@ def bench_client(port: int, model: str, load: BenchLoad) -> list[str]:
     ]
 
 
+# The architectures whose sliding-window and chunked layers sglang 0.5.20 keeps in its hybrid pool, a window each
+# (configs/model_config.py is_hybrid_swa_model, with SWA_SINK_ARCHS and MIMO_V2_MODEL_ARCHS; Laguna only with a
+# sliding_window); any other model's windowed layers keep every token's KV. Checked against the wheel by
+# tests/conformance/test_conformance_windows.py.
+HYBRID_SWA = frozenset(
+    "Llama4ForConditionalGeneration DeepseekV4ForCausalLM DeepseekV4ForCausalLMNextN DeepseekV4ForCausalLMDSpark "
+    "GptOssForCausalLM GraniteSWAForCausalLM GraniteMoeSWAForCausalLM MiMoV2ForCausalLM MiMoV2FlashForCausalLM "
+    "MiMoV2MTP Step3p5ForCausalLM Step3p5MTP Step3p7ForConditionalGeneration Gemma4ForCausalLM "
+    "Gemma4ForConditionalGeneration Gemma4UnifiedForConditionalGeneration LagunaForCausalLM MellumForCausalLM "
+    "MuseGlimmerForCausalLM MuseGlimmerForConditionalGeneration InklingForConditionalGeneration "
+    "InklingForConditionalGenerationMTP UnlimitedOCRForCausalLM".split()
+)
+
 ENGINE = Engine(
     name="sglang",
     launch="python3 -m sglang.launch_server --model-path {model_path} --host {host} --port {port} {flags}",
@@ -128,4 +141,5 @@ ENGINE = Engine(
     dp_attention_architectures=tuple(
         "DeepseekV2ForCausalLM DeepseekV3ForCausalLM Qwen2MoeForCausalLM Qwen3MoeForCausalLM".split()
     ),
+    bounds_window=lambda architecture, mixer: architecture in HYBRID_SWA,
 )

@@ -84,4 +84,8 @@ ENGINE = Engine(
         ("attention backend", r"\bUsing \w+ (?:attention )?backend (?:out of|\(selected via)"),
         ("MoE backend", r"\bMoE backend\b"),
     ),
+    # config/vllm.py: the hybrid KV cache manager, which keeps a sliding layer's window only, is on where the
+    # platform supports it (platforms/rocm.py support_hybrid_kv_cache: True) and off by default with chunked local
+    # attention (VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE unset): chunked layers keep every token's KV
+    bounds_window=lambda architecture, mixer: mixer == "sliding",
 )

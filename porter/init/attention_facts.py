@@ -27,6 +27,7 @@ class Attention:
     kv_elements_per_token: float = 0  # per token, all full layers (compressed ones at their share), one element a value
     kv_shapes: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # mixer -> (KV heads, key dim, value dim)
     fixed_bytes_per_token: float = 0  # cached at a dtype of its own whatever the KV dtype: a DSA indexer's fp8 keys
+    windowed: dict[str, float] = field(default_factory=dict)  # sliding / chunked -> its layers' KV a token, kept whole
 
 
 def mixer_heads(text: dict, kinds: list[tuple[str, str]]) -> dict[str, int]:
@@ -110,9 +111,14 @@ def read_attention(text: dict, kinds: list[tuple[str, str]], dim: tuple, undecid
         f"num_attention_heads = {heads}; a full layer caches {kv_heads} KV heads x (key {key_dim} + value {value_dim})"
         f" ({read or 'head dim hidden_size / heads'})"
     )
+    windowed = {
+        mixer: sum(kind == mixer for kind, _ in kinds) * shape[0] * (shape[1] + shape[2])
+        for mixer in ("sliding", "chunked") if (shape := shapes.get(mixer, shapes["full"]))
+    }  # fmt: skip
     return Attention(
         kind, heads, kv_heads, key_dim, full_layers=full, bounded_layers=bounded,
         kv_elements_per_token=kv_heads * (key_dim + value_dim) * full, kv_shapes=shapes,
+        windowed={mixer: elements for mixer, elements in windowed.items() if elements},
     ), why  # fmt: skip
 
 

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from porter.engines.engine import Engine
 from porter.init import config_keys as keys
 from porter.init.attention_facts import Attention, mixer_heads, read_attention
 from porter.init.per_layer import count, read_block_configs
@@ -82,6 +83,18 @@ class CheckpointFacts:
         """The facts the undecided lines leave open: those named before a line's first ": " (config_keys.FACT_WORDS)."""
         heads = [line.split(": ", 1)[0] for line in self.undecided if ": " in line]
         return {fact for fact, words in keys.FACT_WORDS.items() if any(re.search(words, head) for head in heads)}
+
+    def count_windows(self, engine: Engine) -> None:
+        """Count a windowed layer kind's KV as growing where `engine` keeps every token of it (Engine.bounds_window)."""
+        whole = [mixer for mixer in self.attention.windowed if not engine.bounds_window(self.architecture, mixer)]
+        for mixer in whole:
+            self.attention.kv_elements_per_token += self.attention.windowed[mixer]
+            self.attention.full_layers += sum(kind == mixer for kind, _ in self.layer_kinds)
+        if whole:
+            self.attention.bounded_layers += (
+                f"; {engine.name} {engine.version} keeps every token of the {' and '.join(whole)} layers for "
+                f"{self.architecture}, so their KV grows too and is counted"
+            )
 
     def kv_bytes_per_token(self, kv_bytes: float) -> float:
         """Every full-attention layer's KV for one token, at `kv_bytes` a value (2: bf16, 1: fp8)."""
@@ -273,36 +286,41 @@ def read_layer_kinds(text: dict, why: Why, undecided: list[str]) -> list[tuple[s
     return list(zip(mixers, mlps, strict=True))
 
 
-def _mixers(text: dict, count: int, why: Why, undecided: list[str]) -> list[str]:
+def _mixers(text: dict, layers: int, why: Why, undecided: list[str]) -> list[str]:
     kinds = text.get("layer_types")
     if isinstance(kinds, list) and kinds:
         unknown = sorted({str(kind) for kind in kinds} - set(keys.LAYER_TYPES))
-        if unknown or len(kinds) != count:
+        if unknown or len(kinds) != layers:
             undecided.append(f"layers by kind, KV and weights: layer_types lists {unknown or len(kinds)!r}")
         why.attention_layers = "layer_types"
-        return [keys.LAYER_TYPES.get(str(kinds[i]), "full") if i < len(kinds) else "full" for i in range(count)]
+        return [keys.LAYER_TYPES.get(str(kinds[i]), "full") if i < len(kinds) else "full" for i in range(layers)]
     coded = next((key for key in keys.LAYER_CODES if isinstance(text.get(key), list) and text[key]), None)
     if coded:
-        return _coded_mixers(text, coded, count, why, undecided)
+        return _coded_mixers(text, coded, layers, why, undecided)
     kda = text.get("linear_attn_config")
     if isinstance(kda, dict) and isinstance(kda.get("kda_layers"), list):
         # sglang srt/configs/kimi_linear.py KimiLinearConfig.is_kda_layer: kda_layers counts layers from 1; the rest
         # are full (MLA) attention
         listed = set(kda["kda_layers"])
         why.attention_layers = "linear_attn_config.kda_layers (counted from 1: KDA linear attention), the rest full"
-        return ["linear" if i + 1 in listed else "full" for i in range(count)]
+        return ["linear" if i + 1 in listed else "full" for i in range(layers)]
+    if (pattern := count(text.get("sliding_window_pattern"))) and text.get("sliding_window"):
+        # transformers' Gemma 3, Cohere 2 and their kin build layer_types from it: a full layer every `pattern`
+        # (models/gemma3/configuration_gemma3.py, cohere2/configuration_cohere2.py), the others sliding
+        why.attention_layers = f"sliding_window_pattern = {pattern}: every {pattern}th layer full, the others sliding"
+        return ["full" if (i + 1) % pattern == 0 else "sliding" for i in range(layers)]
     if text.get("full_attention_interval"):
         interval = int(text["full_attention_interval"])
         why.attention_layers = f"full_attention_interval = {interval}: the others linear attention"
-        return ["full" if (i + 1) % interval == 0 else "linear" for i in range(count)]
+        return ["full" if (i + 1) % interval == 0 else "linear" for i in range(layers)]
     if text.get("sliding_window") and text.get("use_sliding_window") is not False:
         undecided.append(
             f"KV bytes per token: sliding_window = {text['sliding_window']!r} with no layer_types; which layers "
             "slide is not read (all counted as full attention)"
         )
     if text.get("attention_chunk_size"):
-        return _chunked_mixers(text, count, why, undecided)
-    return ["full"] * count
+        return _chunked_mixers(text, layers, why, undecided)
+    return ["full"] * layers
 
 
 def _chunked_mixers(text: dict, layers: int, why: Why, undecided: list[str]) -> list[str]:

@@ -174,6 +174,6 @@ READ = frozenset(
         "ssm_state_size swiglu_limit use_mtp attention_k_eq_v enable_moe_block linear_attn_config sliding_window_size "
         "swa_num_attention_heads latent_moe_use_norm num_kv_shared_layers indexer_types cli_factor index_topk_pattern "
         "index_topk_freq index_skip_topk_offset dense_intermediate_size block_configs swiglu_alpha hidden_act_alpha "
-        "sparse_attention_config expert_dtype no_rope_layers no_rope_layer_interval".split()
+        "sparse_attention_config expert_dtype no_rope_layers no_rope_layer_interval sliding_window_pattern".split()
     )
 )

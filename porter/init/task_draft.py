@@ -80,6 +80,7 @@ def init_main(
         engine, (gpu, count) = engine_named(engine_name), parse_hardware(hardware)
         files = read_checkpoint(checkpoint)
         facts = sized_facts(files.config, files.index, files.quant)
+        facts.count_windows(engine)
         plan = layout_plan.plan(facts, engine, gpu, count)
         task, comments = build_task(files, facts, plan, engine, gpu, count, image)
         header = _header(files, engine, hardware, out, profile, variables)
@@ -348,7 +349,7 @@ def describe(
         (
             "KV per token",
             f"{facts.kv_bytes_per_token(2) / 1024:.1f} KiB bf16, {facts.kv_bytes_per_token(1) / 1024:.1f} KiB fp8",
-            "every full-attention layer's cache for one token",
+            "the cache of every layer whose KV grows, for one token",
         ),
     ]
     lines += [
