@@ -56,6 +56,7 @@ KIND = CheckKind(
     description="the latency of GET /v1/models",
     spec=ToySpec,
     many=False,
+    direction="lower",
     min_samples=1,
     run=run,
     headline=lambda spec: "median_ms",
@@ -157,4 +158,4 @@ def test_each_built_in_kind_renders_a_result_that_lacks_its_figures(name):
     key = f"{name}:set" if kind.many else name
     text = kind.render(key, {})
     assert text.strip() and (name.replace("_", " ") in text or key in text)
-    assert issubclass(kind.spec, Spec)
+    assert issubclass(kind.spec, Spec) and kind.direction in ("higher", "lower")

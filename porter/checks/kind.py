@@ -66,6 +66,7 @@ class CheckKind:
     description: str  # one line for the model and `porter check --help`
     spec: type[Spec]  # the model of one entry
     many: bool  # a list of named entries (quality sets), or at most one
+    direction: str  # "higher" or "lower": which way is better for the headline
     min_samples: int  # samples a side before its headline may decide a keep
     # base URL, spec, task, progress (None: nobody follows) -> the result document (bench_serving names)
     run: Callable[[str, Any, Task, OnProgress | None], dict]

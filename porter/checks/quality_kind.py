@@ -72,6 +72,7 @@ KIND = CheckKind(
     description="accuracy on a GSM8K-style or multiple-choice set, with a 95% interval, against its bar",
     spec=QualityCheckSpec,
     many=True,
+    direction="higher",
     min_samples=1,
     run=lambda base_url, spec, task, progress=None: run_quality(base_url, spec, on_progress=progress).to_dict(),
     headline=lambda spec: "score",

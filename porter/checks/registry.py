@@ -2,7 +2,7 @@
 
 A kind (`quality`, `single_stream`, `throughput`) declares, in its own module (checks/*_kind.py): its spec
 (the model of its entry under the task's `checks:`), how one spec is run against a base URL, which figure of
-its result is the headline (higher is better), how many samples a keep decision needs, its target
+its result is the headline and which way is better, how many samples a keep decision needs, its target
 (goal, met, label), how a result reads for the model and the report, what the workload and the cost of one
 run are in the prompt's words. Everything else reads the declaration: the task schema (`ChecksSpec` is
 composed here from the kinds), `run_check`'s choices, the prompt, the observations, the report, the CLI.

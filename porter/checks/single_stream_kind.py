@@ -55,6 +55,7 @@ KIND = CheckKind(
     description="output tok/s of one request at a time, after the first token (median of the requests)",
     spec=SingleStreamSpec,
     many=False,
+    direction="higher",
     min_samples=2,
     run=lambda base_url, spec, task, progress=None: run_single_stream(base_url, spec, on_progress=progress).to_dict(),
     headline=lambda spec: "output_tok_s",

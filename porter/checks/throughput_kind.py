@@ -195,6 +195,7 @@ KIND = CheckKind(
     description="RPS sweep under a TTFT SLO; the knee and the target's metric per node there",
     spec=ThroughputCheckSpec,
     many=False,
+    direction="higher",
     min_samples=2,
     run=lambda base_url, spec, task, progress=None: throughput.run_throughput(
         base_url, spec, nodes=task.hardware.nodes, on_level=sweep_progress(spec, progress)
