@@ -27,7 +27,7 @@ from porter.ledger.state import RunState
 from porter.ledger.transcript import Transcript
 from porter.loop import agent
 from porter.loop.run_context import RunContext, resume_command
-from porter.models import Model, ModelError, make_model
+from porter.models import ModelError, make_model
 from porter.redaction import MAX_SCRUB_MIB, collect, redact, scrub_tree, secret_fields
 from porter.report import console
 from porter.report.live_status import LiveStatus
@@ -172,10 +172,9 @@ def probe_stack(ctx: RunContext) -> dict:
 def describe_environment(ctx: RunContext) -> dict:
     """What replay needs to say what changed (image, repo bases, porter version, flags, agent), and what a PR's
     environment block names (the stack the image ships)."""
-    describe = getattr(ctx.sandbox, "describe", None)
     return {
         "porter_version": __version__,
-        "sandbox": describe() if describe else {"kind": ctx.task.sandbox.kind},
+        "sandbox": ctx.sandbox.describe(),
         "stack": probe_stack(ctx),
         "repos": {name: state.base_commit for name, state in ctx.state.repos.items()},
         "flags": ctx.task.serve.flags,
@@ -208,11 +207,6 @@ def scrub_run_dir(ctx: RunContext) -> None:
         console.say(f"porter: not swept for secrets (over {MAX_SCRUB_MIB} MiB, read no further): {shown}")
 
 
-def agent_model(task: Task, run_dir: Path | None = None) -> Model:
-    """The task's agent (the playbook needs the task itself, not only its agent spec)."""
-    return make_model(task.agent, run_dir, task)
-
-
 def _after_step(status: LiveStatus):
     """After every step: the live panel or line, then the report (report.html reloads itself in a browser)."""
 
@@ -234,7 +228,7 @@ def run_task(task: Task, task_path: str, resume_dir: str | None = None, fresh: b
     opening = time.monotonic()
     try:
         choose_sandbox(task)
-        model = agent_model(task, Path(resume_dir) if resume_dir else None)
+        model = make_model(task.agent, Path(resume_dir) if resume_dir else None, task)  # the playbook reads the task
         ctx = open_run(task, task_path, resume_dir, fresh)
     except (ModelError, SandboxError, ValueError, FileNotFoundError) as exc:
         console.say(f"porter: cannot start the run: {exc}")
