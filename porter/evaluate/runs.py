@@ -218,10 +218,6 @@ def _after_step(status: LiveStatus):
     return on_step
 
 
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
-
-
 def run_task(task: Task, task_path: str, resume_dir: str | None = None, fresh: bool = False) -> int:
     """`porter run` (and `porter resume`): 0 when every target is met, 1 when the run ended without, 2 when it could
     not start or the model failed, 130 on Ctrl-C. Everything it does goes to RUN_DIR/progress.log as it happens."""
@@ -235,10 +231,10 @@ def run_task(task: Task, task_path: str, resume_dir: str | None = None, fresh: b
         return 2
     console.say(f"porter: run {ctx.state.run_id} in {ctx.run_dir} (agent: {model.name})")
     console.say(f"porter: follow it with: tail -f {shlex.quote(str(ctx.run_dir / 'progress.log'))}")
-    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a run as cleanly as Ctrl-C does
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # `kill` stops a run as cleanly as Ctrl-C does
     # and Ctrl-C (SIGINT) stops it even when porter was started with SIGINT ignored (a background job of a
     # script inherits SIG_IGN, and Python then installs no KeyboardInterrupt): a run in a long command waited for it
-    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     # a person typing the replies needs the terminal to themselves
     with LiveStatus(ctx, enabled=model.name != "human") as status:
         status.opened(model.name, resumed=bool(resume_dir), seconds=time.monotonic() - opening)
