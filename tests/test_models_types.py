@@ -61,12 +61,6 @@ def test_message_rejects_unknown_roles():
         Message("robot", "hi")
 
 
-def test_usage_sum_keeps_unknown_cost_unknown():
-    assert (Usage(1, 1, cost_usd=0.5) + Usage(2, 2, cost_usd=0.25)).cost_usd == 0.75
-    total = Usage(1, 1, cost_usd=0.5) + Usage(2, 2, cost_usd=None)
-    assert (total.input_tokens, total.cost_usd) == (3, None)
-
-
 @pytest.mark.parametrize(
     ("text", "calls", "truncated", "kept", "expected"),
     [

@@ -22,7 +22,7 @@ import yaml
 from porter.evaluate import runs
 from porter.ledger.transcript import read_state, read_transcript
 from porter.loop import agent
-from porter.models import ScriptedModel
+from porter.models import ScriptedModel, make_model
 from porter.redaction import redact
 from porter.task import load_task
 
@@ -134,7 +134,7 @@ def run_with(task_path: Path, model=None, fresh: bool = True):
     task = load_task(task_path)
     ctx = runs.open_run(task, str(task_path), fresh=fresh)
     try:
-        agent.run_loop(ctx, model or runs.agent_model(task, ctx.run_dir), redact)
+        agent.run_loop(ctx, model or make_model(task.agent, ctx.run_dir, task), redact)
     finally:
         runs.finish_outputs(ctx)
         ctx.sandbox.stop(remove=True)

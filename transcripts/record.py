@@ -23,6 +23,7 @@ import yaml
 
 from porter.evaluate import runs
 from porter.loop import agent
+from porter.models import make_model
 from porter.redaction import redact
 from porter.task import load_task
 
@@ -58,7 +59,7 @@ def record(scenario: str, scratch: Path) -> Path:
     task = load_task(task_path)
     ctx = runs.open_run(task, str(task_path))
     try:
-        agent.run_loop(ctx, runs.agent_model(task, ctx.run_dir), redact)
+        agent.run_loop(ctx, make_model(task.agent, ctx.run_dir, task), redact)
     finally:
         runs.finish_outputs(ctx)
         ctx.sandbox.stop(remove=True)

@@ -30,6 +30,7 @@ from porter.evaluate import runs
 from porter.evaluate.replay_run import recorded_task, replay
 from porter.ledger.transcript import read_transcript
 from porter.loop import agent
+from porter.models import make_model
 from porter.redaction import redact
 from porter.report.run_reading import markdown_text
 from porter.report.run_records import read_recording
@@ -87,8 +88,6 @@ def discover(corpus: Path) -> tuple[list[Path], list[Path], list[str]]:
 def pairs(tasks: list[Path], recordings: list[Path], models: list[str] | None) -> list[tuple[Path, str]]:
     """(task file or recording, model) of every run: each task file and each recording with each model, where
     `replay` applies to recordings only; without models, the playbook on tasks and `replay` on recordings."""
-    if models is not None and not models:
-        raise ValueError("--models names no model")
     task_models = [model for model in models if model != REPLAY] if models else ["playbook"]
     recording_models = models or [REPLAY]
     return [(task, model) for task in tasks for model in task_models] + [
@@ -114,7 +113,7 @@ def run_one(source: Path, provider: str, engine: str | None, runs_dir: Path, tru
     ctx = None
     try:
         ctx = runs.open_run(task, str(source / "task.yaml" if source.is_dir() else source))
-        agent.run_loop(ctx, runs.agent_model(task, ctx.run_dir), redact)
+        agent.run_loop(ctx, make_model(task.agent, ctx.run_dir, task), redact)
         note = ctx.state.finished or ""
     except Exception as exc:  # noqa: BLE001 - the batch runner reports a failed run and goes on
         note = f"error: {type(exc).__name__}: {exc}"

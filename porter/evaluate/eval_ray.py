@@ -53,11 +53,10 @@ WATCHDOG_DONE = b"done"
 
 
 class Interrupted(Exception):
-    """Ctrl-C: the cells were cancelled; the leaderboard of what finished is in `out_dir`."""
+    """Ctrl-C: the cells were cancelled; the message names the folder holding the leaderboard of what finished."""
 
     def __init__(self, out_dir: Path):
         super().__init__(f"interrupted: the cells still running were cancelled; partial leaderboard in {out_dir}")
-        self.out_dir = out_dir
 
 
 @dataclass

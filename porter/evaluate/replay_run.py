@@ -136,11 +136,8 @@ def replay(
 def environment_changes(recorded: Recording, replayed: Recording) -> list[str]:
     before = _mapping(recorded.start.environment if recorded.start else None)
     after = _mapping(replayed.start.environment if replayed.start else None)
-    changes = []
-    for key in ("porter_version", "sandbox", "repos", "flags"):
-        if before.get(key) != after.get(key):
-            changes.append(f"{key}: {before.get(key)} -> {after.get(key)}")
-    return changes
+    keys = ("porter_version", "sandbox", "repos", "flags")
+    return [f"{key}: {before.get(key)} -> {after.get(key)}" for key in keys if before.get(key) != after.get(key)]
 
 
 def compare(report: ReplayReport, recorded: Recording, replayed: Recording) -> None:

@@ -27,7 +27,7 @@ from porter.ledger.state import RunState
 from porter.ledger.transcript import Transcript
 from porter.loop import agent
 from porter.loop.run_context import RunContext, resume_command
-from porter.models import Model, ModelError, make_model
+from porter.models import ModelError, make_model
 from porter.redaction import MAX_SCRUB_MIB, collect, redact, scrub_tree, secret_fields
 from porter.report import console
 from porter.report.live_status import LiveStatus
@@ -172,10 +172,9 @@ def probe_stack(ctx: RunContext) -> dict:
 def describe_environment(ctx: RunContext) -> dict:
     """What replay needs to say what changed (image, repo bases, porter version, flags, agent), and what a PR's
     environment block names (the stack the image ships)."""
-    describe = getattr(ctx.sandbox, "describe", None)
     return {
         "porter_version": __version__,
-        "sandbox": describe() if describe else {"kind": ctx.task.sandbox.kind},
+        "sandbox": ctx.sandbox.describe(),
         "stack": probe_stack(ctx),
         "repos": {name: state.base_commit for name, state in ctx.state.repos.items()},
         "flags": ctx.task.serve.flags,
@@ -208,11 +207,6 @@ def scrub_run_dir(ctx: RunContext) -> None:
         console.say(f"porter: not swept for secrets (over {MAX_SCRUB_MIB} MiB, read no further): {shown}")
 
 
-def agent_model(task: Task, run_dir: Path | None = None) -> Model:
-    """The task's agent (the playbook needs the task itself, not only its agent spec)."""
-    return make_model(task.agent, run_dir, task)
-
-
 def _after_step(status: LiveStatus):
     """After every step: the live panel or line, then the report (report.html reloads itself in a browser)."""
 
@@ -224,27 +218,23 @@ def _after_step(status: LiveStatus):
     return on_step
 
 
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
-
-
 def run_task(task: Task, task_path: str, resume_dir: str | None = None, fresh: bool = False) -> int:
     """`porter run` (and `porter resume`): 0 when every target is met, 1 when the run ended without, 2 when it could
     not start or the model failed, 130 on Ctrl-C. Everything it does goes to RUN_DIR/progress.log as it happens."""
     opening = time.monotonic()
     try:
         choose_sandbox(task)
-        model = agent_model(task, Path(resume_dir) if resume_dir else None)
+        model = make_model(task.agent, Path(resume_dir) if resume_dir else None, task)  # the playbook reads the task
         ctx = open_run(task, task_path, resume_dir, fresh)
     except (ModelError, SandboxError, ValueError, FileNotFoundError) as exc:
         console.say(f"porter: cannot start the run: {exc}")
         return 2
     console.say(f"porter: run {ctx.state.run_id} in {ctx.run_dir} (agent: {model.name})")
     console.say(f"porter: follow it with: tail -f {shlex.quote(str(ctx.run_dir / 'progress.log'))}")
-    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a run as cleanly as Ctrl-C does
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # `kill` stops a run as cleanly as Ctrl-C does
     # and Ctrl-C (SIGINT) stops it even when porter was started with SIGINT ignored (a background job of a
     # script inherits SIG_IGN, and Python then installs no KeyboardInterrupt): a run in a long command waited for it
-    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     # a person typing the replies needs the terminal to themselves
     with LiveStatus(ctx, enabled=model.name != "human") as status:
         status.opened(model.name, resumed=bool(resume_dir), seconds=time.monotonic() - opening)

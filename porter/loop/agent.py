@@ -10,6 +10,7 @@ here. Setting a run up is in runs.py; the prompt in prompt.py; what the tools do
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import time
@@ -275,10 +276,5 @@ def _cut_line(line: str, limit: int) -> str:
 
 def _lines_within(lines: list[str], chars: int) -> list[str]:
     """The first of `lines` that fit in `chars` characters, newlines counted."""
-    taken, used = [], 0
-    for line in lines:
-        if used + len(line) + 1 > chars:
-            break
-        taken.append(line)
-        used += len(line) + 1
-    return taken
+    totals = itertools.accumulate(len(line) + 1 for line in lines)  # only grows: the first that fit
+    return [line for line, total in zip(lines, totals, strict=True) if total <= chars]

@@ -186,11 +186,7 @@ def quoted_lines(lines: list[str], quotes: Quotes, exclude: set[int]) -> set[int
 
 
 def call_of(messages: list[Message], call_id: str | None) -> ToolCall | None:
-    for message in messages:
-        for call in message.tool_calls:
-            if call.id == call_id:
-                return call
-    return None
+    return next((call for message in messages for call in message.tool_calls if call.id == call_id), None)
 
 
 def how_to_read_again(call: ToolCall | None, facts: dict | None, left_out: list[tuple[int, str]]) -> str:

@@ -114,8 +114,7 @@ class RunContext:
             trees = {name: repo.content_tree() for name, repo in self.repos.items()}
             flags = self.state.flags
         if self.image_digest is None:
-            describe = getattr(self.sandbox, "describe", None)
-            facts = describe() if describe else {}
+            facts = self.sandbox.describe()
             self.image_digest = facts.get("image_id") or facts.get("kind") or "unknown"
         return Configuration(trees, dict(flags), self.image_digest)
 

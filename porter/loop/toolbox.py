@@ -35,9 +35,6 @@ class Tool:
     parameters: dict
     handler: Callable[..., Result]
 
-    def spec(self) -> ToolSpec:
-        return ToolSpec(self.name, self.description, self.parameters)
-
 
 @dataclass
 class ToolResult:
@@ -63,4 +60,4 @@ def tool(name: str, description: str, properties: dict[str, Any] | None = None, 
 
 
 def tool_specs() -> list[ToolSpec]:
-    return [item.spec() for item in TOOLS.values()]
+    return [ToolSpec(item.name, item.description, item.parameters) for item in TOOLS.values()]

@@ -99,16 +99,13 @@ def _adapter_options(spec: AgentSpec, provider: str) -> dict:
     }
 
 
-def _anthropic(spec: AgentSpec, argument: str | None, run_dir: Path | None, task: Task | None) -> Model:
-    from porter.models.anthropic import AnthropicModel  # the SDK import is slow; pay it only when used
-
-    return AnthropicModel(**_adapter_options(spec, "anthropic"))
-
-
-def _openai(spec: AgentSpec, argument: str | None, run_dir: Path | None, task: Task | None) -> Model:
-    from porter.models.openai import OpenAIModel
-
-    return OpenAIModel(**_adapter_options(spec, "openai"))
+def _sdk(spec: AgentSpec, argument: str | None, run_dir: Path | None, task: Task | None) -> Model:
+    provider = spec.provider.partition(":")[0]  # anthropic or openai (make_model's name)
+    if provider == "anthropic":  # an SDK's import is slow; pay it only when used
+        from porter.models.anthropic import AnthropicModel as Adapter
+    else:
+        from porter.models.openai import OpenAIModel as Adapter
+    return Adapter(**_adapter_options(spec, provider))
 
 
 def _replay(spec: AgentSpec, argument: str | None, run_dir: Path | None, task: Task | None) -> Model:
@@ -151,8 +148,8 @@ def _playbook(spec: AgentSpec, argument: str | None, run_dir: Path | None, task:
 
 Factory = Callable[[AgentSpec, str | None, Path | None, Task | None], Model]
 MODELS: dict[str, Factory] = {
-    "anthropic": _anthropic,
-    "openai": _openai,
+    "anthropic": _sdk,
+    "openai": _sdk,
     "playbook": _playbook,
     "replay": _replay,
     "scripted": _scripted,

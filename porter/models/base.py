@@ -155,12 +155,6 @@ class Usage(Record):
     cache_write_tokens: int = 0
     cost_usd: float | None = None  # None: the price of this model is unknown
 
-    def __add__(self, other: Usage) -> Usage:
-        # Unknown cost is contagious: a total that silently dropped an unpriced call would lie.
-        cost = None if self.cost_usd is None or other.cost_usd is None else self.cost_usd + other.cost_usd
-        tokens = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
-        return Usage(**{name: getattr(self, name) + getattr(other, name) for name in tokens}, cost_usd=cost)
-
 
 @dataclass
 class Reply(Record):

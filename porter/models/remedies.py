@@ -102,7 +102,7 @@ def exclude_alias_edit(
     if first is None:
         return None
     line, raw, quote = first
-    spelled = [_spell(alias, quote) for alias in aliases]
+    spelled = [json.dumps(alias) if quote == '"' else f"{quote}{alias}{quote}" for alias in aliases]
     if len(_entries(line)) > 1:  # a list on one line: the aliases go in before the entry
         return line, line.replace(raw, ", ".join([*spelled, raw]), 1)
     bare = BARE_ITEM.match(line)
@@ -154,12 +154,6 @@ def _regex_matches(pattern: str, name: str) -> bool:
         return re.match(pattern, name) is not None
     except re.error:
         return False
-
-
-def _spell(entry: str, quote: str) -> str:
-    if quote == '"':
-        return json.dumps(entry)
-    return f"{quote}{entry}{quote}"
 
 
 def guarded_include(lines: list[str], header: str, macro: str) -> tuple[str, str] | None:

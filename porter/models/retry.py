@@ -18,6 +18,7 @@ classes whose status misleads (spend limits dressed as a 429) are named.
 from __future__ import annotations
 
 import email.utils
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -41,13 +42,8 @@ class ErrorPolicy:
     advice: str  # may name {model}, {key_env}, {base_url}
 
 
-def _retry(advice: str) -> ErrorPolicy:
-    return ErrorPolicy(True, advice)
-
-
-def _stop(advice: str) -> ErrorPolicy:
-    return ErrorPolicy(False, advice)
-
+_retry = functools.partial(ErrorPolicy, True)  # _retry(advice)
+_stop = functools.partial(ErrorPolicy, False)
 
 _AUTH = "the API key in {key_env} was rejected: check the variable holds a valid key for {base_url}"
 _BILLING = "the account cannot pay for more requests: add credit or raise its spend limit in the provider console"

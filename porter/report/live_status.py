@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
-from typing import TextIO
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -37,9 +36,9 @@ class LiveStatus:
     """on_step / on_action hooks for agent.run_loop and the run's check watcher; a context manager around the loop
     (and the outputs written after it), so the heartbeat covers all of it."""
 
-    def __init__(self, ctx: RunContext, stream: TextIO | None = None, enabled: bool = True):
+    def __init__(self, ctx: RunContext, enabled: bool = True):
         self.ctx = ctx
-        stream = stream or sys.stdout
+        stream = sys.stdout
         live = enabled and stream.isatty()
         self.live = Live(self, console=Console(file=stream), refresh_per_second=4) if live else None
         echo = self._above_panel if self.live else (lambda line: print(line, file=stream, flush=True))

@@ -27,7 +27,7 @@ from porter.engines.engine import PrStyle
 from porter.ledger.records import RULES, Attempt
 from porter.report import pr_reproduce, pr_series, run_reading
 from porter.report.pr_series import ChangeSet
-from porter.report.run_reading import RunRecord, cli_change, log_excerpt, percent, read_run, significant
+from porter.report.run_reading import RunRecord, cli_change, log_excerpt, percent, read_run, readable, significant
 from porter.report.run_records import StartUpAt, ToolOutcome
 from porter.sandbox.trees import safe_git
 from porter.sandbox.trees.tracked import PORTER_AUTHOR, RepoState
@@ -246,7 +246,7 @@ def _fix(draft: Draft) -> list[str]:
     summaries = {sha: a.step for a in draft.attempts for sha in a.commits.values()}
     for commit in draft.change.commits:
         step = summaries.get(commit.hexsha)
-        said = (draft.record.summary(step) if step is not None else None) or draft.record.readable(commit.summary)
+        said = (draft.record.summary(step) if step is not None else None) or readable(draft.record.task, commit.summary)
         stats = commit.stats.files
         for path in sorted(stats):
             lines.append(f"- `{path}` (+{stats[path]['insertions']} -{stats[path]['deletions']}): {said}")

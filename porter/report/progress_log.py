@@ -114,7 +114,7 @@ class StageWatch:
 class ProgressLog:
     """The log file and the work in flight; a context manager that runs the heartbeat thread."""
 
-    def __init__(self, path: Path, every_s: float, echo: Callable[[str], None] | None = None):
+    def __init__(self, path: Path, every_s: float, echo: Callable[[str], None]):
         self.path, self.every_s, self.echo = path, every_s, echo
         self.lock = threading.RLock()
         self.work: Work | None = None
@@ -137,8 +137,7 @@ class ProgressLog:
             with open(self.path, "a", encoding="utf-8") as log:
                 log.write(line + "\n")
             self.last_line = time.monotonic()
-            if self.echo:
-                self.echo(line)
+            self.echo(line)
 
     def begin(self, label: str, note: str = "", watch: StageWatch | None = None) -> None:
         """Work starts; nothing is written until it ends, reports progress, or the log has been silent too long."""

@@ -167,12 +167,12 @@ class RunRecord:
     def summary(self, step: int) -> str | None:
         """The agent's own summary of the change it asked to keep at a step (a commit's subject is cut at 72)."""
         summary = self._arguments(step, ("accept",)).get("summary")
-        return self.readable(str(summary)) if summary else None
+        return readable(self.task, str(summary)) if summary else None
 
     def why(self, step: int) -> str:
         """What the agent said it was doing in the accept or revert call that ended an attempt."""
         arguments = self._arguments(step, ("accept", "revert"))
-        return self.readable(str(arguments.get("why") or arguments.get("reason") or ""))
+        return readable(self.task, str(arguments.get("why") or arguments.get("reason") or ""))
 
     def explanation(self, attempt: Attempt, files: list[str] | None = None) -> str:
         """Why the agent made this change, in its own words when it made it: the reply that came with the last
@@ -186,7 +186,7 @@ class RunRecord:
                 if (files and self.edits(turn.step, call, files)) or (
                     isinstance(flags, dict) and attempt.flags and flags.keys() & attempt.flags.keys()
                 ):
-                    return self.readable(re.sub(r"^\[[\w:.-]+\]\s*", "", turn.text))  # a playbook's rule tag
+                    return readable(self.task, re.sub(r"^\[[\w:.-]+\]\s*", "", turn.text))  # a playbook's rule tag
         return self.why(attempt.step)
 
     def edits(self, step: int, call: ToolCall, files: list[str]) -> bool:
@@ -196,10 +196,6 @@ class RunRecord:
             return any(set(names) & set(files) for changed in tuned for names in changed.values())
         text = str(call.arguments.get("path") or call.arguments.get("patch") or "")
         return call.name in ("edit_file", "apply_patch", "write_file") and any(f in text for f in files)
-
-    def readable(self, text: str) -> str:
-        """The agent's words for a person, as Markdown of one line (readable)."""
-        return readable(self.task, text)
 
 
 def read_run(run_dir: str | Path) -> RunRecord:

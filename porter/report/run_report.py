@@ -24,7 +24,7 @@ from porter.ledger.noise import Comparison
 from porter.ledger.records import RULES, Attempt
 from porter.ledger.state import TargetRow, median_of, target_report
 from porter.report import plots, report_page, run_reading
-from porter.report.run_reading import RunRecord, cli_change, env_prefix, percent, read_run, significant
+from porter.report.run_reading import RunRecord, cli_change, env_prefix, percent, read_run, readable, significant
 from porter.schema import render_flags
 
 REASON_WIDTH = 220  # characters of a reverted change's reason in the timeline (report.json keeps it whole)
@@ -139,7 +139,7 @@ def _head(record: RunRecord) -> list[str]:
         "",
         f"{task.model.id} on {task.hardware.count}x {task.hardware.gpu} ({task.hardware.nodes} node), "
         f"served by {task.engine.name}; figures measured on {where}.",
-        f"**{'Solved' if state.solved else 'Not solved'}** ({record.readable(state.finished or 'running')}): "
+        f"**{'Solved' if state.solved else 'Not solved'}** ({readable(record.task, state.finished or 'running')}): "
         f"{state.step} steps, "
         f"{kept} changes kept, {len(state.attempts) - kept} reverted, {launches}, {wall}cost {cost}.",
         "",
@@ -197,9 +197,9 @@ def tried_text(record: RunRecord, attempt: Attempt) -> str:
     """The change in CLI form and the files it edited: `--tp 4 --dp 2`, `twin: configs/tuned_fmoe.csv`."""
     dropped = {k: True for k, v in attempt.flags.items() if v is None or v is False}  # what the change turned off
     flags = cli_change(record.task, dropped, attempt.flags)
-    files = [f"{repo}: {record.readable(', '.join(names))}" for repo, names in record.files_of(attempt).items()]
-    return "; ".join(part for part in [f"`{flags}`" if flags else "", *files] if part) or record.readable(
-        attempt.summary
+    files = [f"{repo}: {readable(record.task, ', '.join(names))}" for repo, names in record.files_of(attempt).items()]
+    return "; ".join(part for part in [f"`{flags}`" if flags else "", *files] if part) or readable(
+        record.task, attempt.summary
     )
 
 
