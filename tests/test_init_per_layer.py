@@ -12,6 +12,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from test_init_checkpoints import synthetic
 
 from porter.commands.cli import main
 from porter.init.checkpoint_facts import FactsError
@@ -164,17 +165,6 @@ def test_a_block_without_its_no_op_or_width_is_counted_as_a_no_op_and_named():
     )
 
 
-def qwen3_moe(**keys) -> dict:
-    """A small MoE in Qwen3-MoE's spelling (transformers' Qwen3MoeConfig keys), overridden by `keys`."""
-    base = {
-        "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 2048,
-        "num_hidden_layers": 8, "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
-        "num_experts": 64, "num_experts_per_tok": 8, "moe_intermediate_size": 768, "intermediate_size": 6144,
-        "vocab_size": 32000, "max_position_embeddings": 32768, "torch_dtype": "bfloat16", "hidden_act": "silu",
-    }  # fmt: skip
-    return {**base, **keys}
-
-
 @pytest.mark.parametrize(
     "keys, said",
     [
@@ -191,14 +181,14 @@ def qwen3_moe(**keys) -> dict:
     ],
 )
 def test_a_field_of_the_wrong_type_leaves_the_facts_it_feeds_undecided(keys, said):
-    facts = sized_facts(qwen3_moe(**keys), None)
+    facts = sized_facts(synthetic(**keys), None)
     assert any(line.startswith(said) for line in facts.undecided), facts.undecided
 
 
 def test_init_goes_on_past_a_mistyped_field_and_lists_it(tmp_path):
     checkpoint = tmp_path / "mistyped"
     checkpoint.mkdir()
-    (checkpoint / "config.json").write_text(json.dumps(qwen3_moe(moe_layer_freq="every", first_k_dense_replace=1)))
+    (checkpoint / "config.json").write_text(json.dumps(synthetic(moe_layer_freq="every", first_k_dense_replace=1)))
     result = CliRunner().invoke(main, ["init", str(checkpoint), "--engine", "vllm", "--out", str(tmp_path / "t")])
     assert result.exit_code == 0, result.output
     assert "moe_layer_freq = 'every' is not a whole number init reads" in result.output.split("Could not decide:")[1]
@@ -207,4 +197,4 @@ def test_init_goes_on_past_a_mistyped_field_and_lists_it(tmp_path):
 @pytest.mark.parametrize("key", ["hidden_size", "num_hidden_layers", "num_attention_heads"])
 def test_a_config_without_the_sizes_every_fact_needs_is_still_refused(key):
     with pytest.raises(FactsError, match=f"no positive integer '{key}'"):
-        sized_facts(qwen3_moe(**{key: [1]}), None)
+        sized_facts(synthetic(**{key: [1]}), None)
