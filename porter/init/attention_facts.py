@@ -111,14 +111,15 @@ def read_attention(text: dict, kinds: list[tuple[str, str]], dim: tuple, undecid
         f"num_attention_heads = {heads}; a full layer caches {kv_heads} KV heads x (key {key_dim} + value {value_dim})"
         f" ({read or 'head dim hidden_size / heads'})"
     )
-    windowed = {
-        mixer: sum(kind == mixer for kind, _ in kinds) * shape[0] * (shape[1] + shape[2])
-        for mixer in ("sliding", "chunked") if (shape := shapes.get(mixer, shapes["full"]))
-    }  # fmt: skip
+    windowed = {}  # a chunked layer has the full layers' shape
+    for mixer in ("sliding", "chunked"):
+        window_heads, window_key, window_value = shapes.get(mixer, shapes["full"])
+        if layers := sum(kind == mixer for kind, _ in kinds):
+            windowed[mixer] = layers * window_heads * (window_key + window_value)
     return Attention(
         kind, heads, kv_heads, key_dim, full_layers=full, bounded_layers=bounded,
         kv_elements_per_token=kv_heads * (key_dim + value_dim) * full, kv_shapes=shapes,
-        windowed={mixer: elements for mixer, elements in windowed.items() if elements},
+        windowed=windowed,
     ), why  # fmt: skip
 
 
