@@ -380,7 +380,7 @@ def test_keys_that_size_nothing_leave_no_fact_open(tmp_path):
                        hidden_size_per_layer_input=0)  # fmt: skip
     del config["torch_dtype"]
     facts = sized_facts(config, None)
-    assert facts.open == set() and facts.weight_bytes == sized_facts(synthetic(), None).weight_bytes
+    assert facts.open == {"dtype"} and facts.weight_bytes == sized_facts(synthetic(), None).weight_bytes
     report, _ = init_report(tmp_path, config)
     assert "dtype undecided (2 bytes a weight)" in report and "a key init does not read" not in report
     assert "hidden_size_per_layer_input" in "\n".join(

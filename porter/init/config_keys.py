@@ -112,6 +112,7 @@ HARMLESS_NAME = re.compile(r"eps(ilon)?$|_theta$|dropout|(_scale|scaling_factor|
 # The facts `porter init` states, each with the words an undecided line uses for it before its first ": " (every
 # line init lists under "Could not decide" about a fact starts with the facts it leaves open).
 FACT_WORDS = {
+    "dtype": r"^the dtype$",
     "layers": r"layers by kind|MoE layers|block",
     "MoE": r"MoE|top-k|expert(?! dtype)",
     "MLP activation": r"activation|gated",

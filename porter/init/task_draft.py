@@ -328,7 +328,7 @@ def describe(
         (
             "architecture",
             f"{facts.architecture} ({facts.model_type}), dtype "
-            + ("undecided (2 bytes a weight)" if facts.why.dtype.startswith("none of") else facts.dtype),
+            + ("undecided (2 bytes a weight)" if "dtype" in facts.open else facts.dtype),
             facts.why.dtype,
         ),
         ("quantization", facts.quantization.summary + _exclude_text(facts), facts.why.quantization),
